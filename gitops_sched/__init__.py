@@ -1,0 +1,1 @@
+"""gitops-sched: GPU sharing for Kubernetes clusters, declared in Git."""

@@ -1,0 +1,87 @@
+"""The `gitops-sched` command line.
+
+Exit codes: 0 success, 1 invalid config (or an unmet simulation expectation),
+2 usage error (click's own code for bad options and missing paths).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from gitops_sched.config.diagnostics import Diagnostics, format_diagnostics
+from gitops_sched.config.model import Repo
+from gitops_sched.config.validate import check_repo
+
+EXIT_INVALID = 1
+
+repo_path = click.argument(
+    "path", type=click.Path(exists=True, file_okay=True, dir_okay=True, path_type=Path)
+)
+
+
+def _print_diagnostics(diagnostics: Diagnostics, fmt: str = "text") -> None:
+    text = format_diagnostics(diagnostics.sorted(), fmt)
+    if text:
+        click.echo(text, nl=False, err=fmt == "text")
+
+
+def load_or_exit(path: Path) -> Repo:
+    """The repo's model, or its diagnostics on stderr and exit 1."""
+    repo, diagnostics = check_repo(path)
+    _print_diagnostics(diagnostics)
+    if repo is None:
+        sys.exit(EXIT_INVALID)
+    return repo
+
+
+@click.group()
+@click.version_option(package_name="gitops-sched")
+def main() -> None:
+    """Declare a shared GPU cluster in Git: validate, render, plan and simulate it."""
+
+
+@main.command()
+@repo_path
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "github"]),
+    default="text",
+    help="text (FILE:LINE:COL: Kind/name: message), json, or GitHub annotations.",
+)
+def validate(path: Path, fmt: str) -> None:
+    """Check a config repo against the schemas and the semantic rules."""
+    repo, diagnostics = check_repo(path)
+    _print_diagnostics(diagnostics, fmt)
+    if repo is None:
+        sys.exit(EXIT_INVALID)
+    if fmt == "text":
+        click.echo(
+            f"{path}: valid ({len(repo.projects)} projects, {len(repo.workloads)} workloads, "
+            f"{repo.gpu_capacity} GPUs)",
+            err=True,
+        )
+
+
+@main.command()
+@repo_path
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    help="Directory to write (one file per object plus kustomization.yaml), or - for stdout.",
+)
+def render(path: Path, output: str) -> None:
+    """Compile a config repo to Kubernetes YAML."""
+    from gitops_sched.compiler import render_repo
+    from gitops_sched.compiler.output import write_directory, write_stream
+
+    repo = load_or_exit(path)
+    objects = render_repo(repo)
+    if output == "-":
+        write_stream(objects, sys.stdout)
+    else:
+        write_directory(objects, Path(output))

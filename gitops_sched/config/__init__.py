@@ -1,0 +1,1 @@
+"""Loading, checking and modelling a cluster config repo."""

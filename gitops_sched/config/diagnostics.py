@@ -1,0 +1,111 @@
+"""Diagnostics: every problem found in a run, with the place it points at.
+
+Like a compiler, the loader and the checks keep going after a problem and collect
+all of them; the CLI prints them sorted and exits by the worst severity.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True, order=True)
+class Location:
+    """A 1-based line and column in a file (paths as given, relative to the repo root)."""
+
+    file: str
+    line: int = 1
+    col: int = 1
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    location: Location
+    message: str
+    obj: str = ""  # "Kind/name" of the object the problem belongs to, if known
+    severity: Severity = Severity.ERROR
+
+    def sort_key(self) -> tuple:
+        return (self.location, self.obj, self.message)
+
+    def text(self) -> str:
+        prefix = "" if self.severity is Severity.ERROR else "warning: "
+        obj = f"{self.obj}: " if self.obj else ""
+        return f"{self.location}: {obj}{prefix}{self.message}"
+
+    def as_dict(self) -> dict:
+        return {
+            "file": self.location.file,
+            "line": self.location.line,
+            "col": self.location.col,
+            "object": self.obj,
+            "severity": self.severity.value,
+            "message": self.message,
+        }
+
+    def github(self) -> str:
+        """A GitHub Actions workflow command, which GitHub shows as an annotation on the line."""
+        loc = self.location
+        title = _gh_escape_property(self.obj or "gitops-sched")
+        return (
+            f"::{self.severity.value} file={_gh_escape_property(loc.file)},line={loc.line},"
+            f"col={loc.col},title={title}::{_gh_escape_data(self.message)}"
+        )
+
+
+def _gh_escape_data(value: str) -> str:
+    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_escape_property(value: str) -> str:
+    return _gh_escape_data(value).replace(":", "%3A").replace(",", "%2C")
+
+
+@dataclass
+class Diagnostics:
+    """An append-only collection; sorted output makes runs comparable."""
+
+    items: list[Diagnostic] = field(default_factory=list)
+
+    def error(self, location: Location, message: str, obj: str = "") -> None:
+        self.items.append(Diagnostic(location, message, obj, Severity.ERROR))
+
+    def warning(self, location: Location, message: str, obj: str = "") -> None:
+        self.items.append(Diagnostic(location, message, obj, Severity.WARNING))
+
+    def extend(self, other: Iterable[Diagnostic]) -> None:
+        self.items.extend(other)
+
+    @property
+    def has_errors(self) -> bool:
+        return any(d.severity is Severity.ERROR for d in self.items)
+
+    def sorted(self) -> list[Diagnostic]:
+        return sorted(set(self.items), key=Diagnostic.sort_key)
+
+
+def format_diagnostics(diagnostics: Iterable[Diagnostic], fmt: str) -> str:
+    """Render diagnostics as `text` (one per line), `json` or `github` annotations."""
+    items = list(diagnostics)
+    if fmt == "json":
+        errors = sum(d.severity is Severity.ERROR for d in items)
+        payload = {
+            "valid": errors == 0,
+            "errors": errors,
+            "warnings": len(items) - errors,
+            "diagnostics": [d.as_dict() for d in items],
+        }
+        return json.dumps(payload, indent=2) + "\n"
+    render = Diagnostic.github if fmt == "github" else Diagnostic.text
+    return "".join(render(d) + "\n" for d in items)

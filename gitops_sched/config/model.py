@@ -1,0 +1,400 @@
+"""The typed config model: one frozen dataclass per kind, defaults applied.
+
+Built from documents that already passed the JSON Schema, so builders may trust
+types and required fields; semantic checks (checks.py) and the compiler and engine
+work on these objects, and each keeps its `Document` to point back at a line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from kubernetes.utils.quantity import parse_quantity
+
+from gitops_sched.config.loader import Document
+
+WORKLOAD_TYPES = ("train", "interactive", "inference")
+# Default priorities per workload type, as KAI's priority classes order them:
+# inference outranks interactive (build), which outranks train.
+DEFAULT_PRIORITY = {"train": 50, "interactive": 100, "inference": 125}
+NODE_GROUP_LABEL = "gitops-sched.io/node-group"
+
+
+def quantity(value: Any) -> Decimal:
+    """A Kubernetes quantity ("12000m", "1Gi", 4) as a Decimal; schema checked the form."""
+    return parse_quantity(value)
+
+
+def duration_seconds(value: str | int | None) -> int | None:
+    """`90s`, `30m`, `8h`, `2d`, `1h30m` or plain seconds."""
+    if value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    total, number = 0, ""
+    for char in value.strip():
+        if char.isdigit():
+            number += char
+        elif char in units and number:
+            total += int(number) * units[char]
+            number = ""
+        else:
+            raise ValueError(f"invalid duration {value!r}")
+    if number:
+        total += int(number)
+    return total
+
+
+@dataclass(frozen=True)
+class Resources:
+    """GPU (in GPUs, may be fractional), CPU (cores) and memory (bytes); None = unset."""
+
+    gpu: float | None = None
+    cpu: Decimal | None = None
+    memory: Decimal | None = None
+
+    @staticmethod
+    def of(spec: dict | None) -> Resources:
+        spec = spec or {}
+        return Resources(
+            gpu=float(spec["gpu"]) if "gpu" in spec else None,
+            cpu=quantity(spec["cpu"]) if "cpu" in spec else None,
+            memory=quantity(spec["memory"]) if "memory" in spec else None,
+        )
+
+
+@dataclass(frozen=True)
+class SchedulerPolicy:
+    cycle_period_s: int = 10
+    # A project reclaims only when it is below its fair share by more than this many GPUs.
+    reclaim_threshold: float = 0.0
+    consolidation: bool = True
+    # "quota": spare GPUs split by quota (Run:ai default); "equal": equal weights.
+    over_quota_weight: str = "quota"
+    # Department quotas may add up to more than the cluster has (a warning, not an error).
+    allow_oversubscription: bool = False
+
+
+@dataclass(frozen=True)
+class Cluster:
+    name: str
+    kubernetes_version: str
+    system_namespace: str
+    namespace_prefix: str
+    scheduler_name: str
+    policy: SchedulerPolicy
+    doc: Document = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    name: str
+    role: str  # gpu-worker | cpu-worker | system
+    node_selector: dict[str, str]  # matchLabels that find the group's nodes
+    node_label: tuple[str, str]  # the label the reconciler puts on matching nodes
+    node_count: int
+    gpus_per_node: int
+    gpu_model: str | None
+    gpu_memory: Decimal | None  # bytes per GPU
+    mig_enabled: bool
+    mig_strategy: str  # none | single | mixed
+    topology_label: str | None
+    nodes_per_topology_domain: int | None  # for simulated clusters
+    cpu_per_node: Decimal | None
+    memory_per_node: Decimal | None
+    doc: Document = field(repr=False, compare=False)
+
+    @property
+    def gpu_capacity(self) -> int:
+        return self.node_count * self.gpus_per_node
+
+
+@dataclass(frozen=True)
+class Department:
+    name: str
+    quota: Resources
+    over_quota_weight: float | None  # None: the cluster's default rule
+    limit: Resources
+    admins: tuple[str, ...]
+    doc: Document = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Members:
+    users: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Project:
+    name: str
+    department: str
+    quota: Resources  # overall; with node_group_quotas, their sum
+    node_group_quotas: dict[str, Resources]
+    over_quota_allowed: bool
+    over_quota_weight: float | None  # None: the cluster's default rule (its GPU quota)
+    over_quota_rank: int  # spare GPUs go to higher ranks first
+    limit: Resources
+    node_groups: tuple[str, ...]  # allowed node groups; empty = all GPU node groups
+    node_groups_by_type: dict[str, tuple[str, ...]]
+    interactive_time_limit_s: int | None
+    idle_gpu_timeout_s: int | None
+    members: Members
+    doc: Document = field(repr=False, compare=False)
+
+    def allowed_node_groups(self, workload_type: str) -> tuple[str, ...]:
+        return self.node_groups_by_type.get(workload_type, self.node_groups)
+
+
+@dataclass(frozen=True)
+class GpuRequest:
+    """Per pod: whole GPUs, a fraction of one GPU, GPU memory, or a MIG profile."""
+
+    gpu: float | None = None  # whole (integer) or fraction in (0, 1)
+    gpu_memory: Decimal | None = None  # bytes
+    mig: str | None = None
+
+    @property
+    def is_empty(self) -> bool:
+        return self.gpu is None and self.gpu_memory is None and self.mig is None
+
+
+POD_FIELDS = (
+    "image",
+    "command",
+    "args",
+    "env",
+    "ports",
+    "volumes",
+    "sharedMemory",
+    "resources",
+    "workingDir",
+    "gpu",
+    "gpuMemory",
+    "mig",
+)
+
+
+@dataclass(frozen=True)
+class Template:
+    name: str
+    default: bool
+    spec: dict[str, Any]  # the pod fields of POD_FIELDS, raw (Jinja2 expressions unrendered)
+    doc: Document = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    project: str
+    type: str
+    template: str | None
+    overrides: dict[str, Any]  # pod fields given on the workload itself
+    replicas: int
+    min_available: int
+    priority: int
+    preemptible: bool
+    node_group: str | None
+    doc: Document = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Repo:
+    """A whole config repo; lists keep file order, which is also submission order."""
+
+    cluster: Cluster | None
+    node_groups: list[NodeGroup]
+    departments: list[Department]
+    projects: list[Project]
+    templates: list[Template]
+    workloads: list[Workload]
+
+    def project(self, name: str) -> Project | None:
+        return next((p for p in self.projects if p.name == name), None)
+
+    def default_template(self) -> Template | None:
+        return next((t for t in self.templates if t.default), None)
+
+    @property
+    def gpu_capacity(self) -> int:
+        return sum(g.gpu_capacity for g in self.node_groups)
+
+    def pod_spec(self, workload: Workload) -> dict[str, Any]:
+        """The workload's pod fields: default template, then its template, then its own.
+
+        Later layers replace earlier ones field by field; `env` merges by variable name.
+        Jinja2 expressions are left as written (the compiler renders them).
+        """
+        layers = [self.default_template(), self.template(workload.template)]
+        merged: dict[str, Any] = {}
+        for layer in [t.spec for t in layers if t is not None] + [workload.overrides]:
+            for key, value in layer.items():
+                if key == "env":
+                    merged["env"] = {**merged.get("env", {}), **value}
+                else:
+                    merged[key] = value
+        if any(k in workload.overrides for k in ("gpu", "gpuMemory", "mig")):
+            # a workload's own GPU request replaces the template's, whatever its form
+            for key in ("gpu", "gpuMemory", "mig"):
+                if key not in workload.overrides:
+                    merged.pop(key, None)
+        return merged
+
+    def template(self, name: str | None) -> Template | None:
+        return next((t for t in self.templates if t.name == name), None) if name else None
+
+
+def gpu_request_of(spec: dict[str, Any]) -> GpuRequest:
+    return GpuRequest(
+        gpu=float(spec["gpu"]) if "gpu" in spec else None,
+        gpu_memory=quantity(spec["gpuMemory"]) if "gpuMemory" in spec else None,
+        mig=spec.get("mig"),
+    )
+
+
+def build_cluster(doc: Document) -> Cluster:
+    spec = doc.data.get("spec", {})
+    policy = spec.get("policy", {})
+    return Cluster(
+        name=doc.name,
+        kubernetes_version=str(spec.get("kubernetesVersion", "1.32")),
+        system_namespace=spec.get("systemNamespace", "gitops-sched-system"),
+        namespace_prefix=spec.get("namespacePrefix", "project-"),
+        scheduler_name=spec.get("schedulerName", "gitops-sched"),
+        policy=SchedulerPolicy(
+            cycle_period_s=duration_seconds(policy.get("cyclePeriod", "10s")) or 10,
+            reclaim_threshold=float(policy.get("reclaimThreshold", 0)),
+            consolidation=bool(policy.get("consolidation", True)),
+            over_quota_weight=policy.get("defaultOverQuotaWeight", "quota"),
+            allow_oversubscription=bool(policy.get("allowOversubscription", False)),
+        ),
+        doc=doc,
+    )
+
+
+def build_node_group(doc: Document) -> NodeGroup:
+    spec = doc.data.get("spec", {})
+    gpu = spec.get("gpu", {})
+    mig = spec.get("mig", {})
+    topology = spec.get("topology", {})
+    label = spec.get("nodeLabel", {})
+    return NodeGroup(
+        name=doc.name,
+        role=spec.get("role", "gpu-worker"),
+        node_selector=dict(spec.get("nodeSelector", {}).get("matchLabels", {})),
+        node_label=(label.get("key", NODE_GROUP_LABEL), label.get("value", doc.name)),
+        node_count=int(spec.get("nodeCount", 0)),
+        gpus_per_node=int(spec.get("gpusPerNode", 0)),
+        gpu_model=gpu.get("model"),
+        gpu_memory=quantity(gpu["memory"]) if "memory" in gpu else None,
+        mig_enabled=bool(mig.get("enabled", False)),
+        mig_strategy=mig.get("strategy", "mixed" if mig.get("enabled") else "none"),
+        topology_label=topology.get("label"),
+        nodes_per_topology_domain=topology.get("nodesPerDomain"),
+        cpu_per_node=quantity(spec["cpuPerNode"]) if "cpuPerNode" in spec else None,
+        memory_per_node=quantity(spec["memoryPerNode"]) if "memoryPerNode" in spec else None,
+        doc=doc,
+    )
+
+
+def build_department(doc: Document) -> Department:
+    spec = doc.data.get("spec", {})
+    weight = spec.get("overQuotaWeight")
+    return Department(
+        name=doc.name,
+        quota=Resources.of(spec.get("quota")),
+        over_quota_weight=float(weight) if weight is not None else None,
+        limit=Resources.of(spec.get("limit")),
+        admins=tuple(spec.get("admins", ())),
+        doc=doc,
+    )
+
+
+def build_project(doc: Document) -> Project:
+    spec = doc.data.get("spec", {})
+    by_group = {g: Resources.of(q) for g, q in spec.get("nodeGroupQuotas", {}).items()}
+    quota = Resources.of(spec.get("quota"))
+    if by_group and quota.gpu is None:
+        quota = Resources(
+            gpu=sum(q.gpu or 0 for q in by_group.values()), cpu=quota.cpu, memory=quota.memory
+        )
+    weight = spec.get("overQuotaWeight")
+    members = spec.get("members", {})
+    groups = spec.get("nodeGroups", {})
+    return Project(
+        name=doc.name,
+        department=spec.get("department", ""),
+        quota=quota,
+        node_group_quotas=by_group,
+        over_quota_allowed=spec.get("overQuota", "allowed") == "allowed",
+        over_quota_weight=float(weight) if weight is not None else None,
+        over_quota_rank=int(spec.get("overQuotaRank", 0)),
+        limit=Resources.of(spec.get("limit")),
+        node_groups=tuple(groups.get("allowed", ())),
+        node_groups_by_type={t: tuple(v) for t, v in groups.get("byType", {}).items()},
+        interactive_time_limit_s=duration_seconds(spec.get("interactiveTimeLimit")),
+        idle_gpu_timeout_s=duration_seconds(spec.get("idleGpuTimeout")),
+        members=Members(
+            users=tuple(members.get("users", ())), groups=tuple(members.get("groups", ()))
+        ),
+        doc=doc,
+    )
+
+
+def build_template(doc: Document) -> Template:
+    spec = doc.data.get("spec", {})
+    return Template(
+        name=doc.name,
+        default=bool(spec.get("default", False)),
+        spec={k: v for k, v in spec.items() if k in POD_FIELDS},
+        doc=doc,
+    )
+
+
+def build_workload(doc: Document) -> Workload:
+    spec = doc.data.get("spec", {})
+    wtype = spec.get("type", "train")
+    replicas = int(spec.get("replicas", 1))
+    return Workload(
+        name=doc.name,
+        project=spec.get("project", ""),
+        type=wtype,
+        template=spec.get("template"),
+        overrides={k: v for k, v in spec.items() if k in POD_FIELDS},
+        replicas=replicas,
+        min_available=int(spec.get("minAvailable", replicas)),
+        priority=int(spec.get("priority", DEFAULT_PRIORITY.get(wtype, 50))),
+        preemptible=bool(spec.get("preemptible", wtype == "train")),
+        node_group=spec.get("nodeGroup"),
+        doc=doc,
+    )
+
+
+BUILDERS = {
+    "Cluster": build_cluster,
+    "NodeGroup": build_node_group,
+    "Department": build_department,
+    "Project": build_project,
+    "Template": build_template,
+    "Workload": build_workload,
+}
+
+
+def build_repo(documents: list[Document]) -> Repo:
+    """The model of schema-valid documents (documents of unknown kinds are skipped)."""
+    by_kind: dict[str, list] = {kind: [] for kind in BUILDERS}
+    for doc in documents:
+        if doc.kind in BUILDERS:
+            by_kind[doc.kind].append(BUILDERS[doc.kind](doc))
+    clusters = by_kind["Cluster"]
+    return Repo(
+        cluster=clusters[0] if clusters else None,
+        node_groups=by_kind["NodeGroup"],
+        departments=by_kind["Department"],
+        projects=by_kind["Project"],
+        templates=by_kind["Template"],
+        workloads=by_kind["Workload"],
+    )

@@ -1,0 +1,21 @@
+"""The whole check of a config repo: load, schema, model, semantic checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gitops_sched.config.checks import run_checks
+from gitops_sched.config.diagnostics import Diagnostics
+from gitops_sched.config.loader import load_repo
+from gitops_sched.config.model import Repo, build_repo
+from gitops_sched.config.schema import validate_documents
+
+
+def check_repo(root: Path) -> tuple[Repo | None, Diagnostics]:
+    """The repo's model and every diagnostic; the model is None when any error was found."""
+    diagnostics = Diagnostics()
+    documents = load_repo(root, diagnostics)
+    valid = validate_documents(documents, diagnostics)
+    repo = build_repo(valid)
+    run_checks(repo, documents, diagnostics)
+    return (None if diagnostics.has_errors else repo), diagnostics
