@@ -41,6 +41,8 @@ class Document:
     index: int  # position of the document inside its file, from 0
     data: Any
     positions: dict[Path_, tuple[int, int]] = field(repr=False)
+    # where the key naming each mapping value starts: "unknown field" points at the key
+    key_positions: dict[Path_, tuple[int, int]] = field(default_factory=dict, repr=False)
 
     @property
     def kind(self) -> str:
@@ -65,6 +67,12 @@ class Document:
         line, col = self.positions.get(path, (1, 1))
         return Location(self.file, line, col)
 
+    def key_location(self, path: Path_) -> Location:
+        """The position of the key naming the value at `path` (else as `location`)."""
+        if (key := self.key_positions.get(tuple(path))) is not None:
+            return Location(self.file, *key)
+        return self.location(path)
+
 
 class _LoadError(Exception):
     def __init__(self, mark: yaml.Mark | None, message: str) -> None:
@@ -88,6 +96,7 @@ class _Builder:
 
     def __init__(self) -> None:
         self.positions: dict[Path_, tuple[int, int]] = {}
+        self.key_positions: dict[Path_, tuple[int, int]] = {}
         self.expanded = 0
 
     def build(self, node: yaml.Node, path: Path_) -> Any:
@@ -121,7 +130,8 @@ class _Builder:
                     key_node.start_mark,
                     f"duplicate key {key!r} (first at line {first.line + 1})",
                 )
-            seen[key] = key_node.start_mark
+            mark = seen[key] = key_node.start_mark
+            self.key_positions[(*path, key)] = (mark.line + 1, mark.column + 1)
             result[key] = self.build(value_node, (*path, key))
         return result
 
@@ -136,16 +146,18 @@ def load_text(text: str, file: str, diagnostics: Diagnostics) -> list[Document]:
                 diagnostics.warning(Location(file, line, 1), "empty document ignored")
                 continue
             builder = _Builder()
-            data = builder.build(node, ())
+            try:
+                data = builder.build(node, ())
+            except _LoadError as exc:  # this document only: the next ones still load
+                diagnostics.error(_mark_location(file, exc.mark), exc.message)
+                continue
             if not isinstance(data, dict):
                 diagnostics.error(
                     Location(file, node.start_mark.line + 1, node.start_mark.column + 1),
                     "a document must be a mapping with apiVersion, kind, metadata and spec",
                 )
                 continue
-            documents.append(Document(file, index, data, builder.positions))
-    except _LoadError as exc:
-        diagnostics.error(_mark_location(file, exc.mark), exc.message)
+            documents.append(Document(file, index, data, builder.positions, builder.key_positions))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         diagnostics.error(_mark_location(file, mark), f"YAML syntax error: {_yaml_problem(exc)}")

@@ -1,0 +1,1 @@
+"""The scheduling engine: a pure function from a cluster snapshot to decisions."""
