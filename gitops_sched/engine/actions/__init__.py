@@ -1,0 +1,1 @@
+"""The steps of a cycle, in the order `cycle.schedule` runs them."""

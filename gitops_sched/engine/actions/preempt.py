@@ -1,0 +1,40 @@
+"""Preempt: inside a project, higher-priority pending work evicts lower-priority work.
+
+The project does not grow past its fair share through preemption: it trades its own
+lower-priority GPUs for the higher-priority job.
+"""
+
+from __future__ import annotations
+
+from gitops_sched.engine.actions.victims import evict_until_placed, victim_order
+from gitops_sched.engine.admission import quota_blocker
+from gitops_sched.engine.session import Session
+from gitops_sched.engine.types import GPU_EPSILON, EvictReason
+
+
+def preempt(session: Session) -> None:
+    queues = session.pending_by_project()
+    for name in sorted(queues):
+        for job in queues[name]:
+            if session.jobs[job.name].running or quota_blocker(session, job):
+                continue
+            victims = sorted(
+                (
+                    j
+                    for j in session.running()
+                    if j.project == name and j.preemptible and j.priority < job.priority
+                ),
+                key=victim_order,
+            )
+            if not victims:
+                continue
+            ceiling = max(session.fair_share.get(name, 0.0), session.allocated[name])
+
+            def next_victim(victims=victims):
+                return victims.pop(0) if victims else None
+
+            def within_share(name=name, ceiling=ceiling) -> bool:
+                return session.allocated[name] <= ceiling + GPU_EPSILON
+
+            if evict_until_placed(session, job, EvictReason.PREEMPT, next_victim, within_share):
+                session.pending_reasons.pop(job.name, None)

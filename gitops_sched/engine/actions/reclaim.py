@@ -1,0 +1,84 @@
+"""Reclaim: a project below its fair share (or its deserved quota) takes GPUs back.
+
+Victims are preemptible jobs of projects above their fair share, taken one at a time
+from the project furthest above it, so the order of projects by allocated/fair-share
+is kept, and never so many that a victim project (or its department) drops below its
+fair share; a project still below its deserved quota may push victims down to their
+own deserved quota, because deserved quota is guaranteed.
+"""
+
+from __future__ import annotations
+
+from gitops_sched.engine.actions.victims import evict_until_placed, on_nodes, victim_order
+from gitops_sched.engine.admission import may_reclaim, quota_blocker
+from gitops_sched.engine.session import Session
+from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job
+
+MAX_FAILED_PER_PROJECT = 2  # a queue whose first jobs cannot reclaim waits for next cycle
+
+
+def reclaim(session: Session) -> None:
+    queues = session.pending_by_project()
+    for name in session.projects_by_ratio(queues):
+        failed = 0
+        for job in queues[name]:
+            if failed >= MAX_FAILED_PER_PROJECT:
+                break
+            if session.jobs[job.name].running or quota_blocker(session, job):
+                continue
+            if not may_reclaim(session, job):
+                continue
+            if _reclaim_for(session, job):
+                session.pending_reasons.pop(job.name, None)
+            else:
+                failed += 1
+
+
+def _reclaim_for(session: Session, job: Job) -> bool:
+    guaranteed = (
+        session.allocated[job.project] + session.job_gpus(job)
+        <= session.projects[job.project].deserved + GPU_EPSILON
+    )
+    nodes = {n.name for n in session.candidate_nodes(job)}
+    by_project: dict[str, list[Job]] = {}
+    for victim in sorted(on_nodes(session.running(), nodes), key=victim_order):
+        if victim.preemptible and victim.project != job.project:
+            by_project.setdefault(victim.project, []).append(victim)
+
+    def next_victim() -> Job | None:
+        for project in sorted(by_project, key=lambda p: (-session.ratio(p), p)):
+            candidates = by_project[project]
+            while candidates and not session.jobs[candidates[0].name].running:
+                candidates.pop(0)
+            if candidates and _may_lose(session, job, candidates[0], guaranteed):
+                return candidates.pop(0)
+        return None
+
+    return evict_until_placed(session, job, EvictReason.RECLAIM, next_victim)
+
+
+def _may_lose(session: Session, job: Job, victim: Job, guaranteed: bool) -> bool:
+    """Whether the victim's project (and department) stays at or above its floor."""
+    amount = session.job_gpus(victim)
+    gain = session.job_gpus(job)
+    queues = [(victim.project, job.project)]
+    victim_dept = session.department_of(victim.project)
+    if victim_dept != session.department_of(job.project):
+        queues.append((victim_dept, session.department_of(job.project)))
+    for queue, claimant in queues:
+        share = session.fair_share.get(queue, 0.0)
+        left = session.allocated[queue] - amount
+        if guaranteed:
+            spec = session.projects.get(queue) or session.departments.get(queue)
+            floor = min(spec.deserved, share) if spec else share
+            if left < floor - GPU_EPSILON:
+                return False
+            continue
+        if left < share - GPU_EPSILON:
+            return False
+        claimant_share = session.fair_share.get(claimant, 0.0)
+        if share > GPU_EPSILON and claimant_share > GPU_EPSILON:
+            claimant_after = (session.allocated[claimant] + gain) / claimant_share
+            if left / share < claimant_after - GPU_EPSILON:
+                return False
+    return True

@@ -1,0 +1,53 @@
+"""Whether a queue may take a job at all: deserved quota, over-quota rules, hard limits.
+
+These rules hold whatever action places the job (allocate, reclaim, preempt,
+consolidate), so they live in one place and return the reason shown on pending work.
+"""
+
+from __future__ import annotations
+
+from gitops_sched.engine.session import Session
+from gitops_sched.engine.types import GPU_EPSILON, Job
+
+
+def quota_blocker(session: Session, job: Job) -> str | None:
+    """Why the job's project (or department) may not grow by this job now; None if it may."""
+    project = session.projects.get(job.project)
+    if project is None:
+        return f"project {job.project!r} is not in the policy"
+    amount = session.job_gpus(job)
+    queues = [project]
+    department = session.departments.get(project.parent)
+    if department is not None:
+        queues.append(department)
+    for queue in queues:
+        level = "department" if queue is department else "project"
+        if not job.preemptible:
+            fixed = session.fixed[queue.name] + amount
+            if fixed > queue.deserved + GPU_EPSILON:
+                return (
+                    f"non-preemptible work must fit in the {level}'s deserved quota "
+                    f"({_gpus(fixed)} > {_gpus(queue.deserved)} GPUs)"
+                )
+        total = session.allocated[queue.name] + amount
+        if queue.limit is not None and total > queue.limit + GPU_EPSILON:
+            return f"{level} hard limit reached ({_gpus(total)} > {_gpus(queue.limit)} GPUs)"
+    total = session.allocated[project.name] + amount
+    if not project.over_quota_allowed and total > project.deserved + GPU_EPSILON:
+        return f"project may not go over quota ({_gpus(total)} > {_gpus(project.deserved)} GPUs)"
+    return None
+
+
+def may_reclaim(session: Session, job: Job) -> bool:
+    """Below deserved quota, or below fair share (plus the policy's threshold) after the job."""
+    after = session.allocated[job.project] + session.job_gpus(job)
+    project = session.projects[job.project]
+    threshold = session.snapshot.policy.reclaim_threshold
+    return (
+        after <= project.deserved + GPU_EPSILON
+        or after <= session.fair_share.get(job.project, 0.0) + threshold + GPU_EPSILON
+    )
+
+
+def _gpus(value: float) -> str:
+    return f"{round(value, 4):g}"
