@@ -86,18 +86,27 @@ def _share_of(job: Job, memory_mib: int) -> float:
 
 
 def _shared(session: Session, job: Job, domain: str | None) -> PodPlacement | None:
-    """Best fit on a partly used GPU (least room left after), else a free GPU."""
-    best: tuple[float, str, int, float] | None = None
+    """Best fit on a partly used GPU, else a free GPU.
+
+    GPUs shared only with the job's own project come first, so one team's notebooks
+    pack together instead of spreading a noisy neighbour across teams; then the GPU
+    left with the least room.
+    """
+    best: tuple[bool, float, str, int, float] | None = None
     for use in _in_domain(session.candidate_nodes(job), domain):
         for gpu in use.gpus:
             if gpu.whole or gpu.mig_enabled or gpu.used <= GPU_EPSILON:
                 continue
             share = _share_of(job, gpu.memory_mib)
             room = 1.0 - gpu.used - share
-            if room >= -GPU_EPSILON and (best is None or (room, use.name, gpu.index) < best[:3]):
-                best = (room, use.name, gpu.index, share)
+            if room < -GPU_EPSILON:
+                continue
+            foreign = any(session.jobs[j].project != job.project for j in gpu.shares)
+            key = (foreign, room, use.name, gpu.index, share)
+            if best is None or key < best:
+                best = key
     if best is not None:
-        return PodPlacement(best[1], (best[2],), fraction=best[3])
+        return PodPlacement(best[2], (best[3],), fraction=best[4])
     for use in _in_domain(session.nodes_with_free(job.node_groups, 1), domain):
         gpu = next(g for g in use.gpus if g.is_free)
         share = _share_of(job, gpu.memory_mib)
