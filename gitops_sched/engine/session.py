@@ -61,6 +61,11 @@ def job_order(job: Job) -> tuple:
     return (-job.priority, job.submitted, job.name)
 
 
+def victim_order(job: Job) -> tuple:
+    """Cheapest to lose first: lowest priority, then the most recently submitted."""
+    return (job.priority, -job.submitted, job.name)
+
+
 class Session:
     """Mutable state of one scheduling cycle over an immutable `Snapshot`."""
 
@@ -116,6 +121,14 @@ class Session:
         for job in sorted(self.pending(), key=job_order):
             queues.setdefault(job.project, []).append(job)
         return queues
+
+    def preemptible_by_project(self) -> dict[str, list[Job]]:
+        """Running preemptible jobs per project, cheapest to lose first (see victim_order)."""
+        victims: dict[str, list[Job]] = {}
+        for job in sorted(self.running(), key=victim_order):
+            if job.preemptible:
+                victims.setdefault(job.project, []).append(job)
+        return victims
 
     def projects_by_ratio(self, names: Iterable[str]) -> list[str]:
         return sorted(names, key=lambda name: (self.ratio(name), name))

@@ -6,7 +6,7 @@ lower-priority GPUs for the higher-priority job.
 
 from __future__ import annotations
 
-from gitops_sched.engine.actions.victims import evict_until_placed, victim_order
+from gitops_sched.engine.actions.victims import evict_until_placed
 from gitops_sched.engine.admission import quota_blocker
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason
@@ -14,19 +14,17 @@ from gitops_sched.engine.types import GPU_EPSILON, EvictReason
 
 def preempt(session: Session) -> None:
     queues = session.pending_by_project()
+    running = session.preemptible_by_project()
     for name in sorted(queues):
         for job in queues[name]:
-            if session.jobs[job.name].running or quota_blocker(session, job):
+            if session.jobs[job.name].running:
                 continue
-            victims = sorted(
-                (
-                    j
-                    for j in session.running()
-                    if j.project == name and j.preemptible and j.priority < job.priority
-                ),
-                key=victim_order,
-            )
-            if not victims:
+            victims = [
+                v
+                for v in running.get(name, ())
+                if v.priority < job.priority and session.jobs[v.name].running
+            ]
+            if not victims or quota_blocker(session, job):
                 continue
             ceiling = max(session.fair_share.get(name, 0.0), session.allocated[name])
 

@@ -9,7 +9,7 @@ own deserved quota, because deserved quota is guaranteed.
 
 from __future__ import annotations
 
-from gitops_sched.engine.actions.victims import evict_until_placed, on_nodes, victim_order
+from gitops_sched.engine.actions.victims import evict_until_placed
 from gitops_sched.engine.admission import may_reclaim, quota_blocker
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job
@@ -19,6 +19,7 @@ MAX_FAILED_PER_PROJECT = 2  # a queue whose first jobs cannot reclaim waits for 
 
 def reclaim(session: Session) -> None:
     queues = session.pending_by_project()
+    victims = session.preemptible_by_project()
     for name in session.projects_by_ratio(queues):
         failed = 0
         for job in queues[name]:
@@ -28,30 +29,42 @@ def reclaim(session: Session) -> None:
                 continue
             if not may_reclaim(session, job):
                 continue
-            if _reclaim_for(session, job):
+            if _reclaim_for(session, job, victims):
                 session.pending_reasons.pop(job.name, None)
             else:
                 failed += 1
 
 
-def _reclaim_for(session: Session, job: Job) -> bool:
+def _reclaim_for(session: Session, job: Job, victims: dict[str, list[Job]]) -> bool:
     guaranteed = (
         session.allocated[job.project] + session.job_gpus(job)
         <= session.projects[job.project].deserved + GPU_EPSILON
     )
-    nodes = {n.name for n in session.candidate_nodes(job)}
-    by_project: dict[str, list[Job]] = {}
-    for victim in sorted(on_nodes(session.running(), nodes), key=victim_order):
-        if victim.preemptible and victim.project != job.project:
-            by_project.setdefault(victim.project, []).append(victim)
+    nodes = {n.name for n in session.candidate_nodes(job)} if job.node_groups else None
+    over = [
+        p
+        for p in victims
+        if p != job.project
+        and (guaranteed or session.allocated[p] > session.fair_share.get(p, 0.0))
+    ]
+    cursors = dict.fromkeys(over, 0)
 
     def next_victim() -> Job | None:
-        for project in sorted(by_project, key=lambda p: (-session.ratio(p), p)):
-            candidates = by_project[project]
-            while candidates and not session.jobs[candidates[0].name].running:
-                candidates.pop(0)
-            if candidates and _may_lose(session, job, candidates[0], guaranteed):
-                return candidates.pop(0)
+        for project in sorted(cursors, key=lambda p: (-session.ratio(p), p)):
+            candidates = victims[project]
+            while cursors[project] < len(candidates):
+                victim = session.jobs[candidates[cursors[project]].name]
+                usable = victim.running and (
+                    nodes is None or any(pod.node in nodes for pod in victim.placement)
+                )
+                if usable:
+                    break
+                cursors[project] += 1
+            else:
+                continue
+            if _may_lose(session, job, victim, guaranteed):
+                cursors[project] += 1
+                return victim
         return None
 
     return evict_until_placed(session, job, EvictReason.RECLAIM, next_victim)

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from gitops_sched.engine.placement import place
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import EvictReason, Job
 
-
-def victim_order(job: Job) -> tuple:
-    """Cheapest to lose first: lowest priority, then the most recently submitted."""
-    return (job.priority, -job.submitted, job.name)
-
-
-def on_nodes(jobs: Iterable[Job], nodes: set[str]) -> list[Job]:
-    return [j for j in jobs if any(pod.node in nodes for pod in j.placement)]
+MAX_VICTIMS = 32
 
 
 def evict_until_placed(
@@ -25,9 +18,16 @@ def evict_until_placed(
     next_victim: Callable[[], Job | None],
     accept: Callable[[], bool] = lambda: True,
 ) -> bool:
-    """Evict victims one at a time until `job` fits and `accept()` holds; else undo all."""
+    """Evict victims one at a time until `job` fits and `accept()` holds; else undo all.
+
+    At most MAX_VICTIMS evictions are tried for one job, which bounds a cycle's work
+    when a job cannot fit however much is evicted.
+    """
     with session.statement() as commit:
-        while (victim := next_victim()) is not None:
+        for _ in range(MAX_VICTIMS):
+            victim = next_victim()
+            if victim is None:
+                break
             session.evict(victim, reason, by=job.name)
             if place(session, session.jobs[job.name]):
                 if accept():
