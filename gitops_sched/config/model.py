@@ -176,6 +176,7 @@ POD_FIELDS = (
     "gpuMemory",
     "mig",
 )
+GPU_FIELDS = ("gpu", "gpuMemory", "mig")  # the forms of a GPU request; one replaces another
 
 
 @dataclass(frozen=True)
@@ -225,22 +226,21 @@ class Repo:
     def pod_spec(self, workload: Workload) -> dict[str, Any]:
         """The workload's pod fields: default template, then its template, then its own.
 
-        Later layers replace earlier ones field by field; `env` merges by variable name.
+        Later layers replace earlier ones field by field; `env` merges by variable name;
+        a layer's GPU request replaces the whole earlier one, whatever its form.
         Jinja2 expressions are left as written (the compiler renders them).
         """
         layers = [self.default_template(), self.template(workload.template)]
         merged: dict[str, Any] = {}
         for layer in [t.spec for t in layers if t is not None] + [workload.overrides]:
+            if any(key in layer for key in GPU_FIELDS):
+                for key in GPU_FIELDS:
+                    merged.pop(key, None)
             for key, value in layer.items():
                 if key == "env":
                     merged["env"] = {**merged.get("env", {}), **value}
                 else:
                     merged[key] = value
-        if any(k in workload.overrides for k in ("gpu", "gpuMemory", "mig")):
-            # a workload's own GPU request replaces the template's, whatever its form
-            for key in ("gpu", "gpuMemory", "mig"):
-                if key not in workload.overrides:
-                    merged.pop(key, None)
         return merged
 
     def template(self, name: str | None) -> Template | None:

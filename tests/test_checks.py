@@ -1,0 +1,346 @@
+"""Semantic checks the broken example repos do not cover, one small repo per test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from gitops_sched.cli import main
+from gitops_sched.config.checks import run_checks
+from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
+from gitops_sched.config.loader import load_repo
+from gitops_sched.config.model import build_repo
+
+API = "gitops-sched.io/v1alpha1"
+
+
+def doc(kind: str, name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": API, "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
+CLUSTER = doc("Cluster", "lab", namespacePrefix="team-")
+A100 = doc(
+    "NodeGroup",
+    "a100",
+    nodeCount=2,
+    gpusPerNode=8,
+    gpu={"model": "A100-SXM4-80GB", "memory": "80Gi"},
+    mig={"enabled": True},
+)
+DEPARTMENT = doc("Department", "research", quota={"gpu": 16})
+PROJECT = doc("Project", "vision", department="research", quota={"gpu": 4})
+BASE = (CLUSTER, A100, DEPARTMENT, PROJECT)
+
+
+def write_repo(path: Path, documents: list[dict[str, Any]]) -> None:
+    (path / "repo.yaml").write_text(yaml.safe_dump_all(documents, sort_keys=False))
+
+
+@pytest.fixture
+def repo_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def check(repo_dir: Path, *documents: dict[str, Any], base=BASE) -> list[Diagnostic]:
+    """Diagnostics of the base repo (or `base`) plus `documents`, sorted as the CLI prints them."""
+    write_repo(repo_dir, [*base, *documents])
+    diagnostics = Diagnostics()
+    loaded = load_repo(Path("."), diagnostics)
+    run_checks(build_repo(loaded), loaded, diagnostics)
+    return diagnostics.sorted()
+
+
+def found(diagnostics: list[Diagnostic]) -> list[tuple[str, str, str]]:
+    return [(d.obj, d.severity.value, d.message) for d in diagnostics]
+
+
+def line_at(diagnostic: Diagnostic) -> str:
+    """The source text a diagnostic points at, from its column on."""
+    loc = diagnostic.location
+    return Path(loc.file).read_text().splitlines()[loc.line - 1][loc.col - 1 :]
+
+
+def key_line(diagnostic: Diagnostic) -> str:
+    """The whole (stripped) source line, for values whose key sits left of the column."""
+    loc = diagnostic.location
+    return Path(loc.file).read_text().splitlines()[loc.line - 1].strip()
+
+
+def test_valid_base_repo_has_no_diagnostics(repo_dir: Path) -> None:
+    assert check(repo_dir) == []
+
+
+def test_limits_below_quota(repo_dir: Path) -> None:
+    department = doc("Department", "research", quota={"gpu": 16}, limit={"gpu": 8})
+    project = doc(
+        "Project",
+        "vision",
+        department="research",
+        quota={"gpu": 4, "memory": "128Gi"},
+        limit={"gpu": 2, "memory": "64Gi"},
+    )
+    diagnostics = check(repo_dir, base=(CLUSTER, A100, department, project))
+    assert found(diagnostics) == [
+        ("Department/research", "error", "GPU limit 8 is less than the GPU quota 16"),
+        ("Project/vision", "error", "GPU limit 2 is less than the GPU quota 4"),
+        ("Project/vision", "error", "memory limit 64Gi is less than the memory quota 128Gi"),
+    ]
+    assert [key_line(d) for d in diagnostics] == ["gpu: 8", "gpu: 2", "memory: 64Gi"]
+
+
+@pytest.mark.parametrize("allow", [True, False])
+def test_departments_over_capacity_warn_when_oversubscription_is_allowed(
+    repo_dir: Path, allow: bool
+) -> None:
+    cluster = doc("Cluster", "lab", policy={"allowOversubscription": allow})
+    department = doc("Department", "research", quota={"gpu": 20})
+    write_repo(repo_dir, [cluster, A100, department, PROJECT])
+    result = CliRunner().invoke(main, ["validate", "."])
+    message = (
+        "repo.yaml:1:1: Cluster/lab: {}departments' GPU quotas add up to 20 (research 20), "
+        "more than the cluster's 16 GPUs (a100 2x8){}"
+    )
+    if allow:
+        assert result.exit_code == 0
+        assert result.stderr.splitlines() == [
+            message.format("warning: ", "; allowed by policy.allowOversubscription"),
+            ".: valid (1 projects, 0 workloads, 16 GPUs)",
+        ]
+    else:
+        assert result.exit_code == 1
+        assert result.stderr.splitlines() == [message.format("", "")]
+
+
+def test_node_group_quotas_inside_node_group_capacity(repo_dir: Path) -> None:
+    small = doc("NodeGroup", "a100", nodeCount=1, gpusPerNode=8, gpu={"model": "A100-80GB"})
+    h100 = doc("NodeGroup", "h100", nodeCount=2, gpusPerNode=8, gpu={"model": "H100"})
+    projects = [
+        doc("Project", name, department="research", nodeGroupQuotas={"a100": {"gpu": 6}})
+        for name in ("vision", "speech")
+    ]
+    diagnostics = check(repo_dir, *projects, base=(CLUSTER, small, h100, DEPARTMENT))
+    assert found(diagnostics) == [
+        (
+            "NodeGroup/a100",
+            "error",
+            "projects' GPU quotas on node group 'a100' add up to 12 (vision 6, speech 6), "
+            "more than its 8 GPUs (1 x 8 per node)",
+        )
+    ]
+    assert key_line(diagnostics[0]) == "nodeCount: 1"
+
+
+def test_gpu_memory_over_the_gpus_memory_points_at_the_template(repo_dir: Path) -> None:
+    template = doc("Template", "big", image="llm:1", gpuMemory="100Gi")
+    workload = doc("Workload", "llm", project="vision", template="big")
+    diagnostics = check(repo_dir, template, workload)
+    assert found(diagnostics) == [
+        (
+            "Template/big",
+            "error",
+            "gpuMemory 100Gi is more than one GPU has on the node groups workload 'llm' "
+            "may use (a100 80Gi)",
+        )
+    ]
+    assert key_line(diagnostics[0]) == "gpuMemory: 100Gi"
+
+
+def test_unknown_gpu_model_is_a_warning(repo_dir: Path) -> None:
+    group = doc("NodeGroup", "z", nodeCount=1, gpusPerNode=4, gpu={"model": "Z100"})
+    diagnostics = check(repo_dir, group)
+    assert len(diagnostics) == 1
+    assert diagnostics[0].severity.value == "warning"
+    assert diagnostics[0].message.startswith("unknown GPU model 'Z100' (known: A10, A100-SXM4")
+    assert line_at(diagnostics[0]) == "Z100"
+
+
+def test_mig_on_a_gpu_without_mig(repo_dir: Path) -> None:
+    group = doc(
+        "NodeGroup", "t4", nodeCount=1, gpusPerNode=4, gpu={"model": "T4"}, mig={"enabled": True}
+    )
+    diagnostics = check(repo_dir, group)
+    assert found(diagnostics) == [("NodeGroup/t4", "error", "T4 GPUs do not support MIG")]
+    assert key_line(diagnostics[0]) == "enabled: true"
+
+
+def test_derived_names_too_long(repo_dir: Path) -> None:
+    project_name = "p" * 59  # team- + 59 = 64 characters
+    workload_name = "w" * 53
+    project = doc("Project", project_name, department="research", quota={"gpu": 1})
+    workload = doc("Workload", workload_name, project="vision", gpu=1)
+    assert found(check(repo_dir, project, workload)) == [
+        (
+            f"Project/{project_name}",
+            "error",
+            f"namespace 'team-{project_name}' is 64 characters, more than the 63 Kubernetes allows",
+        ),
+        (
+            f"Workload/{workload_name}",
+            "error",
+            "workload name is 53 characters, more than 52 (its Job name becomes a pod label value)",
+        ),
+    ]
+
+
+def test_invalid_node_label_value(repo_dir: Path) -> None:
+    group = doc("NodeGroup", "cpu", nodeCount=1, role="cpu-worker", nodeLabel={"value": "cpu pool"})
+    diagnostics = check(repo_dir, group)
+    assert [d.message.split(" (")[0] for d in diagnostics] == ["invalid label value 'cpu pool'"]
+    assert line_at(diagnostics[0]) == "cpu pool"
+
+
+def test_pod_spec_merge_order(repo_dir: Path) -> None:
+    default = doc(
+        "Template",
+        "base",
+        default=True,
+        image="a",
+        env={"X": "1", "Y": "1"},
+        gpu=1,
+        workingDir="/w",
+    )
+    template = doc("Template", "tuned", image="b", env={"Y": "2"}, mig="1g.10gb")
+    own = doc(
+        "Workload", "own", project="vision", template="tuned", env={"Z": "3"}, gpuMemory="10Gi"
+    )
+    plain = doc("Workload", "plain", project="vision", template="tuned")
+    write_repo(repo_dir, [*BASE, default, template, own, plain])
+    repo = build_repo(load_repo(Path("."), Diagnostics()))
+    by_name = {w.name: w for w in repo.workloads}
+    assert repo.pod_spec(by_name["own"]) == {
+        "image": "b",
+        "env": {"X": "1", "Y": "2", "Z": "3"},
+        "workingDir": "/w",
+        "gpuMemory": "10Gi",
+    }
+    # the template's MIG request replaces the default template's whole GPUs
+    assert repo.pod_spec(by_name["plain"]) == {
+        "image": "b",
+        "env": {"X": "1", "Y": "2"},
+        "workingDir": "/w",
+        "mig": "1g.10gb",
+    }
+
+
+def test_non_preemptible_shares_of_mig_and_gpu_memory(repo_dir: Path) -> None:
+    project = doc("Project", "vision", department="research", quota={"gpu": 1})
+    workloads = [
+        doc("Workload", "nb", project="vision", type="interactive", replicas=3, mig="3g.40gb"),
+        doc("Workload", "serve", project="vision", type="inference", replicas=3, gpuMemory="40Gi"),
+        doc("Workload", "batch", project="vision", type="interactive", gpu=8, preemptible=True),
+        doc("Workload", "train", project="vision", gpu=8),
+    ]
+    diagnostics = check(repo_dir, *workloads, base=(CLUSTER, A100, DEPARTMENT, project))
+    assert found(diagnostics) == [
+        (
+            "Project/vision",
+            "error",
+            "non-preemptible workloads need 2.7857 GPUs together (nb 1.2857, serve 1.5), "
+            "more than the project's GPU quota of 1",
+        ),
+        (
+            "Workload/nb",
+            "error",
+            "non-preemptible interactive workload needs 1.2857 GPUs (3 x 0.4286), "
+            "more than the GPU quota of project 'vision' (1)",
+        ),
+        (
+            "Workload/serve",
+            "error",
+            "non-preemptible inference workload needs 1.5 GPUs (3 x 0.5), "
+            "more than the GPU quota of project 'vision' (1)",
+        ),
+    ]
+
+
+def test_whole_gpus_may_be_written_as_floats(repo_dir: Path) -> None:
+    assert check(repo_dir, doc("Workload", "w", project="vision", gpu=2.0)) == []
+
+
+def test_no_cluster(repo_dir: Path) -> None:
+    diagnostics = check(repo_dir, base=(A100, DEPARTMENT, PROJECT))
+    assert [d.text() for d in diagnostics] == [
+        "repo.yaml:1:1: no Cluster document; a repo declares exactly one"
+    ]
+
+
+def test_objects_that_failed_the_schema_are_not_dangling(repo_dir: Path) -> None:
+    write_repo(repo_dir, list(BASE))
+    diagnostics = Diagnostics()
+    documents = load_repo(Path("."), diagnostics)
+    schema_valid = [d for d in documents if d.kind != "Department"]
+    run_checks(build_repo(schema_valid), documents, diagnostics)
+    assert diagnostics.items == []
+
+
+def test_one_default_template(repo_dir: Path) -> None:
+    templates = [doc("Template", name, default=True, image="x") for name in ("a", "b")]
+    diagnostics = check(repo_dir, *templates)
+    lines = (repo_dir / "repo.yaml").read_text().splitlines()
+    first = lines.index("  name: a") - 2  # 1-based line of its apiVersion
+    assert found(diagnostics) == [
+        (
+            "Template/b",
+            "error",
+            f"more than one default Template (the first is 'a' at repo.yaml:{first}:1)",
+        )
+    ]
+    assert key_line(diagnostics[0]) == "default: true"
+
+
+def test_workload_pinned_to_a_node_group_its_project_may_not_use(repo_dir: Path) -> None:
+    h100 = doc("NodeGroup", "h100", nodeCount=1, gpusPerNode=8, gpu={"model": "H100"})
+    project = doc(
+        "Project",
+        "vision",
+        department="research",
+        quota={"gpu": 4},
+        nodeGroups={"allowed": ["a100"], "byType": {"inference": ["h100"]}},
+    )
+    workloads = [
+        doc("Workload", "train", project="vision", nodeGroup="h100", gpu=1),
+        doc("Workload", "serve", project="vision", type="inference", nodeGroup="h100", gpu=1),
+    ]
+    diagnostics = check(repo_dir, *workloads, base=(CLUSTER, A100, h100, DEPARTMENT, project))
+    assert found(diagnostics) == [
+        (
+            "Workload/train",
+            "error",
+            "node group 'h100' is not allowed for train workloads of project 'vision' "
+            "(allowed: a100)",
+        )
+    ]
+
+
+def test_render_errors_point_at_the_template_once(repo_dir: Path) -> None:
+    template = doc("Template", "t", image="x", env={"NS": "{{ project.nosuchattr }}"})
+    workloads = [doc("Workload", name, project="vision", template="t") for name in ("a", "b")]
+    diagnostics = check(repo_dir, template, *workloads)
+    assert found(diagnostics) == [
+        (
+            "Template/t",
+            "error",
+            "cannot render template expression: 'dict object' has no attribute 'nosuchattr'",
+        )
+    ]
+    assert line_at(diagnostics[0]) == "'{{ project.nosuchattr }}'"
+
+
+def test_template_syntax_error(repo_dir: Path) -> None:
+    workload = doc("Workload", "w", project="vision", image="{{ project.name }")
+    assert found(check(repo_dir, workload)) == [
+        ("Workload/w", "error", "template syntax error: unexpected '}'")
+    ]
+
+
+def test_no_cluster_in_an_empty_repo_points_at_the_repo() -> None:
+    diagnostics = Diagnostics()
+    run_checks(build_repo([]), [], diagnostics)
+    assert [d.text() for d in diagnostics.items] == [
+        ".:1:1: no Cluster document; a repo declares exactly one"
+    ]
