@@ -3,8 +3,8 @@
 Victims are preemptible jobs of projects above their fair share, taken one at a time
 from the project furthest above it, so the order of projects by allocated/fair-share
 is kept, and never so many that a victim project (or its department) drops below its
-fair share; a project still below its deserved quota may push victims down to their
-own deserved quota, because deserved quota is guaranteed.
+fair share. A project still below its deserved quota may take any work of projects
+over their own deserved quota, because deserved quota is guaranteed.
 """
 
 from __future__ import annotations
@@ -82,9 +82,10 @@ def _may_lose(session: Session, job: Job, victim: Job, guaranteed: bool) -> bool
         share = session.fair_share.get(queue, 0.0)
         left = session.allocated[queue] - amount
         if guaranteed:
+            # deserved quota is guaranteed: any work over the victim's own quota may go,
+            # even a gang that leaves it below its quota once evicted whole
             spec = session.projects.get(queue) or session.departments.get(queue)
-            floor = min(spec.deserved, share) if spec else share
-            if left < floor - GPU_EPSILON:
+            if spec is None or session.allocated[queue] <= spec.deserved + GPU_EPSILON:
                 return False
             continue
         if left < share - GPU_EPSILON:

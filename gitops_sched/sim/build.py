@@ -1,0 +1,164 @@
+"""From the config model to the engine's plain data: queues, simulated nodes, jobs.
+
+The same translation serves `simulate`, `plan` (fair-share impact of a change) and the
+in-cluster scheduler's policy, so the rules for weights and requests live only here.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+
+from gitops_sched.config.model import (
+    Department,
+    NodeGroup,
+    Project,
+    Repo,
+    Resources,
+    SchedulerPolicy,
+    Workload,
+    gpu_request_of,
+)
+from gitops_sched.engine.types import Gpu, GpuRequest, Job, Node, Policy, QueueSpec, RequestKind
+from gitops_sched.gpus import lookup_gpu_model
+
+MIB = 1024 * 1024
+
+
+def over_quota_weight(explicit: float | None, quota: Resources, rule: str) -> float:
+    """The explicit weight, else the cluster's rule: "quota" (Run:ai's default) or "equal"."""
+    if explicit is not None:
+        return explicit
+    return 1.0 if rule == "equal" else quota.gpu or 0.0
+
+
+def _department_queue(department: Department, rule: str) -> QueueSpec:
+    return QueueSpec(
+        name=department.name,
+        deserved=department.quota.gpu or 0.0,
+        over_quota_weight=over_quota_weight(department.over_quota_weight, department.quota, rule),
+        limit=department.limit.gpu,
+    )
+
+
+def _project_queue(project: Project, rule: str) -> QueueSpec:
+    return QueueSpec(
+        name=project.name,
+        deserved=project.quota.gpu or 0.0,
+        over_quota_weight=over_quota_weight(project.over_quota_weight, project.quota, rule),
+        over_quota_allowed=project.over_quota_allowed,
+        over_quota_rank=project.over_quota_rank,
+        limit=project.limit.gpu,
+        parent=project.department,
+        interactive_time_limit_s=project.interactive_time_limit_s,
+        idle_timeout_s=project.idle_gpu_timeout_s,
+    )
+
+
+def policy_from_repo(repo: Repo) -> Policy:
+    """Departments and projects as the engine's queues, with the cluster's policy knobs."""
+    policy = repo.cluster.policy if repo.cluster else SchedulerPolicy()
+    rule = policy.over_quota_weight
+    return Policy(
+        departments=tuple(_department_queue(d, rule) for d in repo.departments),
+        projects=tuple(_project_queue(p, rule) for p in repo.projects),
+        reclaim_threshold=policy.reclaim_threshold,
+        consolidation=policy.consolidation,
+    )
+
+
+def memory_mib(memory_bytes: Decimal) -> int:
+    """Whole MiB, rounded down: a GPU never has more memory than it says."""
+    return int(memory_bytes // MIB)
+
+
+def gpu_memory_mib(model: str | None, memory_bytes: Decimal | None) -> int:
+    """Memory per GPU: as declared, else the catalogue's for the model, else 0 (unknown)."""
+    if memory_bytes is not None:
+        return memory_mib(memory_bytes)
+    known = lookup_gpu_model(model) if model else None
+    return known.memory_mib if known else 0
+
+
+def canonical_model(model: str | None) -> str:
+    """The catalogue's name for the model, so every GPU of a kind is spelt one way."""
+    known = lookup_gpu_model(model) if model else None
+    return known.name if known else model or ""
+
+
+def runs_workloads(group: NodeGroup) -> bool:
+    """GPU workers, and CPU workers for the workloads that ask no GPU; not system nodes."""
+    return group.role != "system"
+
+
+def _group_nodes(group: NodeGroup) -> tuple[Node, ...]:
+    memory = gpu_memory_mib(group.gpu_model, group.gpu_memory)
+    gpus = tuple(
+        Gpu(index=i, memory_mib=memory, mig_enabled=group.mig_enabled)
+        for i in range(group.gpus_per_node)
+    )
+    per_domain = group.nodes_per_topology_domain or group.node_count
+    nodes = []
+    for i in range(group.node_count):
+        labels = {**group.node_selector, group.node_label[0]: group.node_label[1]}
+        topology = ""
+        if group.topology_label:
+            topology = f"{group.name}-d{i // per_domain}"
+            labels[group.topology_label] = topology
+        nodes.append(
+            Node(
+                name=f"{group.name}-{i}",
+                node_group=group.name,
+                gpu_model=canonical_model(group.gpu_model),
+                gpus=gpus,
+                topology=topology,
+                labels=tuple(sorted(labels.items())),
+            )
+        )
+    return tuple(nodes)
+
+
+def nodes_from_repo(repo: Repo) -> tuple[Node, ...]:
+    """The nodes each worker node group expects: `<group>-0` .. `<group>-<count-1>`.
+
+    With a topology label, consecutive nodes share a domain `<group>-d<k>` of
+    `nodesPerDomain` nodes (all in one domain when that is not given).
+    """
+    return tuple(
+        node for group in repo.node_groups if runs_workloads(group) for node in _group_nodes(group)
+    )
+
+
+def gpu_request(spec: dict) -> GpuRequest:
+    """A pod's GPU request in the engine's terms, from its merged pod fields."""
+    request = gpu_request_of(spec)
+    if request.mig:
+        return GpuRequest(RequestKind.MIG, mig_profile=request.mig)
+    if request.gpu_memory is not None:
+        return GpuRequest(RequestKind.MEMORY, memory_mib=math.ceil(request.gpu_memory / MIB))
+    if not request.gpu:
+        return GpuRequest(RequestKind.NONE)
+    if float(request.gpu).is_integer():
+        return GpuRequest(RequestKind.WHOLE, count=int(request.gpu))
+    return GpuRequest(RequestKind.FRACTION, fraction=request.gpu)
+
+
+def job_from_workload(repo: Repo, workload: Workload, submitted: int) -> Job:
+    """A pending job for a workload; node groups: its own, else its project's for its type."""
+    project = repo.project(workload.project)
+    if workload.node_group:
+        groups: tuple[str, ...] = (workload.node_group,)
+    else:
+        groups = project.allowed_node_groups(workload.type) if project else ()
+    return Job(
+        name=workload.name,
+        project=workload.project,
+        type=workload.type,
+        priority=workload.priority,
+        preemptible=workload.preemptible,
+        request=gpu_request(repo.pod_spec(workload)),
+        pods=workload.replicas,
+        min_available=workload.min_available,
+        node_groups=groups,
+        submitted=submitted,
+    )

@@ -1,0 +1,475 @@
+"""Simulation files (`simulate --events`): the nodes, what already runs, and scripted steps.
+
+A file is one document, checked like the repo's: its JSON Schema first (schemas/
+simulation.json), then names against the repo and against what earlier steps did, so
+every problem is reported at its `FILE:LINE:COL` before anything runs:
+
+    apiVersion: gitops-sched.io/v1alpha1
+    kind: Simulation
+    metadata: {name: reclaim}
+    running:                      # the shape `simulate --format json` prints
+      - name: train-big
+        pods: [{node: dgx-0, gpus: [0, 1, 2, 3, 4, 5, 6, 7]}]
+    steps:
+      - submit: {apiVersion: ..., kind: Workload, metadata: {name: infer}, spec: {...}}
+      - expect: {workloads: {train-big: pending, infer: {status: running, node: dgx-0}}}
+      - node-down: dgx-0
+      - advance: 2h
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from gitops_sched.config.checks import run_checks
+from gitops_sched.config.diagnostics import Diagnostics, Location
+from gitops_sched.config.loader import Document, Path_, load_repo
+from gitops_sched.config.model import Repo, Workload, build_workload, duration_seconds, quantity
+from gitops_sched.config.schema import _schema_problems, validate_documents
+from gitops_sched.engine.mig import MigInstance, is_valid_layout
+from gitops_sched.engine.types import (
+    GPU_EPSILON,
+    Gpu,
+    GpuRequest,
+    Node,
+    PodPlacement,
+    RequestKind,
+)
+from gitops_sched.sim.build import canonical_model, gpu_memory_mib, gpu_request, nodes_from_repo
+
+# Expectation fields of a project, as written in the file -> QueueStatus attribute.
+PROJECT_FIELDS = {
+    "deserved": "deserved",
+    "fairShare": "fair_share",
+    "allocated": "allocated",
+    "queued": "queued",
+}
+
+
+@dataclass(frozen=True)
+class Submit:
+    workloads: tuple[Workload, ...]
+
+
+@dataclass(frozen=True)
+class Delete:
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SetNodes:
+    """`node-down` (up=False: unschedulable, its work re-queued) or `node-up`."""
+
+    names: tuple[str, ...]
+    up: bool
+
+
+@dataclass(frozen=True)
+class Advance:
+    seconds: int
+
+
+@dataclass(frozen=True)
+class Expect:
+    projects: dict[str, dict[str, float]]  # project -> file field (PROJECT_FIELDS) -> GPUs
+    workloads: dict[str, dict[str, str]]  # workload -> status / node / reason -> text
+    # (project|workload, name, field) -> where the expected value is written
+    locations: dict[tuple[str, str, str], Location] = field(default_factory=dict, compare=False)
+
+
+Action = Submit | Delete | SetNodes | Advance | Expect
+
+
+@dataclass(frozen=True)
+class Step:
+    number: int  # from 1, as the log and the failures show it; 0 is the initial state
+    location: Location
+    action: Action
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A `running` entry: the workload and where its pods run (none: it is pending)."""
+
+    workload: Workload
+    pods: tuple[PodPlacement, ...]
+
+
+@dataclass(frozen=True)
+class Simulation:
+    name: str
+    nodes: tuple[Node, ...]  # the file's, else the repo's; MIG instances of `running` included
+    running: tuple[Placed, ...]
+    steps: tuple[Step, ...]
+
+
+def load_simulation(path: Path, repo: Repo, diagnostics: Diagnostics) -> Simulation | None:
+    """Read and check a Simulation file; None (with diagnostics) when it has errors."""
+    documents = load_repo(path, diagnostics)
+    if len(documents) != 1:
+        if not diagnostics.has_errors:
+            found = f"{len(documents)} documents"
+            diagnostics.error(Location(path.as_posix()), f"expected one Simulation, found {found}")
+        return None
+    return parse_simulation(documents[0], repo, diagnostics)
+
+
+@cache
+def _validator() -> Draft202012Validator:
+    text = (resources.files("gitops_sched") / "schemas" / "simulation.json").read_text()
+    return Draft202012Validator(json.loads(text))
+
+
+def parse_simulation(doc: Document, repo: Repo, diagnostics: Diagnostics) -> Simulation | None:
+    """The simulation a schema-valid document describes, checked against the repo."""
+    if not _validator().is_valid(doc.data):
+        diagnostics.extend(_schema_problems(doc, doc.data, _validator()))
+        return None
+    problems = _Problems(doc)
+    nodes = _nodes(doc, repo, problems)
+    running, nodes = _running(doc, repo, nodes, problems)
+    steps = tuple(_steps(doc, repo, nodes, running, problems))
+    diagnostics.extend(problems.found.items)
+    if problems.found.has_errors:
+        return None
+    return Simulation(doc.name, nodes, running, steps)
+
+
+@dataclass
+class _Problems:
+    """Diagnostics of one simulation document, pointing at paths inside it."""
+
+    doc: Document
+    found: Diagnostics = field(default_factory=Diagnostics)
+
+    def at(self, path: Path_, message: str) -> None:
+        self.found.error(self.doc.location(path), message, self.doc.ref)
+
+
+# --- nodes ---------------------------------------------------------------------------------
+
+
+def _nodes(doc: Document, repo: Repo, problems: _Problems) -> tuple[Node, ...]:
+    if "nodes" not in doc.data:
+        return nodes_from_repo(repo)
+    entries = doc.data["nodes"]
+    for i, count in _repeats(entry["name"] for entry in entries):
+        problems.at(("nodes", i, "name"), f"duplicate node '{entries[i]['name']}' ({count}x)")
+    return tuple(_node(entry, ("nodes", i), problems) for i, entry in enumerate(entries))
+
+
+def _repeats(names: Iterable[str]) -> Iterator[tuple[int, int]]:
+    """(index, count) of every second and later occurrence of a name."""
+    names = list(names)
+    counts = Counter(names)
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        if name in seen:
+            yield i, counts[name]
+        seen.add(name)
+
+
+def _node(entry: dict, path: Path_, problems: _Problems) -> Node:
+    model = entry.get("model")
+    memory = quantity(entry["memory"]) if "memory" in entry else None
+    mig = entry.get("mig", {})
+    enabled = mig.get("enabled", False)
+    by_gpu: dict[int, list[MigInstance]] = {}
+    for j, instance in enumerate(mig.get("instances", ())):
+        where = (*path, "mig", "instances", j)
+        if not enabled:
+            problems.at(where, "MIG instances on a node without mig.enabled")
+        elif instance["gpu"] >= entry["gpus"]:
+            problems.at((*where, "gpu"), f"GPU {instance['gpu']} of {entry['gpus']}-GPU node")
+        else:
+            by_gpu.setdefault(instance["gpu"], []).append(
+                MigInstance(instance["profile"], instance["start"])
+            )
+    node = Node(
+        name=entry["name"],
+        node_group=entry.get("nodeGroup", ""),
+        gpu_model=canonical_model(model),
+        gpus=tuple(
+            Gpu(i, gpu_memory_mib(model, memory), enabled, tuple(by_gpu.get(i, ())))
+            for i in range(entry["gpus"])
+        ),
+        topology=entry.get("topology", ""),
+        labels=tuple(sorted(entry.get("labels", {}).items())),
+    )
+    for gpu in node.gpus:
+        if not is_valid_layout(node.gpu_model, gpu.mig_instances):
+            problems.at((*path, "mig"), f"GPU {gpu.index}: not a valid {node.gpu_model} MIG layout")
+    return node
+
+
+# --- running -------------------------------------------------------------------------------
+
+
+def _running(
+    doc: Document, repo: Repo, nodes: tuple[Node, ...], problems: _Problems
+) -> tuple[tuple[Placed, ...], tuple[Node, ...]]:
+    """The placed and pending workloads of `running`, and the nodes with their MIG instances."""
+    entries = doc.data.get("running", ())
+    for i, count in _repeats(entry["name"] for entry in entries):
+        problems.at(("running", i, "name"), f"workload '{entries[i]['name']}' listed {count}x")
+    use = _GpuUse({node.name: node for node in nodes})
+    placed = []
+    for i, entry in enumerate(entries):
+        status = entry.get("status", "running")
+        if status not in ("running", "pending"):
+            continue  # stopped and deleted workloads of an earlier run's output
+        workload = _running_workload(doc, repo, entry, ("running", i), problems)
+        if workload is None:
+            continue
+        pending = status == "pending"
+        pods = () if pending else _pods(repo, workload, entry, use, ("running", i), problems)
+        placed.append(Placed(workload, pods))
+    return tuple(placed), tuple(use.nodes[node.name] for node in nodes)
+
+
+def _running_workload(
+    doc: Document, repo: Repo, entry: dict, path: Path_, problems: _Problems
+) -> Workload | None:
+    name = entry["name"]
+    if entry.get("workload") is None:
+        workload = _repo_workload(repo, name)
+        if workload is None:
+            problems.at((*path, "name"), f"'{name}' is not a repo workload; give its `workload:`")
+        return workload
+    workload = _submitted(doc, repo, (*path, "workload"), problems)
+    if workload is not None and workload.name != name:
+        problems.at((*path, "name"), f"name '{name}' differs from its workload's '{workload.name}'")
+    return workload
+
+
+def _pods(
+    repo: Repo, workload: Workload, entry: dict, use: _GpuUse, path: Path_, problems: _Problems
+) -> tuple[PodPlacement, ...]:
+    pods = entry.get("pods", [])
+    if not 1 <= len(pods) <= workload.replicas:
+        problems.at(path, f"a running workload has 1 to {workload.replicas} pods, not {len(pods)}")
+    request = gpu_request(repo.pod_spec(workload))
+    placements = []
+    for j, pod in enumerate(pods):
+        mig = pod.get("mig")
+        placement = PodPlacement(
+            node=pod["node"],
+            gpus=tuple(pod.get("gpus", ())),
+            fraction=pod.get("fraction") or 0.0,
+            mig=MigInstance(mig["profile"], mig["start"]) if mig else None,
+        )
+        problem = _pod_problem(request, placement, use.nodes.get(placement.node))
+        if problem := problem or use.add(placement):
+            problems.at((*path, "pods", j), problem)
+        placements.append(placement)
+    return tuple(placements)
+
+
+def _pod_problem(request: GpuRequest, pod: PodPlacement, node: Node | None) -> str | None:
+    """What makes a pod's placement impossible for its request, if anything."""
+    if node is None:
+        return f"unknown node '{pod.node}'"
+    if missing := [g for g in pod.gpus if g >= len(node.gpus)]:
+        return f"node '{node.name}' has no GPU {missing[0]} ({len(node.gpus)} GPUs)"
+    wanted = {RequestKind.WHOLE: request.count, RequestKind.NONE: 0}.get(request.kind, 1)
+    if len(set(pod.gpus)) != wanted or len(pod.gpus) != wanted:
+        return f"a {request.kind} request is placed on {wanted} distinct GPU(s), not {pod.gpus}"
+    if request.kind in (RequestKind.FRACTION, RequestKind.MEMORY) and not pod.fraction:
+        return f"a {request.kind} request needs its `fraction` of the GPU"
+    if request.kind is RequestKind.MIG:
+        if pod.mig is None or pod.mig.profile != request.mig_profile:
+            return f"a MIG request needs `mig: {{profile: {request.mig_profile}, start: ...}}`"
+        if not node.gpus[pod.gpus[0]].mig_enabled:
+            return f"GPU {pod.gpus[0]} of node '{node.name}' is not MIG-enabled"
+    return None
+
+
+@dataclass
+class _GpuUse:
+    """What running pods hold so far; a running MIG pod's instance exists on its GPU."""
+
+    nodes: dict[str, Node]
+    shares: Counter[tuple[str, int]] = field(default_factory=Counter)
+    mig_used: set[tuple[str, int, MigInstance]] = field(default_factory=set)
+
+    def add(self, pod: PodPlacement) -> str | None:
+        """Record a well-formed pod; what it collides with, if anything."""
+        node = self.nodes[pod.node]
+        if pod.mig is None:
+            for index in pod.gpus:
+                self.shares[(pod.node, index)] += pod.fraction or 1.0
+                if self.shares[(pod.node, index)] > 1 + GPU_EPSILON:
+                    return f"GPU {index} of node '{pod.node}' is over-committed"
+            return None
+        gpu = node.gpus[pod.gpus[0]]
+        key = (pod.node, gpu.index, pod.mig)
+        if key in self.mig_used:
+            return f"MIG instance {pod.mig.profile}@{pod.mig.start} is used by another pod"
+        self.mig_used.add(key)
+        if pod.mig in gpu.mig_instances:
+            return None
+        instances = (*gpu.mig_instances, pod.mig)
+        if not is_valid_layout(node.gpu_model, instances):
+            return f"{pod.mig.profile}@{pod.mig.start} does not fit beside the GPU's instances"
+        gpus = list(node.gpus)
+        gpus[gpu.index] = replace(gpu, mig_instances=instances)
+        self.nodes[pod.node] = replace(node, gpus=tuple(gpus))
+        return None
+
+
+# --- submitted workloads -------------------------------------------------------------------
+
+
+def _subdocument(doc: Document, path: Path_) -> Document:
+    """The mapping at `path` as a document of its own, its positions still in the file."""
+    data: Any = doc.data
+    for part in path:
+        data = data[part]
+
+    def rebased(table: dict[Path_, tuple[int, int]]) -> dict[Path_, tuple[int, int]]:
+        return {p[len(path) :]: at for p, at in table.items() if p[: len(path)] == path}
+
+    return Document(doc.file, doc.index, data, rebased(doc.positions), rebased(doc.key_positions))
+
+
+def _submitted(doc: Document, repo: Repo, path: Path_, problems: _Problems) -> Workload | None:
+    """A Workload document inside the file, checked like the repo's own workloads."""
+    sub = _subdocument(doc, path)
+    if sub.data.get("kind", "Workload") != "Workload":
+        message = f"expected a Workload document, not {sub.kind}"
+        problems.found.error(sub.location(("kind",)), message, sub.ref)
+        return None
+    diagnostics = Diagnostics()
+    workload = build_workload(sub) if validate_documents([sub], diagnostics) else None
+    if workload is not None:
+        alone = replace(repo, workloads=[workload])
+        run_checks(alone, _documents(repo, workload), diagnostics)
+    # the repo's own findings (warnings) were printed already; keep what concerns this file
+    problems.found.extend(d for d in diagnostics.items if d.location.file == doc.file)
+    return None if diagnostics.has_errors else workload
+
+
+def _repo_workload(repo: Repo, name: str) -> Workload | None:
+    return next((w for w in repo.workloads if w.name == name), None)
+
+
+def _documents(repo: Repo, workload: Workload) -> list[Document]:
+    """The repo's documents as if `workload` were its only workload."""
+    objects = [repo.cluster, *repo.node_groups, *repo.departments, *repo.projects]
+    return [o.doc for o in [*objects, *repo.templates] if o is not None] + [workload.doc]
+
+
+# --- steps ---------------------------------------------------------------------------------
+
+
+def _steps(
+    doc: Document,
+    repo: Repo,
+    nodes: tuple[Node, ...],
+    running: tuple[Placed, ...],
+    problems: _Problems,
+) -> Iterator[Step]:
+    names = {placed.workload.name for placed in running}
+    reader = _StepReader(doc, repo, problems, {node.name for node in nodes}, names, set(names))
+    for i, entry in enumerate(doc.data.get("steps", ())):
+        ((key, value),) = entry.items()
+        path = ("steps", i, key)
+        yield Step(i + 1, doc.key_location(path), reader.read(key, value, path))
+
+
+def _listed(value: Any, path: Path_) -> list[tuple[Any, Path_]]:
+    """A value or a list of them, each with its path."""
+    if isinstance(value, list):
+        return [(item, (*path, j)) for j, item in enumerate(value)]
+    return [(value, path)]
+
+
+@dataclass
+class _StepReader:
+    """Reads steps in order, tracking which workloads exist so names can be checked."""
+
+    doc: Document
+    repo: Repo
+    problems: _Problems
+    nodes: set[str]
+    active: set[str]  # submitted and not deleted
+    known: set[str]  # ever submitted: expectations may name deleted workloads
+
+    def read(self, key: str, value: Any, path: Path_) -> Action:
+        if key == "submit":
+            return Submit(tuple(self._submit(value, path)))
+        if key == "delete":
+            return Delete(tuple(self._delete(value, path)))
+        if key in ("node-down", "node-up"):
+            return SetNodes(tuple(self._nodes(value, path)), up=key == "node-up")
+        if key == "advance":
+            return Advance(duration_seconds(value) or 0)
+        return self._expect(value, path)
+
+    def _submit(self, value: Any, path: Path_) -> Iterator[Workload]:
+        for item, where in _listed(value, path):
+            workload = self._workload(item, where)
+            if workload is None:
+                continue
+            if workload.name in self.active:
+                self.problems.at(where, f"workload '{workload.name}' is already submitted")
+            self.active.add(workload.name)
+            self.known.add(workload.name)
+            yield workload
+
+    def _workload(self, item: Any, where: Path_) -> Workload | None:
+        if isinstance(item, dict):
+            return _submitted(self.doc, self.repo, where, self.problems)
+        workload = _repo_workload(self.repo, item)
+        if workload is None:
+            self.problems.at(where, f"unknown workload '{item}' (not in the repo)")
+        return workload
+
+    def _delete(self, value: Any, path: Path_) -> Iterator[str]:
+        for name, where in _listed(value, path):
+            if name not in self.active:
+                self.problems.at(where, f"unknown workload '{name}' (not submitted before)")
+            self.active.discard(name)
+            yield name
+
+    def _nodes(self, value: Any, path: Path_) -> Iterator[str]:
+        for name, where in _listed(value, path):
+            if name not in self.nodes:
+                self.problems.at(where, f"unknown node '{name}'")
+            yield name
+
+    def _expect(self, value: dict, path: Path_) -> Expect:
+        projects = value.get("projects", {})
+        for name in projects:
+            if self.repo.project(name) is None:
+                self.problems.at((*path, "projects", name), f"unknown project '{name}'")
+        workloads = value.get("workloads", {})
+        for name in workloads:
+            if name not in self.known:
+                self.problems.at((*path, "workloads", name), f"unknown workload '{name}'")
+        locations = {
+            ("project", name, key): self.doc.location((*path, "projects", name, key))
+            for name, fields in projects.items()
+            for key in fields
+        }
+        expected: dict[str, dict[str, str]] = {}
+        for name, want in workloads.items():
+            where = (*path, "workloads", name)
+            expected[name] = {"status": want} if isinstance(want, str) else dict(want)
+            for key in expected[name]:
+                at = where if isinstance(want, str) else (*where, key)
+                locations[("workload", name, key)] = self.doc.location(at)
+        return Expect(
+            projects={name: dict(fields) for name, fields in projects.items()},
+            workloads=expected,
+            locations=locations,
+        )

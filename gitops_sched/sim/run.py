@@ -1,0 +1,266 @@
+"""Drive the engine through a simulation: initial state, then each step, settling after each.
+
+What gets submitted: step 0 places the file's `running` workloads; when there is no
+events file, or the file has no steps, step 0 also submits every repo workload not
+already running, in file order (the repo as a whole arriving on an empty cluster).
+A file with steps says itself what arrives: the repo's workloads are submitted only
+where a `submit:` step names them. Submission order is the engine's tie-breaker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gitops_sched.config.diagnostics import Location
+from gitops_sched.config.model import Repo, Workload
+from gitops_sched.engine import settle
+from gitops_sched.engine.types import (
+    Decisions,
+    EvictReason,
+    GpuRequest,
+    PodPlacement,
+    QueueStatus,
+    Snapshot,
+)
+from gitops_sched.sim.build import job_from_workload, nodes_from_repo, policy_from_repo
+from gitops_sched.sim.events import (
+    PROJECT_FIELDS,
+    Advance,
+    Delete,
+    Expect,
+    SetNodes,
+    Simulation,
+    Step,
+    Submit,
+)
+
+TOLERANCE = 1e-6  # expected numbers match within this (GPU shares are floats)
+STOPPING = (EvictReason.TIME_LIMIT, EvictReason.IDLE)
+NODE_DOWN = "node-down"
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One decision: a bind, an eviction, or a MIG instance created or destroyed."""
+
+    step: int
+    cycle: int  # from 1 within the step's settling; 0 for the step's own evictions (node-down)
+    time: float
+    action: str  # bind | evict | mig-create | mig-destroy
+    workload: str  # "" for MIG changes
+    reason: str = ""  # evictions: reclaim, preempt, consolidate, time-limit, idle, node-down
+    by: str = ""  # the workload an eviction made room for
+    pods: tuple[PodPlacement, ...] = ()  # binds: where; evictions: where from; MIG: the GPU
+
+
+@dataclass(frozen=True)
+class WorkloadState:
+    workload: Workload
+    request: GpuRequest  # per pod
+    status: str  # running | pending | stopped | deleted
+    reason: str  # pending: the engine's; stopped: time-limit or idle
+    pods: tuple[PodPlacement, ...]
+    document: dict | None  # the Workload document, for workloads that are not the repo's
+
+
+@dataclass(frozen=True)
+class ExpectationFailure:
+    step: int
+    location: Location  # of the expected value
+    subject: str  # project | workload
+    name: str
+    field: str
+    expected: Any
+    actual: Any  # None where there is nothing to compare (a project without status)
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    name: str
+    snapshot: Snapshot  # the final state
+    departments: tuple[QueueStatus, ...]
+    projects: tuple[QueueStatus, ...]
+    workloads: tuple[WorkloadState, ...]  # by name
+    log: tuple[LogEntry, ...]
+    expectations: int  # fields checked
+    failures: tuple[ExpectationFailure, ...]
+
+
+def nodes_of(pods: tuple[PodPlacement, ...]) -> str:
+    """The nodes a workload runs on, as expectations and tables spell them."""
+    return ",".join(sorted({pod.node for pod in pods}))
+
+
+def simulate(repo: Repo, simulation: Simulation | None = None) -> SimulationResult:
+    """Run the simulation (None: the repo's workloads on the repo's nodes) to its end."""
+    if simulation is None:
+        name = repo.cluster.name if repo.cluster else ""
+        simulation = Simulation(name, nodes_from_repo(repo), running=(), steps=())
+    run = _Run(repo, Snapshot(policy_from_repo(repo), simulation.nodes, ()))
+    for placed in simulation.running:
+        run.submit(placed.workload, placed.pods)
+    if not simulation.steps:
+        running = {placed.workload.name for placed in simulation.running}
+        for workload in repo.workloads:
+            if workload.name not in running:
+                run.submit(workload)
+    run.settle(0)
+    for step in simulation.steps:
+        run.step(step)
+    return run.result(simulation.name)
+
+
+def _is_repo_workload(repo: Repo, workload: Workload) -> bool:
+    return any(w is workload for w in repo.workloads)
+
+
+@dataclass
+class _Run:
+    """The state of a run between steps; each method is one kind of event."""
+
+    repo: Repo
+    snapshot: Snapshot
+    workloads: dict[str, Workload] = field(default_factory=dict)  # all submitted, by name
+    requests: dict[str, GpuRequest] = field(default_factory=dict)
+    ended: dict[str, tuple[str, str]] = field(default_factory=dict)  # -> (status, reason)
+    last: Decisions = field(default_factory=Decisions)
+    log: list[LogEntry] = field(default_factory=list)
+    failures: list[ExpectationFailure] = field(default_factory=list)
+    checked: int = 0
+    submitted: int = 0
+
+    def step(self, step: Step) -> None:
+        match step.action:
+            case Submit(workloads):
+                for workload in workloads:
+                    self.submit(workload)
+            case Delete(names):
+                self.delete(names)
+            case SetNodes(names, up):
+                self.set_nodes(step.number, names, up)
+            case Advance(seconds):
+                self.snapshot = replace(self.snapshot, now=self.snapshot.now + seconds)
+            case Expect():
+                self.expect(step, step.action)
+                return  # looks only: nothing to settle
+        self.settle(step.number)
+
+    def submit(self, workload: Workload, pods: tuple[PodPlacement, ...] = ()) -> None:
+        job = job_from_workload(self.repo, workload, self.submitted)
+        if pods:
+            job = replace(job, placement=pods, started_at=self.snapshot.now)
+        self.submitted += 1
+        self.workloads[workload.name] = workload
+        self.requests[workload.name] = job.request
+        self.ended.pop(workload.name, None)
+        self.snapshot = replace(self.snapshot, jobs=(*self.snapshot.jobs, job))
+
+    def delete(self, names: tuple[str, ...]) -> None:
+        jobs = tuple(job for job in self.snapshot.jobs if job.name not in names)
+        self.snapshot = replace(self.snapshot, jobs=jobs)
+        self.ended.update((name, ("deleted", "")) for name in names)
+
+    def set_nodes(self, step: int, names: tuple[str, ...], up: bool) -> None:
+        """A node going down takes its workloads with it: they are queued again."""
+        nodes = tuple(
+            replace(node, schedulable=up) if node.name in names else node
+            for node in self.snapshot.nodes
+        )
+        jobs = []
+        for job in self.snapshot.jobs:
+            if not up and any(pod.node in names for pod in job.placement):
+                self._evicted(step, 0, job.name, NODE_DOWN, "", job.placement)
+                job = replace(job, placement=(), started_at=None, idle_since=None)
+            jobs.append(job)
+        self.snapshot = replace(self.snapshot, nodes=nodes, jobs=tuple(jobs))
+
+    def settle(self, step: int) -> None:
+        placements = {job.name: job.placement for job in self.snapshot.jobs}
+        self.snapshot, history = settle(self.snapshot)
+        for cycle, decisions in enumerate(history, 1):
+            self._record(step, cycle, decisions, placements)
+        self.last = history[-1]
+
+    def _record(
+        self,
+        step: int,
+        cycle: int,
+        decisions: Decisions,
+        placements: dict[str, tuple[PodPlacement, ...]],
+    ) -> None:
+        """Log a cycle's decisions; `placements` follows the jobs so evictions say where from."""
+        now = self.snapshot.now
+        for evict in decisions.evictions:
+            pods = placements.get(evict.job, ())
+            self._evicted(step, cycle, evict.job, evict.reason.value, evict.by, pods)
+            placements[evict.job] = ()
+            if evict.reason in STOPPING:
+                self.ended[evict.job] = ("stopped", evict.reason.value)
+        for change in decisions.mig_changes:
+            action = "mig-create" if change.create else "mig-destroy"
+            pod = PodPlacement(change.node, (change.gpu,), mig=change.instance)
+            self.log.append(LogEntry(step, cycle, now, action, "", pods=(pod,)))
+        for bind in decisions.binds:
+            self.log.append(LogEntry(step, cycle, now, "bind", bind.job, pods=bind.pods))
+            placements[bind.job] = bind.pods
+
+    def _evicted(
+        self, step: int, cycle: int, job: str, reason: str, by: str, pods: tuple[PodPlacement, ...]
+    ) -> None:
+        self.log.append(LogEntry(step, cycle, self.snapshot.now, "evict", job, reason, by, pods))
+
+    def state(self, name: str) -> WorkloadState:
+        workload = self.workloads[name]
+        job = next((job for job in self.snapshot.jobs if job.name == name), None)
+        if job is None:
+            status, reason = self.ended[name]
+        elif job.running:
+            status, reason = "running", ""
+        else:
+            status, reason = "pending", dict(self.last.pending_reasons).get(name, "")
+        return WorkloadState(
+            workload=workload,
+            request=self.requests[name],
+            status=status,
+            reason=reason,
+            pods=job.placement if job else (),
+            document=None if _is_repo_workload(self.repo, workload) else workload.doc.data,
+        )
+
+    def expect(self, step: Step, expect: Expect) -> None:
+        statuses = {status.name: status for status in self.last.projects}
+        for name, fields in expect.projects.items():
+            status = statuses.get(name)
+            for key, want in fields.items():
+                got = getattr(status, PROJECT_FIELDS[key]) if status else None
+                ok = got is not None and abs(got - want) <= TOLERANCE
+                self._check(step, expect, ("project", name, key), want, got, ok)
+        for name, fields in expect.workloads.items():
+            state = self.state(name)
+            actual = {"status": state.status, "node": nodes_of(state.pods), "reason": state.reason}
+            for key, want in fields.items():
+                got = actual[key]
+                ok = want.lower() in got.lower() if key == "reason" else got == want
+                self._check(step, expect, ("workload", name, key), want, got, ok)
+
+    def _check(
+        self, step: Step, expect: Expect, what: tuple[str, str, str], want: Any, got: Any, ok: bool
+    ) -> None:
+        """Count one expected value; a miss records where it is written."""
+        self.checked += 1
+        if not ok:
+            where = expect.locations.get(what, step.location)
+            self.failures.append(ExpectationFailure(step.number, where, *what, want, got))
+
+    def result(self, name: str) -> SimulationResult:
+        return SimulationResult(
+            name=name,
+            snapshot=self.snapshot,
+            departments=self.last.departments,
+            projects=self.last.projects,
+            workloads=tuple(self.state(name) for name in sorted(self.workloads)),
+            log=tuple(self.log),
+            expectations=self.checked,
+            failures=tuple(self.failures),
+        )

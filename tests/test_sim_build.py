@@ -1,0 +1,198 @@
+"""From the config model to engine data: queue weights, simulated nodes, job requests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from gitops_sched.config.diagnostics import Diagnostics
+from gitops_sched.config.loader import load_text
+from gitops_sched.config.model import Repo, build_repo
+from gitops_sched.engine.types import GpuRequest, RequestKind
+from gitops_sched.sim.build import job_from_workload, nodes_from_repo, policy_from_repo
+
+API = "gitops-sched.io/v1alpha1"
+
+
+def doc(kind: str, name: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": API, "kind": kind, "metadata": {"name": name}, "spec": spec}
+
+
+def repo_of(*documents: dict[str, Any]) -> Repo:
+    diagnostics = Diagnostics()
+    loaded = load_text(yaml.safe_dump_all(documents, sort_keys=False), "repo.yaml", diagnostics)
+    assert not diagnostics.items
+    return build_repo(loaded)
+
+
+def cluster(weights: str = "quota") -> dict[str, Any]:
+    return doc(
+        "Cluster",
+        "lab",
+        policy={"defaultOverQuotaWeight": weights, "reclaimThreshold": 0.5, "consolidation": False},
+    )
+
+
+DEPARTMENTS = (
+    doc("Department", "research", quota={"gpu": 12}, limit={"gpu": 14}),
+    doc("Department", "product", quota={"gpu": 4}, overQuotaWeight=2),
+)
+PROJECTS = (
+    doc("Project", "vision", department="research", quota={"gpu": 8}),
+    doc("Project", "nlp", department="research", quota={"gpu": 4}, overQuotaWeight=0),
+    doc(
+        "Project",
+        "search",
+        department="product",
+        quota={"gpu": 4},
+        overQuota="denied",
+        overQuotaRank=2,
+        limit={"gpu": 6},
+        interactiveTimeLimit="8h",
+        idleGpuTimeout="30m",
+    ),
+)
+
+
+def weights(repo: Repo) -> dict[str, float]:
+    policy = policy_from_repo(repo)
+    return {q.name: q.over_quota_weight for q in (*policy.departments, *policy.projects)}
+
+
+def test_quota_rule_weighs_by_gpu_quota_unless_a_weight_is_given() -> None:
+    repo = repo_of(cluster("quota"), *DEPARTMENTS, *PROJECTS)
+    assert weights(repo) == {
+        "research": 12,
+        "product": 2,
+        "vision": 8,
+        "nlp": 0,  # an explicit 0: no share of spare GPUs
+        "search": 4,
+    }
+
+
+def test_equal_rule_weighs_everyone_one_unless_a_weight_is_given() -> None:
+    repo = repo_of(cluster("equal"), *DEPARTMENTS, *PROJECTS)
+    assert weights(repo) == {"research": 1, "product": 2, "vision": 1, "nlp": 0, "search": 1}
+
+
+def test_queues_carry_quota_limits_parents_and_time_limits() -> None:
+    policy = policy_from_repo(repo_of(cluster(), *DEPARTMENTS, *PROJECTS))
+    research = policy.departments[0]
+    assert (research.deserved, research.limit, research.parent) == (12, 14, "")
+    search = policy.projects[2]
+    assert search.parent == "product"
+    assert (search.deserved, search.limit) == (4, 6)
+    assert not search.over_quota_allowed
+    assert search.over_quota_rank == 2
+    assert (search.interactive_time_limit_s, search.idle_timeout_s) == (8 * 3600, 30 * 60)
+    assert policy.projects[0].over_quota_allowed
+    assert (policy.reclaim_threshold, policy.consolidation) == (0.5, False)
+
+
+def test_nodes_per_worker_group_with_topology_domains() -> None:
+    repo = repo_of(
+        cluster(),
+        doc(
+            "NodeGroup",
+            "dgx",
+            nodeCount=5,
+            gpusPerNode=8,
+            gpu={"model": "NVIDIA H100 80GB HBM3"},
+            topology={"label": "rack", "nodesPerDomain": 2},
+            nodeSelector={"matchLabels": {"pool": "dgx"}},
+        ),
+        doc("NodeGroup", "cpu", role="cpu-worker", nodeCount=2),
+        doc("NodeGroup", "ctl", role="system", nodeCount=3),
+        doc(
+            "NodeGroup",
+            "a100",
+            nodeCount=1,
+            gpusPerNode=4,
+            gpu={"model": "A100-SXM4-80GB", "memory": "40Gi"},
+            mig={"enabled": True},
+        ),
+    )
+    nodes = nodes_from_repo(repo)
+    names = ["dgx-0", "dgx-1", "dgx-2", "dgx-3", "dgx-4", "cpu-0", "cpu-1", "a100-0"]
+    assert [n.name for n in nodes] == names  # system nodes run no workloads
+    assert [n.topology for n in nodes[:5]] == ["dgx-d0", "dgx-d0", "dgx-d1", "dgx-d1", "dgx-d2"]
+    dgx = nodes[0]
+    assert dgx.gpu_model == "H100-SXM5-80GB"  # the catalogue's spelling
+    assert [(g.index, g.memory_mib, g.mig_enabled) for g in dgx.gpus] == [
+        (i, 81559, False) for i in range(8)
+    ]
+    assert dict(dgx.labels) == {
+        "pool": "dgx",
+        "gitops-sched.io/node-group": "dgx",
+        "rack": "dgx-d0",
+    }
+    assert [len(n.gpus) for n in nodes[5:7]] == [0, 0]  # for workloads without GPUs
+    a100 = nodes[7]
+    assert (a100.topology, len(a100.gpus)) == ("", 4)
+    assert {(g.memory_mib, g.mig_enabled) for g in a100.gpus} == {(40 * 1024, True)}
+
+
+def test_a_topology_label_without_domain_size_puts_the_group_in_one_domain() -> None:
+    group = doc("NodeGroup", "l4", nodeCount=3, gpusPerNode=1, gpu={"model": "L4"})
+    group["spec"]["topology"] = {"label": "zone"}
+    nodes = nodes_from_repo(repo_of(cluster(), group))
+    assert {n.topology for n in nodes} == {"l4-d0"}
+
+
+REQUEST_REPO = (
+    cluster(),
+    doc("Department", "research", quota={"gpu": 8}),
+    doc(
+        "Project",
+        "vision",
+        department="research",
+        quota={"gpu": 8},
+        nodeGroups={"allowed": ["dgx", "a100"], "byType": {"interactive": ["a100"]}},
+    ),
+    doc("Template", "half", gpu=0.5),
+)
+
+
+@pytest.mark.parametrize(
+    ("spec", "request_"),
+    [
+        ({"gpu": 2}, GpuRequest(RequestKind.WHOLE, count=2)),
+        ({"gpu": 0.25}, GpuRequest(RequestKind.FRACTION, fraction=0.25)),
+        ({"gpuMemory": "10Gi"}, GpuRequest(RequestKind.MEMORY, memory_mib=10240)),
+        ({"gpuMemory": "1500M"}, GpuRequest(RequestKind.MEMORY, memory_mib=1431)),  # rounded up
+        ({"mig": "1g.10gb"}, GpuRequest(RequestKind.MIG, mig_profile="1g.10gb")),
+        ({}, GpuRequest(RequestKind.NONE)),
+        ({"template": "half"}, GpuRequest(RequestKind.FRACTION, fraction=0.5)),
+        (
+            {"template": "half", "mig": "3g.40gb"},
+            GpuRequest(RequestKind.MIG, mig_profile="3g.40gb"),
+        ),
+    ],
+)
+def test_request_per_form(spec: dict[str, Any], request_: GpuRequest) -> None:
+    repo = repo_of(*REQUEST_REPO, doc("Workload", "w", project="vision", **spec))
+    assert job_from_workload(repo, repo.workloads[0], submitted=3).request == request_
+
+
+def test_job_carries_gang_priority_and_submission_order() -> None:
+    workload = doc("Workload", "w", project="vision", gpu=8, replicas=4, minAvailable=2)
+    repo = repo_of(*REQUEST_REPO, workload)
+    job = job_from_workload(repo, repo.workloads[0], submitted=7)
+    assert (job.pods, job.min_available, job.submitted) == (4, 2, 7)
+    assert (job.type, job.priority, job.preemptible) == ("train", 50, True)
+    assert not job.running
+
+
+@pytest.mark.parametrize(
+    ("spec", "groups"),
+    [
+        ({"type": "train"}, ("dgx", "a100")),  # the project's allowed groups
+        ({"type": "interactive"}, ("a100",)),  # the project's groups for the type
+        ({"type": "train", "nodeGroup": "a100"}, ("a100",)),  # the workload's own
+    ],
+)
+def test_node_groups_of_a_job(spec: dict[str, Any], groups: tuple[str, ...]) -> None:
+    repo = repo_of(*REQUEST_REPO, doc("Workload", "w", project="vision", gpu=1, **spec))
+    assert job_from_workload(repo, repo.workloads[0], submitted=0).node_groups == groups
