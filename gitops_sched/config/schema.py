@@ -1,0 +1,330 @@
+"""The schema stage: every document against its kind's JSON Schema, every error reported.
+
+The schemas in `gitops_sched/schemas/` are also what editors use (yaml-language-server),
+so the messages an editor shows and the ones printed here come from the same place: a
+schema may carry `errorMessage` / `patternErrorMessage` (VS Code's keywords), which we
+prefer over jsonschema's generic text. Errors point at the offending value, or at the
+key of an unknown field, so `FILE:LINE:COL` lands where the fix goes.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+import re
+import reprlib
+from collections.abc import Callable, Iterator
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError, best_match
+
+from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
+from gitops_sched.config.loader import API_VERSION, KINDS, Document, Path_
+
+_PLAIN_KEY = re.compile(r"[A-Za-z_][-A-Za-z0-9_]*")
+
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 40
+_SHORT.maxlist = _SHORT.maxdict = 4
+_SHORT.maxlevel = 2
+
+
+@cache
+def _load(kind: str) -> dict:
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}")
+    text = (resources.files("gitops_sched") / "schemas" / f"{kind.lower()}.json").read_text()
+    return json.loads(text)
+
+
+def schema_for(kind: str) -> dict:
+    """The JSON Schema of `kind` (a copy: callers such as the CRD compiler may reshape it)."""
+    return copy.deepcopy(_load(kind))
+
+
+@cache
+def _validator(kind: str) -> Draft202012Validator:
+    return Draft202012Validator(_load(kind))
+
+
+@cache
+def _quick_check(kind: str) -> Check:
+    schema = _load(kind)
+    return _compile(schema, schema)
+
+
+def validate_documents(documents: list[Document], diagnostics: Diagnostics) -> list[Document]:
+    """The documents that are schema-valid; every problem of the others goes to `diagnostics`."""
+    valid: list[Document] = []
+    for doc in documents:
+        problems = _header_problems(doc)
+        if doc.kind in KINDS:
+            # a wrong apiVersion is reported once, above; the rest of the document still counts
+            data = {**doc.data, "apiVersion": API_VERSION}
+            if not _quick_check(doc.kind)(data):  # most documents pass: only the rest cost more
+                problems += _schema_problems(doc, data, _validator(doc.kind))
+            if not problems:
+                valid.append(doc)
+        diagnostics.extend(problems)
+    return valid
+
+
+def _header_problems(doc: Document) -> list[Diagnostic]:
+    """apiVersion and kind, checked before the schema (the kind picks which schema)."""
+    problems = []
+    if "apiVersion" not in doc.data:
+        message = f"missing apiVersion (expected {API_VERSION})"
+        problems.append(Diagnostic(doc.location(), message, doc.ref))
+    elif (api := doc.data["apiVersion"]) != API_VERSION:
+        message = f"unknown apiVersion {_show(api)} (expected {API_VERSION})"
+        problems.append(Diagnostic(doc.location(("apiVersion",)), message, doc.ref))
+    expected = f"expected one of {', '.join(KINDS)}"
+    if "kind" not in doc.data:
+        problems.append(Diagnostic(doc.location(), f"missing kind ({expected})", doc.ref))
+    elif doc.kind not in KINDS:
+        message = f"unknown kind {_show(doc.kind)} ({expected})"
+        problems.append(Diagnostic(doc.location(("kind",)), message, doc.ref))
+    return problems
+
+
+def _schema_problems(
+    doc: Document, data: dict, validator: Draft202012Validator
+) -> list[Diagnostic]:
+    """One diagnostic per problem, in the validator's order, without repeats."""
+    found = (d for error in validator.iter_errors(data) for d in _explain(doc, error))
+    return list(dict.fromkeys(found))
+
+
+def _explain(doc: Document, error: ValidationError) -> Iterator[Diagnostic]:
+    if error.validator in ("anyOf", "oneOf") and error.context and not _custom_message(error):
+        error = best_match(error.context)  # the branch the user most likely meant
+    path = tuple(error.absolute_path)
+    if error.validator == "additionalProperties":
+        known = list(error.schema.get("properties", {}))
+        for key in error.instance:
+            if key not in known:
+                yield Diagnostic(
+                    doc.key_location((*path, key)), _unknown(path, key, known), doc.ref
+                )
+    elif error.validator == "required":
+        for name in error.validator_value:
+            if name not in error.instance:
+                message = f"missing required field '{_dotted((*path, name))}'"
+                yield Diagnostic(doc.key_location(path), message, doc.ref)
+    elif "propertyNames" in error.absolute_schema_path:  # the key itself is wrong
+        message = f"{_dotted(path)}: {_message(error)}"
+        yield Diagnostic(doc.key_location((*path, error.instance)), message, doc.ref)
+    else:
+        message = f"{_dotted(path)}: {_message(error)}" if path else _message(error)
+        where = doc.key_location(path) if _is_container(error.instance) else doc.location(path)
+        yield Diagnostic(where, message, doc.ref)
+
+
+def _unknown(path: Path_, key: str, known: list[str]) -> str:
+    """`unknown field 'spec.qouta' (did you mean 'quota'?)`: most unknown fields are typos."""
+    guess = difflib.get_close_matches(key, known, n=1)
+    hint = f" (did you mean '{guess[0]}'?)" if guess else ""
+    return f"unknown field '{_dotted((*path, key))}'{hint}"
+
+
+def _custom_message(error: ValidationError) -> str | None:
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    if error.validator == "pattern" and "patternErrorMessage" in schema:
+        return schema["patternErrorMessage"]
+    return schema.get("errorMessage")
+
+
+def _message(error: ValidationError) -> str:
+    """The schema's own message after the value, else jsonschema's with the value shortened."""
+    custom = _custom_message(error)
+    if custom is None:
+        return error.message.replace(repr(error.instance), _show(error.instance), 1)
+    return custom if _is_container(error.instance) else f"{_show(error.instance)} {custom}"
+
+
+def _is_container(value: Any) -> bool:
+    return isinstance(value, dict | list)
+
+
+def _show(value: Any) -> str:
+    """A value as short as a message needs, YAML's spelling for true/false/null."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    return _SHORT.repr(value)
+
+
+def _dotted(path: Path_) -> str:
+    """`spec.ports[0].name`; keys that are not plain words in brackets."""
+    text = ""
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif _PLAIN_KEY.fullmatch(part):
+            text += f".{part}" if text else part
+        else:
+            text += f'["{part}"]'
+    return text
+
+
+# The quick check: jsonschema spends ~0.3 ms a document (a validator object per keyword and
+# value); repos hold thousands of workloads. So each schema is also compiled to plain
+# predicates over the keywords our schemas use. It may reject a document jsonschema accepts
+# (then jsonschema decides, and finds nothing) but never accepts one jsonschema rejects;
+# hence `not` is compiled only in its `not: {}` form, where it is exact.
+
+Check = Callable[[Any], bool]
+
+# Keywords that only annotate (editors show them); they never make a document invalid.
+_ANNOTATIONS = frozenset(
+    {
+        "$schema",
+        "$id",
+        "$defs",
+        "title",
+        "description",
+        "default",
+        "examples",
+        "errorMessage",
+        "patternErrorMessage",
+    }
+)
+
+
+def _compile(schema: dict | bool, root: dict) -> Check:
+    """A predicate equivalent to (or stricter than) validating against `schema`."""
+    if isinstance(schema, bool):
+        return lambda v: schema
+    unknown = set(schema) - _ANNOTATIONS - set(_KEYWORDS)
+    if unknown:
+        raise ValueError(f"the quick schema check does not know {sorted(unknown)}")
+    checks = [_KEYWORDS[k](v, schema, root) for k, v in schema.items() if k in _KEYWORDS]
+    return _all(checks)
+
+
+def _all(checks: list[Check]) -> Check:
+    if len(checks) == 1:  # the usual case: skip a layer of calls
+        return checks[0]
+    return lambda v: all(check(v) for check in checks)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+_TYPES: dict[str, Check] = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "number": _is_number,
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+}
+
+
+def _on(type_name: str, test: Check) -> Check:
+    """Most keywords constrain only values of the type they are about."""
+    applies = _TYPES[type_name]
+    return lambda v: not applies(v) or test(v)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal and of one type: Python's `True == 1` must not pass for JSON Schema."""
+    return type(a) is type(b) and a == b
+
+
+def _ref(ref: str, schema: dict, root: dict) -> Check:
+    if not ref.startswith("#/$defs/"):
+        raise ValueError(f"the quick schema check resolves only local $defs, not {ref!r}")
+    return _compile(root["$defs"][ref.removeprefix("#/$defs/")], root)
+
+
+def _type(names: str | list[str], schema: dict, root: dict) -> Check:
+    checks = [_TYPES[name] for name in ([names] if isinstance(names, str) else names)]
+    return lambda v: any(check(v) for check in checks)
+
+
+def _properties(props: dict, schema: dict, root: dict) -> Check:
+    checks = {name: _compile(sub, root) for name, sub in props.items()}
+    return _on("object", lambda v: all(c(v[k]) for k, c in checks.items() if k in v))
+
+
+def _additional(sub: dict | bool, schema: dict, root: dict) -> Check:
+    if "patternProperties" in schema:
+        raise ValueError("the quick schema check does not know patternProperties")
+    known, check = frozenset(schema.get("properties", ())), _compile(sub, root)
+    return _on("object", lambda v: all(check(x) for k, x in v.items() if k not in known))
+
+
+def _dependent(deps: dict, schema: dict, root: dict) -> Check:
+    checks = {name: _compile(sub, root) for name, sub in deps.items()}
+    return _on("object", lambda v: all(c(v) for k, c in checks.items() if k in v))
+
+
+def _required(names: list[str], schema: dict, root: dict) -> Check:
+    return _on("object", lambda v: all(name in v for name in names))
+
+
+def _property_names(sub: dict, schema: dict, root: dict) -> Check:
+    check = _compile(sub, root)
+    return _on("object", lambda v: all(check(k) for k in v))
+
+
+def _items(sub: dict, schema: dict, root: dict) -> Check:
+    check = _compile(sub, root)
+    return _on("array", lambda v: all(check(x) for x in v))
+
+
+def _unique(flag: bool, schema: dict, root: dict) -> Check:
+    def unique(v: list) -> bool:
+        return all(isinstance(x, str) for x in v) and len(set(v)) == len(v)
+
+    return _on("array", unique) if flag else lambda v: True
+
+
+def _all_of(subs: list, schema: dict, root: dict) -> Check:
+    return _all([_compile(sub, root) for sub in subs])
+
+
+def _any_of(subs: list, schema: dict, root: dict) -> Check:
+    checks = [_compile(sub, root) for sub in subs]
+    return lambda v: any(check(v) for check in checks)
+
+
+def _not(sub: dict | bool, schema: dict, root: dict) -> Check:
+    if sub not in ({}, True):  # elsewhere a stricter inner check would make `not` laxer
+        raise ValueError("the quick schema check knows `not` only as `not: {}`")
+    return lambda v: False
+
+
+def _pattern(pattern: str, schema: dict, root: dict) -> Check:
+    search = re.compile(pattern).search
+    return _on("string", lambda v: search(v) is not None)
+
+
+_KEYWORDS: dict[str, Callable[[Any, dict, dict], Check]] = {
+    "$ref": _ref,
+    "type": _type,
+    "properties": _properties,
+    "additionalProperties": _additional,
+    "dependentSchemas": _dependent,
+    "required": _required,
+    "propertyNames": _property_names,
+    "items": _items,
+    "uniqueItems": _unique,
+    "allOf": _all_of,
+    "anyOf": _any_of,
+    "not": _not,
+    "pattern": _pattern,
+    "enum": lambda options, s, r: lambda v: any(_same(v, o) for o in options),
+    "const": lambda const, s, r: lambda v: _same(v, const),
+    "minLength": lambda n, s, r: _on("string", lambda v: len(v) >= n),
+    "maxLength": lambda n, s, r: _on("string", lambda v: len(v) <= n),
+    "minimum": lambda n, s, r: _on("number", lambda v: v >= n),
+    "maximum": lambda n, s, r: _on("number", lambda v: v <= n),
+    "exclusiveMinimum": lambda n, s, r: _on("number", lambda v: v > n),
+}

@@ -1,0 +1,192 @@
+"""The loader: every document with positions, and every file problem reported, not raised."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gitops_sched.config import loader
+from gitops_sched.config.diagnostics import Diagnostics, Location
+from gitops_sched.config.loader import Document, load_repo
+
+CLUSTER = """\
+apiVersion: gitops-sched.io/v1alpha1
+kind: Cluster
+metadata:
+  name: demo
+"""
+
+
+def write(root: Path, files: dict[str, str | bytes]) -> None:
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+
+
+def load(root: Path, files: dict[str, str | bytes]) -> tuple[list[Document], list[str]]:
+    """Documents and diagnostic lines of a repo made of `files`, paths relative to `root`."""
+    write(root, files)
+    diagnostics = Diagnostics()
+    documents = load_repo(root, diagnostics)
+    prefix = f"{root.as_posix()}/"
+    return documents, [d.text().removeprefix(prefix) for d in diagnostics.sorted()]
+
+
+def line_col(location: Location) -> tuple[int, int]:
+    return location.line, location.col
+
+
+def test_positions_are_one_based_line_and_column(tmp_path: Path) -> None:
+    (doc,), problems = load(tmp_path, {"c.yaml": CLUSTER + "spec:\n  policy: {cyclePeriod: 5s}\n"})
+    assert problems == []
+    assert doc.location(("metadata", "name")) == Location(f"{tmp_path.as_posix()}/c.yaml", 4, 9)
+    assert line_col(doc.location(("spec", "policy", "cyclePeriod"))) == (6, 25)
+
+
+def test_key_location_points_at_the_key_not_the_value(tmp_path: Path) -> None:
+    (doc,), _ = load(tmp_path, {"c.yaml": CLUSTER + "spec:\n  policy:\n    consolidation: true\n"})
+    assert line_col(doc.key_location(("spec", "policy"))) == (6, 3)
+    assert line_col(doc.location(("spec", "policy"))) == (7, 5)  # a mapping: its first key
+
+
+def test_location_of_a_missing_path_falls_back_to_the_nearest_ancestor(tmp_path: Path) -> None:
+    (doc,), _ = load(tmp_path, {"c.yaml": CLUSTER})
+    assert doc.location(("metadata", "labels", "team")) == doc.location(("metadata",))
+
+
+def test_duplicate_key_is_reported_at_the_second_occurrence(tmp_path: Path) -> None:
+    text = CLUSTER + "spec:\n  namespacePrefix: a-\n  namespacePrefix: b-\n"
+    documents, problems = load(tmp_path, {"c.yaml": text})
+    assert documents == []
+    assert problems == ["c.yaml:7:3: duplicate key 'namespacePrefix' (first at line 6)"]
+
+
+def test_a_bad_document_does_not_hide_the_next_ones_in_its_file(tmp_path: Path) -> None:
+    text = "a: 1\na: 2\n---\n" + CLUSTER
+    documents, problems = load(tmp_path, {"c.yaml": text})
+    assert [d.name for d in documents] == ["demo"]
+    assert problems == ["c.yaml:2:1: duplicate key 'a' (first at line 1)"]
+
+
+def test_yaml_syntax_error_points_at_the_problem(tmp_path: Path) -> None:
+    documents, problems = load(tmp_path, {"c.yaml": CLUSTER + "spec:\n  admins: [a, b\n"})
+    assert documents == []
+    assert problems == [
+        "c.yaml:7:1: YAML syntax error: while parsing a flow sequence, "
+        "did not find expected ',' or ']'"
+    ]
+
+
+def test_non_utf8_bytes_are_reported_at_their_line_and_column(tmp_path: Path) -> None:
+    raw = CLUSTER.encode() + b"spec:\n  namespacePrefix: caf\xe9-\n"
+    documents, problems = load(tmp_path, {"c.yaml": raw})
+    assert documents == []
+    assert problems == ["c.yaml:6:23: file is not valid UTF-8 (byte 0xe9)"]
+
+
+def test_utf8_byte_order_mark_is_accepted(tmp_path: Path) -> None:
+    (doc,), problems = load(tmp_path, {"c.yaml": "\ufeff" + CLUSTER})
+    assert problems == []
+    assert doc.location(("kind",)).line == 2
+
+
+def test_alias_bomb_is_stopped(tmp_path: Path) -> None:
+    lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    documents, problems = load(tmp_path, {"bomb.yaml": "\n".join(lines) + "\n"})
+    assert documents == []
+    (problem,) = problems
+    assert problem.startswith("bomb.yaml:")
+    assert problem.endswith(
+        f"document expands to more than {loader.MAX_EXPANDED_NODES} values "
+        "through aliases (alias bomb?)"
+    )
+
+
+def test_modest_aliases_are_expanded(tmp_path: Path) -> None:
+    text = CLUSTER + "  labels: &l {team: a}\n  annotations: *l\n"
+    (doc,), problems = load(tmp_path, {"c.yaml": text})
+    assert problems == []
+    assert doc.data["metadata"]["annotations"] == {"team": "a"}
+
+
+def test_merge_keys_are_rejected(tmp_path: Path) -> None:
+    text = "base: &b {x: 1}\nother:\n  <<: *b\n"
+    _, problems = load(tmp_path, {"c.yaml": text})
+    assert problems == ["c.yaml:3:3: merge keys (<<) are not supported"]
+
+
+def test_oversized_file_is_skipped_with_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(loader, "MAX_FILE_BYTES", 20)
+    documents, problems = load(tmp_path, {"big.yaml": CLUSTER, "ok.yaml": "a: 1\n"})
+    assert [d.data for d in documents] == [{"a": 1}]
+    assert problems == [f"big.yaml:1:1: file is {len(CLUSTER)} bytes, over the 20-byte limit"]
+
+
+def test_empty_documents_are_warnings(tmp_path: Path) -> None:
+    documents, problems = load(tmp_path, {"c.yaml": "---\n---\n" + CLUSTER, "empty.yaml": ""})
+    assert [d.name for d in documents] == ["demo"]
+    (problem,) = problems
+    assert problem.startswith("c.yaml:")
+    assert problem.endswith(": warning: empty document ignored")
+
+
+def test_a_document_must_be_a_mapping(tmp_path: Path) -> None:
+    documents, problems = load(tmp_path, {"c.yaml": CLUSTER + "---\n- a\n- b\n"})
+    assert [d.name for d in documents] == ["demo"]
+    assert problems == [
+        "c.yaml:6:1: a document must be a mapping with apiVersion, kind, metadata and spec"
+    ]
+
+
+def test_multi_document_files_keep_each_documents_own_lines(tmp_path: Path) -> None:
+    second = CLUSTER.replace("demo", "second")
+    documents, _ = load(tmp_path, {"c.yaml": CLUSTER + "---\n" + second})
+    assert [d.index for d in documents] == [0, 1]
+    assert [d.location(("metadata", "name")).line for d in documents] == [4, 9]
+
+
+def test_scalars_keep_their_yaml_types_and_dates_stay_strings(tmp_path: Path) -> None:
+    text = "a: 1\nb: 1.5\nc: true\nd: null\ne: 2024-01-01\nf: '1'\n"
+    (doc,), _ = load(tmp_path, {"c.yaml": text})
+    assert doc.data == {"a": 1, "b": 1.5, "c": True, "d": None, "e": "2024-01-01", "f": "1"}
+
+
+def test_files_come_in_name_order_a_folders_files_before_its_subfolders(tmp_path: Path) -> None:
+    paths = ("b.yaml", "a/z.yml", "a/b/c.yaml", "a.yaml", "c/notes.txt", "c/d/e.yaml")
+    documents, problems = load(tmp_path, {path: f"name: {path}\n" for path in paths})
+    assert problems == []
+    assert [d.data["name"] for d in documents] == [
+        "a.yaml",
+        "b.yaml",
+        "a/z.yml",
+        "a/b/c.yaml",
+        "c/d/e.yaml",
+    ]
+
+
+def test_hidden_folders_and_files_are_skipped(tmp_path: Path) -> None:
+    files = {
+        ".git/x.yaml": "a: [",
+        ".hidden.yaml": "a: [",
+        "sub/.cache/y.yaml": "a: [",
+        "ok.yaml": "a: 1\n",
+    }
+    documents, problems = load(tmp_path, files)
+    assert problems == []
+    assert [d.data for d in documents] == [{"a": 1}]
+
+
+def test_a_single_file_can_be_loaded(tmp_path: Path) -> None:
+    write(tmp_path, {"c.yaml": CLUSTER})
+    diagnostics = Diagnostics()
+    (doc,) = load_repo(tmp_path / "c.yaml", diagnostics)
+    assert doc.ref == "Cluster/demo"
+    assert doc.file == f"{tmp_path.as_posix()}/c.yaml"
