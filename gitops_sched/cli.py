@@ -83,8 +83,12 @@ def render(path: Path, output: str) -> None:
     objects = render_repo(repo)
     if output == "-":
         write_stream(objects, sys.stdout)
-    else:
+        return
+    try:
         write_directory(objects, Path(output))
+    except ValueError as exc:  # an output path render must not replace
+        raise click.UsageError(str(exc)) from exc
+    click.echo(f"{output}: {len(objects)} objects written", err=True)
 
 
 @main.command()

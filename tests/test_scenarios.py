@@ -1,0 +1,98 @@
+"""The Run:ai / NetApp behaviours as simulations with `expect:`, run through the CLI.
+
+Each tests/scenarios/*.yaml names its config repo in a `# repo:` comment. A scenario
+passes when `gitops-sched simulate` meets every expectation (exit 0); the tests below
+also pin the order of decisions, which expectations cannot express.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gitops_sched.cli import main
+
+SCENARIOS = Path(__file__).parent / "scenarios"
+
+
+def run_scenario(name: str) -> dict:
+    events = SCENARIOS / f"{name}.yaml"
+    repo = re.search(r"^# repo: (\S+)", events.read_text(), re.M)
+    assert repo, f"{events} names no repo"
+    result = CliRunner().invoke(
+        main, ["simulate", str(SCENARIOS / repo[1]), "--events", str(events), "--format", "json"]
+    )
+    output = json.loads(result.stdout)
+    assert output["expectations"]["failed"] == []
+    assert result.exit_code == 0
+    return output
+
+
+def decisions(output: dict, action: str, step: int | None = None) -> list[dict]:
+    return [
+        entry
+        for entry in output["log"]
+        if entry["action"] == action and (step is None or entry["step"] == step)
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in SCENARIOS.glob("*.yaml")))
+def test_scenario_meets_its_expectations(name):
+    assert run_scenario(name)["expectations"]["checked"] > 0
+
+
+def test_reclaim_alternates_between_over_quota_teams_and_spares_notebooks():
+    output = run_scenario("netapp-fairness")
+    evictions = decisions(output, "evict")
+    assert [e["reason"] for e in evictions] == ["reclaim"] * 4
+    assert [e["workload"][0] for e in evictions] == ["b", "c", "b", "c"]
+    assert {e["by"] for e in evictions} <= {"d-1", "d-2", "d-3", "d-4"}
+    shared = [
+        sorted(w["share"] for w in gpu["workloads"])
+        for node in output["nodes"]
+        for gpu in node["gpus"]
+        if len(gpu["workloads"]) > 1
+    ]
+    assert sorted(shared) == [[0.2, 0.3, 0.5], [0.4, 0.6]]
+
+
+def test_mig_instance_is_created_once_and_reused():
+    output = run_scenario("gang-consolidation-mig-timelimit")
+    binds = {e["workload"]: e for e in decisions(output, "bind")}
+    creates = decisions(output, "mig-create")
+    assert [e["step"] for e in creates] == [binds["mig-1"]["step"]]
+    assert not decisions(output, "mig-destroy")
+    assert binds["mig-1"]["pods"][0]["mig"] == binds["mig-2"]["pods"][0]["mig"]
+
+
+def test_consolidation_moves_one_job_and_loses_none():
+    output = run_scenario("consolidation")
+    assert [(e["workload"], e["reason"]) for e in decisions(output, "evict")] == [
+        ("pair-a", "consolidate")
+    ]
+    assert {w["name"]: w["status"] for w in output["workloads"]} == {
+        "big": "running",
+        "pair-a": "running",
+        "pair-b": "running",
+    }
+
+
+def test_unmet_expectation_exits_1_with_expected_and_actual(tmp_path):
+    events = (SCENARIOS / "quota-three-to-one.yaml").read_text()
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text(
+        events.replace(
+            "big: {deserved: 3, fairShare: 6, allocated: 6",
+            "big: {deserved: 3, fairShare: 6, allocated: 5",
+        )
+    )
+    result = CliRunner().invoke(
+        main, ["simulate", str(SCENARIOS / "repos/two-projects"), "--events", str(wrong)]
+    )
+    assert result.exit_code == 1
+    assert "allocated" in result.output
+    assert "5" in result.output and "6" in result.output
