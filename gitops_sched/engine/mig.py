@@ -14,6 +14,7 @@ state and get the same answer on every reconcile.
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import combinations
 
 from gitops_sched.gpus import GPU_MODELS, known_gpu_model_names, lookup_gpu_model
@@ -104,6 +105,7 @@ _GEOMETRIES: dict[str, _Geometry] = {
 }
 
 
+@lru_cache(maxsize=256)
 def _geometry(model: str) -> _Geometry | None:
     gpu = lookup_gpu_model(model)
     return None if gpu is None else _GEOMETRIES.get(gpu.name)
@@ -187,10 +189,18 @@ def find_placement(model: str, existing: Sequence[MigInstance], profile: str) ->
     which leaves room for a 4g at 0. Unknown profiles and models, or an invalid `existing`,
     give None.
     """
+    layout = tuple(sorted(existing, key=lambda instance: (instance.start, instance.profile)))
+    return _cached_placement(model, layout, profile)
+
+
+@lru_cache(maxsize=65536)
+def _cached_placement(model: str, layout: tuple[MigInstance, ...], profile: str) -> int | None:
+    """The scheduler asks about the same few layouts on thousands of GPUs: answer once."""
     geometry = _geometry(model)
-    return None if geometry is None else _best_start(geometry, tuple(existing), profile)
+    return None if geometry is None else _best_start(geometry, layout, profile)
 
 
+@lru_cache(maxsize=1024)
 def compute_share(model: str, profile: str) -> float:
     """The instance's fraction of the GPU's compute slices (3g on an A100 = 3/7).
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gitops_sched.engine.mig import MigInstance, find_placement, layout_with
-from gitops_sched.engine.session import NodeUse, Session
+from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import GPU_EPSILON, Job, PodPlacement, RequestKind
+from gitops_sched.engine.usage import GpuKey, NodeUse
 
 
 def place(session: Session, job: Job) -> bool:
@@ -73,7 +74,7 @@ def _in_domain(nodes: Iterable[NodeUse], domain: str | None) -> Iterable[NodeUse
 
 
 def _whole(session: Session, job: Job, count: int, domain: str | None) -> PodPlacement | None:
-    for use in _in_domain(session.nodes_with_free(job.node_groups, max(count, 1)), domain):
+    for use in _in_domain(session.nodes_with_free(job, max(count, 1)), domain):
         free = [g.index for g in use.gpus if g.is_free][:count]
         return PodPlacement(use.name, tuple(free))
     return None
@@ -93,21 +94,22 @@ def _shared(session: Session, job: Job, domain: str | None) -> PodPlacement | No
     left with the least room.
     """
     best: tuple[bool, float, str, int, float] | None = None
-    for use in _in_domain(session.candidate_nodes(job), domain):
-        for gpu in use.gpus:
-            if gpu.whole or gpu.mig_enabled or gpu.used <= GPU_EPSILON:
+    for group in session.groups_of(job):
+        for key in session.usage.partial.get(group, ()):
+            use, gpu = session.usage.gpu(key)
+            if gpu.mig_enabled or (domain is not None and use.node.topology != domain):
                 continue
             share = _share_of(job, gpu.memory_mib)
             room = 1.0 - gpu.used - share
             if room < -GPU_EPSILON:
                 continue
             foreign = any(session.jobs[j].project != job.project for j in gpu.shares)
-            key = (foreign, room, use.name, gpu.index, share)
-            if best is None or key < best:
-                best = key
+            candidate = (foreign, room, use.name, gpu.index, share)
+            if best is None or candidate < best:
+                best = candidate
     if best is not None:
         return PodPlacement(best[2], (best[3],), fraction=best[4])
-    for use in _in_domain(session.nodes_with_free(job.node_groups, 1), domain):
+    for use in _in_domain(session.nodes_with_free(job, 1), domain):
         gpu = next(g for g in use.gpus if g.is_free)
         share = _share_of(job, gpu.memory_mib)
         if share <= 1.0 + GPU_EPSILON:
@@ -116,28 +118,40 @@ def _shared(session: Session, job: Job, domain: str | None) -> PodPlacement | No
 
 
 def _mig(session: Session, job: Job, domain: str | None) -> PodPlacement | None:
-    """An idle instance of the profile; else create one; else make room among idle ones."""
+    """An idle instance of the profile; else create one; else make room among idle ones.
+
+    GPUs with the most busy instances come first (packing), then by node and index.
+    """
     profile = job.request.mig_profile
-    gpus = [
-        (use, gpu)
-        for use in _in_domain(session.candidate_nodes(job), domain)
-        for gpu in use.gpus
-        if gpu.mig_enabled
-    ]
-    # pack: GPUs with the most busy instances first, then by node and index
-    gpus.sort(key=lambda ug: (-sum(1 for j in ug[1].mig.values() if j), ug[0].name, ug[1].index))
-    for use, gpu in gpus:
-        for instance, user in sorted(gpu.mig.items(), key=lambda iu: iu[0].start):
-            if not user and instance.profile == profile:
-                return PodPlacement(use.name, (gpu.index,), mig=instance)
-    for use, gpu in gpus:
+    usage = session.usage
+    groups = set(session.groups_of(job))
+
+    def allowed(key: GpuKey) -> bool:
+        node = usage.nodes[key[0]].node
+        return node.node_group in groups and (domain is None or node.topology == domain)
+
+    def packing(key: GpuKey) -> tuple:
+        return (-usage.gpu(key)[1].busy_instances, key)
+
+    idle = sorted(filter(allowed, usage.idle_mig.get(profile, ())), key=packing)
+    if idle:
+        use, gpu = usage.gpu(idle[0])
+        instance = next(i for i in gpu.idle_instances() if i.profile == profile)
+        return PodPlacement(use.name, (gpu.index,), mig=instance)
+    gpus = sorted(
+        (key for group in groups for key in usage.mig_gpus.get(group, ()) if allowed(key)),
+        key=packing,
+    )
+    for key in gpus:
+        use, gpu = usage.gpu(key)
         start = find_placement(use.node.gpu_model, tuple(gpu.mig), profile)
         if start is not None:
             return _create(session, use, gpu.index, profile, start, ())
-    for use, gpu in gpus:
-        idle = tuple(i for i, user in gpu.mig.items() if not user)
-        plan = layout_with(use.node.gpu_model, tuple(gpu.mig), profile, idle) if idle else None
-        if plan is not None:
+    for key in gpus:
+        use, gpu = usage.gpu(key)
+        removable = gpu.idle_instances()
+        plan = removable and layout_with(use.node.gpu_model, tuple(gpu.mig), profile, removable)
+        if plan:
             return _create(session, use, gpu.index, profile, plan[0], plan[1])
     return None
 

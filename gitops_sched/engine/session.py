@@ -7,10 +7,9 @@ session mutates; the snapshot it starts from stays frozen.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from gitops_sched.engine.fairshare import fair_shares
 from gitops_sched.engine.mig import MigInstance
@@ -22,38 +21,12 @@ from gitops_sched.engine.types import (
     EvictReason,
     Job,
     MigChange,
-    Node,
     PodPlacement,
     QueueSpec,
     RequestKind,
     Snapshot,
 )
-
-
-@dataclass
-class GpuUse:
-    index: int
-    memory_mib: int
-    mig_enabled: bool
-    whole: str = ""  # job holding the whole GPU
-    shares: dict[str, float] = field(default_factory=dict)  # job -> fraction of this GPU
-    used: float = 0.0  # sum of shares
-    mig: dict[MigInstance, str] = field(default_factory=dict)  # instance -> job ("" = idle)
-
-    @property
-    def is_free(self) -> bool:
-        return not self.whole and self.used <= GPU_EPSILON and not self.mig_enabled
-
-
-@dataclass
-class NodeUse:
-    node: Node
-    gpus: list[GpuUse]
-    free_whole: int = 0
-
-    @property
-    def name(self) -> str:
-        return self.node.name
+from gitops_sched.engine.usage import NodeUse, Usage
 
 
 def job_order(job: Job) -> tuple:
@@ -75,18 +48,9 @@ class Session:
         policy = snapshot.policy
         self.projects: dict[str, QueueSpec] = {p.name: p for p in policy.projects}
         self.departments: dict[str, QueueSpec] = {d.name: d for d in policy.departments}
-        self.nodes: dict[str, NodeUse] = {}
-        for node in sorted(snapshot.nodes, key=lambda n: n.name):
-            gpus = [GpuUse(g.index, g.memory_mib, g.mig_enabled) for g in node.gpus]
-            for gpu, spec in zip(gpus, node.gpus):
-                gpu.mig = dict.fromkeys(spec.mig_instances, "")
-            use = NodeUse(node, gpus, sum(g.is_free for g in gpus))
-            self.nodes[node.name] = use
-        # node group -> free whole GPUs -> sorted node names (schedulable nodes only)
-        self._free_index: dict[str, dict[int, list[str]]] = {}
-        for use in self.nodes.values():
-            if use.node.schedulable:
-                self._index_add(use)
+        self.usage = Usage(snapshot.nodes)
+        self.nodes = self.usage.nodes
+        self._candidates: dict[tuple[str, ...], list[NodeUse]] = {}
         self.jobs: dict[str, Job] = {}
         self.allocated: dict[str, float] = dict.fromkeys([*self.projects, *self.departments], 0.0)
         self.fixed: dict[str, float] = dict(self.allocated)  # non-preemptible part
@@ -176,20 +140,32 @@ class Session:
         return pod_gpus(job, pod, use.node.gpu_model, gpu.memory_mib if gpu else 0)
 
     def candidate_nodes(self, job: Job) -> list[NodeUse]:
-        allowed = set(job.node_groups)
-        return [
-            n
-            for n in self.nodes.values()
-            if n.node.schedulable and (not allowed or n.node.node_group in allowed)
-        ]
+        """Schedulable nodes of the job's allowed node groups, by name (cached per groups)."""
+        groups = job.node_groups
+        if groups not in self._candidates:
+            allowed = set(groups)
+            self._candidates[groups] = [
+                n
+                for n in self.nodes.values()
+                if n.node.schedulable and (not allowed or n.node.node_group in allowed)
+            ]
+        return self._candidates[groups]
 
-    def nodes_with_free(self, groups: tuple[str, ...], count: int) -> Iterator[NodeUse]:
-        """Schedulable nodes with at least `count` free whole GPUs, fullest first, by name."""
-        index = self._free_index
-        names = sorted(index) if not groups else [g for g in sorted(set(groups)) if g in index]
-        for free in range(count, 1 + max((max(index[g], default=0) for g in names), default=0)):
-            batch = sorted(n for g in names for n in index[g].get(free, ()))
-            for name in batch:
+    def groups_of(self, job: Job) -> list[str]:
+        """The node groups a job may use that have schedulable nodes."""
+        index = self.usage.free_index
+        return sorted(index) if not job.node_groups else sorted(set(job.node_groups) & set(index))
+
+    def free_whole(self, job: Job) -> int:
+        return sum(self.usage.free_total.get(g, 0) for g in self.groups_of(job))
+
+    def nodes_with_free(self, job: Job, count: int) -> Iterator[NodeUse]:
+        """Schedulable allowed nodes with at least `count` free whole GPUs, fullest first."""
+        index = self.usage.free_index
+        names = self.groups_of(job)
+        top = max((max(index[g], default=0) for g in names), default=0)
+        for free in range(count, top + 1):
+            for name in sorted(n for g in names for n in index[g].get(free, ())):
                 yield self.nodes[name]
 
     # -- changes (undoable) ----------------------------------------------------------------
@@ -257,15 +233,13 @@ class Session:
         self._log(lambda: self.jobs.__setitem__(job.name, removed))
 
     def create_mig(self, node: str, gpu: int, instance: MigInstance) -> None:
-        mig = self.nodes[node].gpus[gpu].mig
-        mig[instance] = ""
-        self._log(lambda: mig.pop(instance))
+        self.usage.add_instance(node, gpu, instance)
+        self._log(lambda: self.usage.remove_instance(node, gpu, instance))
         self.mig_changes.append(MigChange(node, gpu, instance, create=True))
 
     def destroy_mig(self, node: str, gpu: int, instance: MigInstance) -> None:
-        mig = self.nodes[node].gpus[gpu].mig
-        del mig[instance]
-        self._log(lambda: mig.__setitem__(instance, ""))
+        self.usage.remove_instance(node, gpu, instance)
+        self._log(lambda: self.usage.add_instance(node, gpu, instance))
         self.mig_changes.append(MigChange(node, gpu, instance, create=False))
 
     def _set_job(self, job: Job) -> None:
@@ -276,45 +250,12 @@ class Session:
     def _occupy(self, job: Job, pods: tuple[PodPlacement, ...]) -> None:
         self._account(job, pods, +1)
         for pod in pods:
-            use = self.nodes.get(pod.node)
-            if use is None:
-                continue
-            self._index_remove(use)
-            for index in pod.gpus:
-                gpu = use.gpus[index]
-                if pod.mig is not None:
-                    gpu.mig[pod.mig] = job.name
-                elif pod.fraction:
-                    gpu.shares[job.name] = gpu.shares.get(job.name, 0.0) + pod.fraction
-                    gpu.used += pod.fraction
-                else:
-                    gpu.whole = job.name
-            use.free_whole = sum(g.is_free for g in use.gpus)
-            self._index_add(use)
+            self.usage.take(job.name, pod)
 
     def _release(self, job: Job, pods: tuple[PodPlacement, ...]) -> None:
         self._account(job, pods, -1)
         for pod in pods:
-            use = self.nodes.get(pod.node)
-            if use is None:
-                continue
-            self._index_remove(use)
-            for index in pod.gpus:
-                gpu = use.gpus[index]
-                if pod.mig is not None:
-                    if pod.mig in gpu.mig:
-                        gpu.mig[pod.mig] = ""
-                elif pod.fraction:
-                    left = gpu.shares.get(job.name, 0.0) - pod.fraction
-                    if left > GPU_EPSILON:
-                        gpu.shares[job.name] = left
-                    else:
-                        gpu.shares.pop(job.name, None)
-                    gpu.used = sum(gpu.shares.values())
-                elif gpu.whole == job.name:
-                    gpu.whole = ""
-            use.free_whole = sum(g.is_free for g in use.gpus)
-            self._index_add(use)
+            self.usage.give_back(job.name, pod)
 
     def _account(self, job: Job, pods: tuple[PodPlacement, ...], sign: int) -> None:
         amount = sign * self.job_gpus(job, pods)
@@ -323,15 +264,3 @@ class Session:
                 self.allocated[queue] += amount
                 if not job.preemptible:
                     self.fixed[queue] += amount
-
-    def _index_add(self, use: NodeUse) -> None:
-        if use.node.schedulable:
-            bucket = self._free_index.setdefault(use.node.node_group, {}).setdefault(
-                use.free_whole, []
-            )
-            bisect.insort(bucket, use.name)
-
-    def _index_remove(self, use: NodeUse) -> None:
-        if use.node.schedulable:
-            bucket = self._free_index[use.node.node_group][use.free_whole]
-            del bucket[bisect.bisect_left(bucket, use.name)]
