@@ -9,12 +9,13 @@ only if every pod fits, preferring a single topology domain.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 
 from gitops_sched.engine.mig import MigInstance, find_placement, layout_with
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import GPU_EPSILON, Job, PodPlacement, RequestKind
-from gitops_sched.engine.usage import GpuKey, NodeUse
+from gitops_sched.engine.usage import GpuKey, NodeUse, Usage
 
 
 def place(session: Session, job: Job) -> bool:
@@ -91,23 +92,25 @@ def _shared(session: Session, job: Job, domain: str | None) -> PodPlacement | No
 
     GPUs shared only with the job's own project come first, so one team's notebooks
     pack together instead of spreading a noisy neighbour across teams; then the GPU
-    left with the least room.
+    left with the least room, by node and index.
     """
-    best: tuple[bool, float, str, int, float] | None = None
-    for group in session.groups_of(job):
-        for key in session.usage.partial.get(group, ()):
-            use, gpu = session.usage.gpu(key)
-            if gpu.mig_enabled or (domain is not None and use.node.topology != domain):
-                continue
-            share = _share_of(job, gpu.memory_mib)
-            room = 1.0 - gpu.used - share
-            if room < -GPU_EPSILON:
-                continue
-            foreign = any(session.jobs[j].project != job.project for j in gpu.shares)
-            candidate = (foreign, room, use.name, gpu.index, share)
-            if best is None or candidate < best:
-                best = candidate
-    if best is not None:
+    usage = session.usage
+    groups = session.groups_of(job)
+    best = _NO_FIT
+    for group in groups:
+        for key in usage.solo.get((group, job.project), ()):
+            best = min(best, _shared_fit(session, job, key, domain, foreign=False))
+    if best is _NO_FIT:
+        for group in groups:
+            entries = usage.shared.get(group, [])
+            memory = usage.group_memory.get(group)
+            if domain is None and memory is not None:
+                # fullest first: the first entry with room is the best fit of the group
+                position = bisect.bisect_left(entries, (_share_of(job, memory) - 1 - GPU_EPSILON,))
+                entries = entries[position : position + 1]
+            for _, node, index in entries:
+                best = min(best, _shared_fit(session, job, (node, index), domain, foreign=True))
+    if best is not _NO_FIT:
         return PodPlacement(best[2], (best[3],), fraction=best[4])
     for use in _in_domain(session.nodes_with_free(job, 1), domain):
         gpu = next(g for g in use.gpus if g.is_free)
@@ -115,6 +118,21 @@ def _shared(session: Session, job: Job, domain: str | None) -> PodPlacement | No
         if share <= 1.0 + GPU_EPSILON:
             return PodPlacement(use.name, (gpu.index,), fraction=min(share, 1.0))
     return None
+
+
+_NO_FIT = (True, float("inf"), "", 0, 0.0)
+
+
+def _shared_fit(
+    session: Session, job: Job, key: GpuKey, domain: str | None, foreign: bool
+) -> tuple[bool, float, str, int, float]:
+    """The ranking of one shared GPU for the job (or _NO_FIT)."""
+    use, gpu = session.usage.gpu(key)
+    if gpu.mig_enabled or (domain is not None and use.node.topology != domain):
+        return _NO_FIT
+    share = _share_of(job, gpu.memory_mib)
+    room = 1.0 - gpu.used - share
+    return _NO_FIT if room < -GPU_EPSILON else (foreign, room, use.name, gpu.index, share)
 
 
 def _mig(session: Session, job: Job, domain: str | None) -> PodPlacement | None:
@@ -133,27 +151,37 @@ def _mig(session: Session, job: Job, domain: str | None) -> PodPlacement | None:
     def packing(key: GpuKey) -> tuple:
         return (-usage.gpu(key)[1].busy_instances, key)
 
-    idle = sorted(filter(allowed, usage.idle_mig.get(profile, ())), key=packing)
-    if idle:
-        use, gpu = usage.gpu(idle[0])
+    idle = min(filter(allowed, usage.idle_mig.get(profile, ())), key=packing, default=None)
+    if idle is not None:
+        use, gpu = usage.gpu(idle)
         instance = next(i for i in gpu.idle_instances() if i.profile == profile)
         return PodPlacement(use.name, (gpu.index,), mig=instance)
-    gpus = sorted(
-        (key for group in groups for key in usage.mig_gpus.get(group, ()) if allowed(key)),
+    gpus = [
+        key for group in sorted(groups) for key in usage.mig_gpus.get(group, ()) if allowed(key)
+    ]
+    room = min(
+        (key for key in gpus if _mig_start(usage, key, profile) is not None),
         key=packing,
+        default=None,
     )
-    for key in gpus:
-        use, gpu = usage.gpu(key)
-        start = find_placement(use.node.gpu_model, tuple(gpu.mig), profile)
-        if start is not None:
-            return _create(session, use, gpu.index, profile, start, ())
-    for key in gpus:
+    if room is not None:
+        use, gpu = usage.gpu(room)
+        return _create(session, use, gpu.index, profile, gpu.fits[profile], ())
+    for key in sorted(gpus, key=packing):
         use, gpu = usage.gpu(key)
         removable = gpu.idle_instances()
         plan = removable and layout_with(use.node.gpu_model, tuple(gpu.mig), profile, removable)
         if plan:
             return _create(session, use, gpu.index, profile, plan[0], plan[1])
     return None
+
+
+def _mig_start(usage: Usage, key: GpuKey, profile: str) -> int | None:
+    """Where `profile` would be created on the GPU, cached until its layout changes."""
+    use, gpu = usage.gpu(key)
+    if profile not in gpu.fits:
+        gpu.fits[profile] = find_placement(use.node.gpu_model, tuple(gpu.mig), profile)
+    return gpu.fits[profile]
 
 
 def _create(

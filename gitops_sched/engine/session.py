@@ -250,7 +250,7 @@ class Session:
     def _occupy(self, job: Job, pods: tuple[PodPlacement, ...]) -> None:
         self._account(job, pods, +1)
         for pod in pods:
-            self.usage.take(job.name, pod)
+            self.usage.take(job.name, job.project, pod)
 
     def _release(self, job: Job, pods: tuple[PodPlacement, ...]) -> None:
         self._account(job, pods, -1)

@@ -28,6 +28,7 @@ class GpuUse:
     used: float = 0.0  # sum of shares
     mig: dict[MigInstance, str] = field(default_factory=dict)  # instance -> job ("" = idle)
     busy_instances: int = 0
+    fits: dict[str, int | None] = field(default_factory=dict)  # MIG profile -> start; per layout
 
     @property
     def is_free(self) -> bool:
@@ -56,7 +57,13 @@ class Usage:
         # node group -> free whole GPUs -> sorted node names
         self.free_index: dict[str, dict[int, list[str]]] = {}
         self.free_total: dict[str, int] = {}  # node group -> free whole GPUs
-        self.partial: dict[str, set[GpuKey]] = {}  # node group -> shared GPUs with room used
+        # node group -> shared GPUs as (-used, node, index), fullest first: best fit by bisect
+        self.shared: dict[str, list[tuple[float, str, int]]] = {}
+        self._shared_entry: dict[GpuKey, tuple[float, str, int]] = {}
+        # (node group, project) -> shared GPUs holding only that project's work
+        self.solo: dict[tuple[str, str], set[GpuKey]] = {}
+        self.project_of: dict[str, str] = {}  # job -> project, for `solo`
+        self.group_memory: dict[str, int | None] = {}  # GPU memory if uniform in the group
         self.idle_mig: dict[str, set[GpuKey]] = {}  # profile -> GPUs with an idle instance of it
         self.mig_gpus: dict[str, list[GpuKey]] = {}  # node group -> MIG-enabled GPUs, in order
         for node in sorted(nodes, key=lambda n: n.name):
@@ -66,6 +73,10 @@ class Usage:
             ]
             use = NodeUse(node, gpus, sum(g.is_free for g in gpus))
             self.nodes[node.name] = use
+            for gpu in gpus:
+                known = self.group_memory.setdefault(node.node_group, gpu.memory_mib)
+                if known != gpu.memory_mib:
+                    self.group_memory[node.node_group] = None
             if node.schedulable:
                 self._index_node(use, +1)
                 for gpu in gpus:
@@ -77,7 +88,8 @@ class Usage:
         use = self.nodes[key[0]]
         return use, use.gpus[key[1]]
 
-    def take(self, job: str, pod: PodPlacement) -> None:
+    def take(self, job: str, project: str, pod: PodPlacement) -> None:
+        self.project_of[job] = project
         self._change(job, pod, +1)
 
     def give_back(self, job: str, pod: PodPlacement) -> None:
@@ -88,6 +100,7 @@ class Usage:
         gpu = use.gpus[index]
         self._index_gpu(use, gpu, -1)
         gpu.mig[instance] = ""
+        gpu.fits.clear()
         self._index_gpu(use, gpu, +1)
 
     def remove_instance(self, node: str, index: int, instance: MigInstance) -> None:
@@ -95,6 +108,7 @@ class Usage:
         gpu = use.gpus[index]
         self._index_gpu(use, gpu, -1)
         del gpu.mig[instance]
+        gpu.fits.clear()
         self._index_gpu(use, gpu, +1)
 
     def _change(self, job: str, pod: PodPlacement, sign: int) -> None:
@@ -139,8 +153,18 @@ class Usage:
         if not use.node.schedulable:
             return
         key = (use.name, gpu.index)
+        group = use.node.node_group
         if not gpu.whole and gpu.used > GPU_EPSILON:
-            _toggle(self.partial.setdefault(use.node.node_group, set()), key, sign)
+            shared = self.shared.setdefault(group, [])
+            if sign > 0:
+                entry = (-gpu.used, use.name, gpu.index)
+                self._shared_entry[key] = entry
+                bisect.insort(shared, entry)
+            else:
+                del shared[bisect.bisect_left(shared, self._shared_entry.pop(key))]
+            projects = {self.project_of[job] for job in gpu.shares}
+            if len(projects) == 1:
+                _toggle(self.solo.setdefault((group, projects.pop()), set()), key, sign)
         for profile in {i.profile for i, job in gpu.mig.items() if not job}:
             _toggle(self.idle_mig.setdefault(profile, set()), key, sign)
 

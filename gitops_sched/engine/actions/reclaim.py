@@ -9,7 +9,7 @@ over their own deserved quota, because deserved quota is guaranteed.
 
 from __future__ import annotations
 
-from gitops_sched.engine.actions.victims import evict_until_placed
+from gitops_sched.engine.actions.victims import VictimPool, evict_until_placed
 from gitops_sched.engine.admission import may_reclaim, quota_blocker
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job
@@ -19,7 +19,10 @@ MAX_FAILED_PER_PROJECT = 2  # a queue whose first jobs cannot reclaim waits for 
 
 def reclaim(session: Session) -> None:
     queues = session.pending_by_project()
-    victims = session.preemptible_by_project()
+    pool = VictimPool(session)
+    # A job shape that could not reclaim is not tried again this cycle: every reclaim
+    # only lowers what victims can still give, so a later try would fail the same way.
+    failed_shapes: set[tuple] = set()
     for name in session.projects_by_ratio(queues):
         failed = 0
         for job in queues[name]:
@@ -29,51 +32,50 @@ def reclaim(session: Session) -> None:
                 continue
             if not may_reclaim(session, job):
                 continue
-            if _reclaim_for(session, job, victims):
+            gain = session.job_gpus(job)
+            guaranteed = (
+                session.allocated[name] + gain <= session.projects[name].deserved + GPU_EPSILON
+            )
+            shape = (job.request, job.pods, job.min_available, job.node_groups, guaranteed)
+            if shape in failed_shapes:
+                continue
+            if _reclaim_for(session, job, pool, gain, guaranteed):
                 session.pending_reasons.pop(job.name, None)
             else:
                 failed += 1
+                failed_shapes.add(shape)
 
 
-def _reclaim_for(session: Session, job: Job, victims: dict[str, list[Job]]) -> bool:
-    guaranteed = (
-        session.allocated[job.project] + session.job_gpus(job)
-        <= session.projects[job.project].deserved + GPU_EPSILON
-    )
-    nodes = {n.name for n in session.candidate_nodes(job)} if job.node_groups else None
-    over = [
-        p
-        for p in victims
+def _reclaim_for(
+    session: Session, job: Job, pool: VictimPool, gain: float, guaranteed: bool
+) -> bool:
+    allowed = set(job.node_groups) or None
+    cursors = {
+        p: 0
+        for p in pool.by_project
         if p != job.project
         and (guaranteed or session.allocated[p] > session.fair_share.get(p, 0.0))
-    ]
-    cursors = dict.fromkeys(over, 0)
+    }
 
     def next_victim() -> Job | None:
         for project in sorted(cursors, key=lambda p: (-session.ratio(p), p)):
-            candidates = victims[project]
-            while cursors[project] < len(candidates):
-                victim = session.jobs[candidates[cursors[project]].name]
-                usable = victim.running and (
-                    nodes is None or any(pod.node in nodes for pod in victim.placement)
-                )
-                if usable:
-                    break
-                cursors[project] += 1
-            else:
-                continue
-            if _may_lose(session, job, victim, guaranteed):
-                cursors[project] += 1
-                return victim
+            index = pool.first_usable(project, cursors[project], allowed)
+            if index is not None:
+                victim = session.jobs[pool.by_project[project][index].name]
+                if _may_lose(session, job, gain, victim, pool.gpus[victim.name], guaranteed):
+                    cursors[project] = index + 1
+                    return victim
+            # nothing (more) this project can give up for this job
+            del cursors[project]
         return None
 
     return evict_until_placed(session, job, EvictReason.RECLAIM, next_victim)
 
 
-def _may_lose(session: Session, job: Job, victim: Job, guaranteed: bool) -> bool:
+def _may_lose(
+    session: Session, job: Job, gain: float, victim: Job, amount: float, guaranteed: bool
+) -> bool:
     """Whether the victim's project (and department) stays at or above its floor."""
-    amount = session.job_gpus(victim)
-    gain = session.job_gpus(job)
     queues = [(victim.project, job.project)]
     victim_dept = session.department_of(victim.project)
     if victim_dept != session.department_of(job.project):

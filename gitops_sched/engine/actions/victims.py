@@ -35,3 +35,34 @@ def evict_until_placed(
                     return True
                 return False
     return False
+
+
+class VictimPool:
+    """Running preemptible jobs per project, cheapest to lose first, with their size and
+    node groups taken once per action (a victim's placement does not change while it runs).
+    """
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.by_project = session.preemptible_by_project()
+        self.gpus: dict[str, float] = {}
+        self.groups: dict[str, frozenset[str]] = {}
+        for jobs in self.by_project.values():
+            for job in jobs:
+                self.gpus[job.name] = session.job_gpus(job)
+                self.groups[job.name] = frozenset(
+                    session.nodes[p.node].node.node_group
+                    for p in job.placement
+                    if p.node in session.nodes
+                )
+
+    def first_usable(self, project: str, start: int, allowed: set[str] | None) -> int | None:
+        """Index of the project's next victim still running on an allowed node group."""
+        candidates = self.by_project[project]
+        for index in range(start, len(candidates)):
+            name = candidates[index].name
+            if self.session.jobs[name].running and (
+                allowed is None or not self.groups[name].isdisjoint(allowed)
+            ):
+                return index
+        return None
