@@ -1,0 +1,55 @@
+"""A namespace per project, and a NetworkPolicy that keeps other projects out of it.
+
+Pods of a project accept traffic from their own namespace and from the system namespace
+(the scheduler and node agents' probes) only; egress stays open, so workloads can still
+pull data and images. GPU quotas are the scheduler's job, so there is no ResourceQuota.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gitops_sched.compiler.meta import (
+    DEPARTMENT_LABEL,
+    PROJECT_LABEL,
+    object_meta,
+    project_namespace,
+)
+from gitops_sched.config.model import Cluster, Project, Repo
+
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
+ISOLATION_POLICY = "gitops-sched-isolation"
+
+
+def render_tenancy(repo: Repo) -> list[dict[str, Any]]:
+    cluster = repo.cluster
+    objects: list[dict[str, Any]] = []
+    for project in repo.projects:
+        objects += [project_namespace_object(cluster, project), isolation(cluster, project)]
+    return objects
+
+
+def project_namespace_object(cluster: Cluster, project: Project) -> dict[str, Any]:
+    labels = {PROJECT_LABEL: project.name, DEPARTMENT_LABEL: project.department}
+    name = project_namespace(cluster, project.name)
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": object_meta(name, labels=labels, source=project.doc),
+    }
+
+
+def isolation(cluster: Cluster, project: Project) -> dict[str, Any]:
+    namespace = project_namespace(cluster, project.name)
+    system_namespace = {NAMESPACE_NAME_LABEL: cluster.system_namespace}
+    system = {"namespaceSelector": {"matchLabels": system_namespace}}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": object_meta(ISOLATION_POLICY, namespace, {PROJECT_LABEL: project.name}),
+        "spec": {
+            "podSelector": {},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {}}, system]}],
+        },
+    }

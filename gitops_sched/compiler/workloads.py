@@ -1,0 +1,235 @@
+"""Workloads as the Kubernetes objects that run them.
+
+train -> a Job of `replicas` parallel pods; interactive -> the same with the project's time
+limit as `activeDeadlineSeconds`, plus a Service for its ports; inference -> a Deployment
+plus a Service. Pods name the gitops-sched scheduler, which places them by quota and fair
+share, and carry what it needs as labels and annotations: project, workload, type, gang size,
+priority, preemptible, and GPU shares that are not an extended resource.
+
+GPU requests: whole GPUs are the device plugin's `nvidia.com/gpu`; a MIG profile is
+`nvidia.com/mig-<profile>` (the mixed strategy's resource); a fraction or an amount of GPU
+memory is only an annotation, because several pods share one GPU: the scheduler picks the
+GPU and the node agent enforces the share.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gitops_sched.compiler.meta import (
+    GROUP,
+    PROJECT_LABEL,
+    TYPE_LABEL,
+    WORKLOAD_LABEL,
+    object_meta,
+    project_namespace,
+    template_meta,
+)
+from gitops_sched.compiler.priorities import priority_class_name
+from gitops_sched.config.model import NodeGroup, Project, Repo, Workload
+from gitops_sched.config.templating import context_for, render_value
+
+MIN_AVAILABLE = f"{GROUP}/min-available"
+PREEMPTIBLE = f"{GROUP}/preemptible"
+PRIORITY = f"{GROUP}/priority"
+GPU_FRACTION = f"{GROUP}/gpu-fraction"
+GPU_MEMORY = f"{GROUP}/gpu-memory"
+GPU_RESOURCE = "nvidia.com/gpu"
+SERVICE_TYPES = ("interactive", "inference")
+SHM_VOLUME = "dshm"
+# Retries of a failing job; an eviction (preemption, reclaim) is no failure: see _job.
+BACKOFF_LIMIT = 3
+
+
+def render_workloads(repo: Repo) -> list[dict[str, Any]]:
+    projects = {p.name: p for p in repo.projects}
+    groups = {g.name: g for g in repo.node_groups}
+    objects: list[dict[str, Any]] = []
+    for workload in repo.workloads:
+        project = projects[workload.project]
+        if workload.node_group:
+            allowed: tuple[str, ...] = (workload.node_group,)
+        else:
+            allowed = project.allowed_node_groups(workload.type)
+        objects += render_workload(repo, workload, project, [groups[n] for n in allowed])
+    return objects
+
+
+def render_workload(
+    repo: Repo, workload: Workload, project: Project, node_groups: list[NodeGroup]
+) -> list[dict[str, Any]]:
+    """The Job or Deployment of one workload, and its Service when it has ports to serve."""
+    cluster = repo.cluster
+    spec = render_value(repo.pod_spec(workload), context_for(cluster, project, workload))
+    labels = {
+        PROJECT_LABEL: project.name,
+        WORKLOAD_LABEL: workload.name,
+        TYPE_LABEL: workload.type,
+    }
+    pod_meta = template_meta(labels, _pod_annotations(workload, spec), workload.doc)
+    pod_spec = {
+        "schedulerName": cluster.scheduler_name,
+        "priorityClassName": priority_class_name(workload.type),
+        **({"restartPolicy": "Never"} if workload.type != "inference" else {}),
+        **_affinity(node_groups),
+        **_containers(workload, spec),
+    }
+    pod = {"metadata": pod_meta, "spec": pod_spec}
+    meta = object_meta(
+        workload.name, project_namespace(cluster, project.name), labels, source=workload.doc
+    )
+    if workload.type == "inference":
+        objects = [_deployment(workload, meta, pod)]
+    else:
+        deadline = project.interactive_time_limit_s if workload.type == "interactive" else None
+        objects = [_job(workload, meta, pod, deadline)]
+    if workload.type in SERVICE_TYPES and spec.get("ports"):
+        objects.append(_service(workload, meta, spec["ports"]))
+    return objects
+
+
+def _pod_annotations(workload: Workload, spec: dict[str, Any]) -> dict[str, str]:
+    annotations = {
+        MIN_AVAILABLE: str(workload.min_available),
+        PREEMPTIBLE: "true" if workload.preemptible else "false",
+        PRIORITY: str(workload.priority),
+    }
+    if "gpu" in spec and spec["gpu"] < 1:
+        annotations[GPU_FRACTION] = str(float(spec["gpu"]))
+    if "gpuMemory" in spec:
+        annotations[GPU_MEMORY] = str(spec["gpuMemory"])
+    return annotations
+
+
+def _affinity(node_groups: list[NodeGroup]) -> dict[str, Any]:
+    """Required node affinity to the allowed node groups' labels; none when all are allowed."""
+    values: dict[str, set[str]] = {}
+    for group in node_groups:
+        key, value = group.node_label
+        values.setdefault(key, set()).add(value)
+    if not values:
+        return {}
+    terms = [
+        {"matchExpressions": [{"key": key, "operator": "In", "values": sorted(vals)}]}
+        for key, vals in sorted(values.items())
+    ]
+    required = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+    return {"affinity": {"nodeAffinity": required}}  # terms are ORed: any allowed group will do
+
+
+def _containers(workload: Workload, spec: dict[str, Any]) -> dict[str, Any]:
+    """`containers` (one) and `volumes` of the pod spec."""
+    container: dict[str, Any] = {"name": workload.name}
+    for key in ("image", "command", "args", "workingDir"):
+        if key in spec:
+            container[key] = spec[key]
+    if spec.get("env"):
+        container["env"] = [{"name": k, "value": v} for k, v in sorted(spec["env"].items())]
+    if spec.get("ports"):
+        container["ports"] = [
+            {"name": _port_name(p), "containerPort": p["containerPort"], "protocol": _protocol(p)}
+            for p in spec["ports"]
+        ]
+    resources = _resources(spec)
+    if resources:
+        container["resources"] = resources
+    volumes = [
+        {"name": v["name"], "persistentVolumeClaim": {"claimName": v["claimName"]}}
+        for v in spec.get("volumes", [])
+    ]
+    mounts = [
+        {"name": v["name"], "mountPath": v["mountPath"], "readOnly": v.get("readOnly", False)}
+        for v in spec.get("volumes", [])
+    ]
+    if "sharedMemory" in spec:
+        shm = {"medium": "Memory", "sizeLimit": str(spec["sharedMemory"])}
+        volumes.append({"name": SHM_VOLUME, "emptyDir": shm})
+        mounts.append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})
+    if mounts:
+        container["volumeMounts"] = mounts
+    return {"containers": [container], **({"volumes": volumes} if volumes else {})}
+
+
+def _resources(spec: dict[str, Any]) -> dict[str, Any]:
+    """CPU and memory with requests equal to limits; whole GPUs and MIG as extended resources."""
+    amounts = {name: str(value) for name, value in spec.get("resources", {}).items()}
+    limits = dict(amounts)
+    if spec.get("gpu", 0) >= 1:
+        limits[GPU_RESOURCE] = int(spec["gpu"])
+    if "mig" in spec:
+        limits[f"nvidia.com/mig-{spec['mig']}"] = 1
+    return {**({"requests": amounts} if amounts else {}), **({"limits": limits} if limits else {})}
+
+
+def _port_name(port: dict[str, Any]) -> str:
+    """The port's name, or one made from its number (Services with several ports need names)."""
+    return port.get("name", f"port-{port['containerPort']}")
+
+
+def _protocol(port: dict[str, Any]) -> str:
+    return port.get("protocol", "TCP")
+
+
+def _job(
+    workload: Workload, meta: dict[str, Any], pod: dict[str, Any], deadline: int | None
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "parallelism": workload.replicas,
+        "completions": workload.replicas,
+        "completionMode": "Indexed",  # each pod gets its rank as JOB_COMPLETION_INDEX
+        "backoffLimit": BACKOFF_LIMIT,
+    }
+    if deadline is not None:
+        spec["activeDeadlineSeconds"] = deadline
+    # an evicted pod goes back to the queue without using up the retries
+    spec["podFailurePolicy"] = {
+        "rules": [
+            {
+                "action": "Ignore",
+                "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+            }
+        ]
+    }
+    spec["template"] = pod
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+
+
+def _deployment(workload: Workload, meta: dict[str, Any], pod: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta,
+        "spec": {
+            "replicas": workload.replicas,
+            "selector": {"matchLabels": {WORKLOAD_LABEL: workload.name}},
+            # no surge: an inference service must stay inside its project's deserved quota
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
+            },
+            "template": pod,
+        },
+    }
+
+
+def _service(
+    workload: Workload, meta: dict[str, Any], ports: list[dict[str, Any]]
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta,
+        "spec": {
+            "type": "ClusterIP",
+            "selector": {WORKLOAD_LABEL: workload.name},
+            "ports": [
+                {
+                    "name": _port_name(p),
+                    "port": p["containerPort"],
+                    "targetPort": p["containerPort"],
+                    "protocol": _protocol(p),
+                }
+                for p in ports
+            ],
+        },
+    }
