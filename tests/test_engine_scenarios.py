@@ -191,3 +191,16 @@ def _pod(node, *gpus):
     from gitops_sched.engine.types import PodPlacement
 
     return PodPlacement(node, tuple(gpus))
+
+
+def test_reclaim_threshold_tolerates_small_imbalance():
+    def run(threshold):
+        pol = policy(project("p", 2), project("q", 2), reclaim_threshold=threshold)
+        state, _ = settled(snapshot(pol, nodes("n", 1, gpus=6), jobs("q", "q", 6)))
+        # p is owed 3 of the 6 GPUs (fair share) and is within deserved quota for 2 of them
+        state = replace(state, jobs=(*state.jobs, *jobs("p", "p", 3)))
+        _, history = settled(state)
+        return allocated(history[-1], "p")
+
+    assert run(0) == 3
+    assert run(1.5) == 2  # the third GPU is above deserved and only 1 below fair share

@@ -39,14 +39,19 @@ def quota_blocker(session: Session, job: Job) -> str | None:
 
 
 def may_reclaim(session: Session, job: Job) -> bool:
-    """Below deserved quota, or below fair share (plus the policy's threshold) after the job."""
-    after = session.allocated[job.project] + session.job_gpus(job)
+    """Within its deserved quota after the job; or below its fair share by more than the
+    policy's reclaim threshold now, and not above it after the job.
+
+    The threshold keeps small imbalances from evicting anyone.
+    """
     project = session.projects[job.project]
+    allocated = session.allocated[job.project]
+    after = allocated + session.job_gpus(job)
+    if after <= project.deserved + GPU_EPSILON:
+        return True
+    share = session.fair_share.get(job.project, 0.0)
     threshold = session.snapshot.policy.reclaim_threshold
-    return (
-        after <= project.deserved + GPU_EPSILON
-        or after <= session.fair_share.get(job.project, 0.0) + threshold + GPU_EPSILON
-    )
+    return allocated < share - threshold - GPU_EPSILON and after <= share + GPU_EPSILON
 
 
 def _gpus(value: float) -> str:
