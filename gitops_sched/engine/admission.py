@@ -10,12 +10,16 @@ from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import GPU_EPSILON, Job
 
 
-def quota_blocker(session: Session, job: Job) -> str | None:
-    """Why the job's project (or department) may not grow by this job now; None if it may."""
+def quota_blocker(session: Session, job: Job, amount: float | None = None) -> str | None:
+    """Why the job's project (or department) may not grow by this job now; None if it may.
+
+    `amount` is the job's GPUs as placed; by default, as accounted while pending.
+    """
     project = session.projects.get(job.project)
     if project is None:
         return f"project {job.project!r} is not in the policy"
-    amount = session.job_gpus(job)
+    if amount is None:
+        amount = session.job_gpus(job)
     queues = [project]
     department = session.departments.get(project.parent)
     if department is not None:

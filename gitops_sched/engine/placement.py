@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable
 
+from gitops_sched.engine.admission import quota_blocker
 from gitops_sched.engine.mig import MigInstance, find_placement, layout_with
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import GPU_EPSILON, Job, PodPlacement, RequestKind
@@ -19,13 +20,19 @@ from gitops_sched.engine.usage import GpuKey, NodeUse, Usage
 
 
 def place(session: Session, job: Job) -> bool:
-    """Bind the job (all its pods, or at least `min_available`) if it fits; else change nothing."""
+    """Bind the job (all its pods, or at least `min_available`) if it fits; else change nothing.
+
+    Quota is checked again on the chosen GPUs: a GPU-memory or MIG request counts for a
+    different share on another GPU model than the one it was admitted against.
+    """
     counts = [job.pods] if job.min_available >= job.pods else [job.pods, job.min_available]
     for count in counts:
         for domain in _domains(session, job, count):
             with session.statement() as commit:
                 pods = _place_pods(session, job, count, domain)
-                if pods is not None:
+                if pods is not None and not quota_blocker(
+                    session, job, session.job_gpus(job, pods)
+                ):
                     session.bind(job, pods)
                     commit()
                     return True
