@@ -75,8 +75,8 @@ def _cap(claim: Claim) -> float:
     cap = claim.demand
     if claim.spec.limit is not None:
         cap = min(cap, claim.spec.limit)
-    if not claim.spec.over_quota_allowed:
-        cap = min(cap, claim.spec.deserved)
+    if not claim.spec.over_quota_allowed or claim.spec.over_quota_weight <= 0:
+        cap = min(cap, claim.spec.deserved)  # no claim on spare GPUs
     return max(cap, 0.0)
 
 
