@@ -158,7 +158,11 @@ def _mig(session: Session, job: Job, domain: str | None) -> PodPlacement | None:
     def packing(key: GpuKey) -> tuple:
         return (-usage.gpu(key)[1].busy_instances, key)
 
-    idle = min(filter(allowed, usage.idle_mig.get(profile, ())), key=packing, default=None)
+    idle = min(
+        (k for g in groups for k in usage.idle_mig.get((g, profile), ()) if allowed(k)),
+        key=packing,
+        default=None,
+    )
     if idle is not None:
         use, gpu = usage.gpu(idle)
         instance = next(i for i in gpu.idle_instances() if i.profile == profile)

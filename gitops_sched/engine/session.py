@@ -29,6 +29,10 @@ from gitops_sched.engine.types import (
 from gitops_sched.engine.usage import NodeUse, Usage
 
 
+def _name(job: Job) -> str:
+    return job.name
+
+
 def job_order(job: Job) -> tuple:
     """Within a project: higher priority first, then earlier submission, then name."""
     return (-job.priority, job.submitted, job.name)
@@ -48,10 +52,11 @@ class Session:
         policy = snapshot.policy
         self.projects: dict[str, QueueSpec] = {p.name: p for p in policy.projects}
         self.departments: dict[str, QueueSpec] = {d.name: d for d in policy.departments}
-        self.usage = Usage(snapshot.nodes)
+        self.jobs: dict[str, Job] = {job.name: job for job in sorted(snapshot.jobs, key=_name)}
+        running = [(j.name, j.project, pod) for j in self.jobs.values() for pod in j.placement]
+        self.usage = Usage(snapshot.nodes, running)
         self.nodes = self.usage.nodes
         self._candidates: dict[tuple[str, ...], list[NodeUse]] = {}
-        self.jobs: dict[str, Job] = {}
         self.allocated: dict[str, float] = dict.fromkeys([*self.projects, *self.departments], 0.0)
         self.fixed: dict[str, float] = dict(self.allocated)  # non-preemptible part
         self.evictions: list[Evict] = []
@@ -60,10 +65,9 @@ class Session:
         self.pending_reasons: dict[str, str] = {}
         self._undo: list[Callable[[], None]] | None = None
         self._nominal: dict[tuple, tuple[str, int]] = {}
-        for job in sorted(snapshot.jobs, key=lambda j: j.name):
-            self.jobs[job.name] = job
+        for job in self.jobs.values():
             if job.running:
-                self._occupy(job, job.placement)
+                self._account(job, job.placement, +1)
         self.capacity = float(sum(len(n.gpus) for n in self.nodes.values() if n.node.schedulable))
         demand = {name: self.allocated[name] for name in self.projects}
         for job in self.pending():

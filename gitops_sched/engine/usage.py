@@ -10,6 +10,7 @@ Only schedulable nodes are indexed: nothing new is placed on a cordoned node.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gitops_sched.engine.mig import MigInstance
@@ -52,7 +53,13 @@ class NodeUse:
 class Usage:
     """GPU usage of every node, plus indexes by node group."""
 
-    def __init__(self, nodes: tuple[Node, ...]) -> None:
+    def __init__(
+        self, nodes: tuple[Node, ...], running: Iterable[tuple[str, str, PodPlacement]] = ()
+    ) -> None:
+        """Usage of `nodes` with `running` (job, project, pod) already on them.
+
+        The indexes are built once at the end, not updated pod by pod.
+        """
         self.nodes: dict[str, NodeUse] = {}
         # node group -> free whole GPUs -> sorted node names
         self.free_index: dict[str, dict[int, list[str]]] = {}
@@ -64,25 +71,35 @@ class Usage:
         self.solo: dict[tuple[str, str], set[GpuKey]] = {}
         self.project_of: dict[str, str] = {}  # job -> project, for `solo`
         self.group_memory: dict[str, int | None] = {}  # GPU memory if uniform in the group
-        self.idle_mig: dict[str, set[GpuKey]] = {}  # profile -> GPUs with an idle instance of it
+        # (node group, profile) -> GPUs with an idle instance of that profile
+        self.idle_mig: dict[tuple[str, str], set[GpuKey]] = {}
         self.mig_gpus: dict[str, list[GpuKey]] = {}  # node group -> MIG-enabled GPUs, in order
         for node in sorted(nodes, key=lambda n: n.name):
             gpus = [
                 GpuUse(g.index, g.memory_mib, g.mig_enabled, mig=dict.fromkeys(g.mig_instances, ""))
                 for g in node.gpus
             ]
-            use = NodeUse(node, gpus, sum(g.is_free for g in gpus))
+            use = NodeUse(node, gpus)
             self.nodes[node.name] = use
             for gpu in gpus:
                 known = self.group_memory.setdefault(node.node_group, gpu.memory_mib)
                 if known != gpu.memory_mib:
                     self.group_memory[node.node_group] = None
-            if node.schedulable:
+        for job, project, pod in running:
+            self.project_of[job] = project
+            if pod.node in self.nodes:
+                for index in pod.gpus:
+                    _apply(self.nodes[pod.node].gpus[index], job, pod, +1)
+        for use in self.nodes.values():
+            use.free_whole = sum(g.is_free for g in use.gpus)
+            if use.node.schedulable:
                 self._index_node(use, +1)
-                for gpu in gpus:
+                for gpu in use.gpus:
                     self._index_gpu(use, gpu, +1)
                     if gpu.mig_enabled:
-                        self.mig_gpus.setdefault(node.node_group, []).append((use.name, gpu.index))
+                        self.mig_gpus.setdefault(use.node.node_group, []).append(
+                            (use.name, gpu.index)
+                        )
 
     def gpu(self, key: GpuKey) -> tuple[NodeUse, GpuUse]:
         use = self.nodes[key[0]]
@@ -119,21 +136,7 @@ class Usage:
         for index in pod.gpus:
             gpu = use.gpus[index]
             self._index_gpu(use, gpu, -1)
-            if pod.mig is not None:
-                if pod.mig in gpu.mig:
-                    gpu.mig[pod.mig] = job if sign > 0 else ""
-                    gpu.busy_instances += sign
-            elif pod.fraction:
-                left = gpu.shares.get(job, 0.0) + sign * pod.fraction
-                if left > GPU_EPSILON:
-                    gpu.shares[job] = left
-                else:
-                    gpu.shares.pop(job, None)
-                gpu.used = sum(gpu.shares.values())
-            elif sign > 0:
-                gpu.whole = job
-            elif gpu.whole == job:
-                gpu.whole = ""
+            _apply(gpu, job, pod, sign)
             self._index_gpu(use, gpu, +1)
         use.free_whole = sum(g.is_free for g in use.gpus)
         self._index_node(use, +1)
@@ -166,7 +169,7 @@ class Usage:
             if len(projects) == 1:
                 _toggle(self.solo.setdefault((group, projects.pop()), set()), key, sign)
         for profile in {i.profile for i, job in gpu.mig.items() if not job}:
-            _toggle(self.idle_mig.setdefault(profile, set()), key, sign)
+            _toggle(self.idle_mig.setdefault((group, profile), set()), key, sign)
 
 
 def _toggle(index: set[GpuKey], key: GpuKey, sign: int) -> None:
@@ -174,3 +177,22 @@ def _toggle(index: set[GpuKey], key: GpuKey, sign: int) -> None:
         index.add(key)
     else:
         index.discard(key)
+
+
+def _apply(gpu: GpuUse, job: str, pod: PodPlacement, sign: int) -> None:
+    """Add (sign +1) or remove (-1) one pod's use of one GPU."""
+    if pod.mig is not None:
+        if pod.mig in gpu.mig:
+            gpu.mig[pod.mig] = job if sign > 0 else ""
+            gpu.busy_instances += sign
+    elif pod.fraction:
+        left = gpu.shares.get(job, 0.0) + sign * pod.fraction
+        if left > GPU_EPSILON:
+            gpu.shares[job] = left
+        else:
+            gpu.shares.pop(job, None)
+        gpu.used = sum(gpu.shares.values())
+    elif sign > 0:
+        gpu.whole = job
+    elif gpu.whole == job:
+        gpu.whole = ""
