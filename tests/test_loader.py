@@ -190,3 +190,85 @@ def test_a_single_file_can_be_loaded(tmp_path: Path) -> None:
     (doc,) = load_repo(tmp_path / "c.yaml", diagnostics)
     assert doc.ref == "Cluster/demo"
     assert doc.file == f"{tmp_path.as_posix()}/c.yaml"
+
+
+# --- building from parser events ------------------------------------------------------------
+
+
+def test_every_value_and_key_has_its_position_aliases_at_their_anchor(tmp_path: Path) -> None:
+    text = "a: &x\n  b: [1, {c: d}]\ne: *x\n'f': ~\n"
+    (doc,), problems = load(tmp_path, {"c.yaml": text})
+    assert problems == []
+    assert doc.data == {"a": {"b": [1, {"c": "d"}]}, "e": {"b": [1, {"c": "d"}]}, "f": None}
+    assert doc.data["a"] is not doc.data["e"]  # an alias repeats a copy, as before
+    assert dict(doc.positions) == {
+        (): (1, 1),
+        ("a",): (1, 4),  # a node starts at its anchor
+        ("a", "b"): (2, 6),
+        ("a", "b", 0): (2, 7),
+        ("a", "b", 1): (2, 10),
+        ("a", "b", 1, "c"): (2, 14),
+        ("e",): (1, 4),
+        ("e", "b"): (2, 6),
+        ("e", "b", 0): (2, 7),
+        ("e", "b", 1): (2, 10),
+        ("e", "b", 1, "c"): (2, 14),
+        ("f",): (4, 6),
+    }
+    assert dict(doc.key_positions) == {
+        ("a",): (1, 1),
+        ("a", "b"): (2, 3),
+        ("a", "b", 1, "c"): (2, 11),
+        ("e",): (3, 1),
+        ("e", "b"): (2, 3),
+        ("e", "b", 1, "c"): (2, 11),
+        ("f",): (4, 1),
+    }
+
+
+def test_an_alias_inside_its_own_anchor_is_an_endless_expansion(tmp_path: Path) -> None:
+    documents, problems = load(tmp_path, {"c.yaml": "a: &a [*a]\n---\n" + CLUSTER})
+    assert [d.name for d in documents] == ["demo"]
+    assert problems == [
+        f"c.yaml:1:8: document expands to more than {loader.MAX_EXPANDED_NODES} values "
+        "through aliases (alias bomb?)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("!!int abc", "1:4: 'abc' is not a valid tag:yaml.org,2002:int"),
+        ("!!bool maybe", "1:4: 'maybe' is not a valid tag:yaml.org,2002:bool"),
+        ("0x_", "1:4: '0x_' is not a valid tag:yaml.org,2002:int"),
+    ],
+)
+def test_a_value_its_tag_cannot_read_is_reported(tmp_path: Path, value: str, problem: str) -> None:
+    documents, problems = load(tmp_path, {"c.yaml": f"a: {value}\n---\n" + CLUSTER})
+    assert [d.name for d in documents] == ["demo"]
+    assert problems == [f"c.yaml:{problem}"]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("a: *nope\n", "6:4: YAML syntax error: found undefined alias"),
+        (
+            "a: &x 1\nb: &x 2\n",
+            "7:4: YAML syntax error: found duplicate anchor; first occurrence, second occurrence",
+        ),
+        # the composer's error wins over the duplicate key before it, as it always did
+        ("a: 1\na: 2\nb: *nope\n", "8:4: YAML syntax error: found undefined alias"),
+    ],
+)
+def test_composer_errors_end_the_file(tmp_path: Path, text: str, problem: str) -> None:
+    documents, problems = load(tmp_path, {"c.yaml": CLUSTER + "---\n" + text + "---\n" + CLUSTER})
+    assert [d.name for d in documents] == ["demo"]  # the first document only
+    assert problems == [f"c.yaml:{problem}"]
+
+
+def test_an_alias_of_a_scalar_may_be_a_key(tmp_path: Path) -> None:
+    (doc,), problems = load(tmp_path, {"c.yaml": "a: &k b\n*k : 2\n"})
+    assert problems == []
+    assert doc.data == {"a": "b", "b": 2}
+    assert doc.key_location(("b",)).line == 1  # the anchored scalar's own position

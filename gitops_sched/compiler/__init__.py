@@ -16,11 +16,13 @@ from gitops_sched.compiler.rbac import render_rbac
 from gitops_sched.compiler.resources import render_custom_resources
 from gitops_sched.compiler.tenancy import render_tenancy
 from gitops_sched.compiler.workloads import render_workloads
+from gitops_sched.config.gcpause import paused_gc
 from gitops_sched.config.model import Repo
 
 __all__ = ["render_repo"]
 
 
+@paused_gc()
 def render_repo(repo: Repo) -> list[dict[str, Any]]:
     """Every object of the repo, in apply order."""
     if repo.cluster is None:

@@ -48,24 +48,45 @@ def dump_object(value: dict[str, Any] | list[Any]) -> str:
 
 def _block(value: dict[str, Any] | list[Any], indent: str, lines: list[str]) -> None:
     if isinstance(value, dict):
-        for key, item in value.items():
-            head = f"{indent}{_string(key)}:"
-            if isinstance(item, dict) and item:
-                lines.append(head + "\n")
-                _block(item, indent + "  ", lines)
-            elif isinstance(item, list) and item:
-                lines.append(head + "\n")
-                _block(item, indent, lines)
-            else:
-                lines.append(_inline(head, item, indent + "  "))
-        return
-    for item in value:
-        if isinstance(item, dict | list) and item:
-            start = len(lines)
-            _block(item, indent + "  ", lines)
-            lines[start] = f"{indent}- {lines[start][len(indent) + 2 :]}"
+        _mapping(value, indent, lines)
+    else:
+        _sequence(value, indent, lines)
+
+
+# Single-line strings and integers, most of any object, are written inline: the general
+# `_inline` path would give the same text at twice the cost.
+
+
+def _mapping(value: dict[str, Any], indent: str, lines: list[str]) -> None:
+    inner = indent + "  "
+    for key, item in value.items():
+        head = f"{indent}{_string(key)}:"
+        kind = type(item)
+        if kind is str and "\n" not in item:
+            lines.append(f"{head} {_string(item)}\n")
+        elif kind is int:
+            lines.append(f"{head} {item}\n")
+        elif isinstance(item, dict) and item:
+            lines.append(head + "\n")
+            _mapping(item, inner, lines)
+        elif isinstance(item, list) and item:
+            lines.append(head + "\n")
+            _sequence(item, indent, lines)
         else:
-            lines.append(_inline(f"{indent}-", item, indent + "  "))
+            lines.append(_inline(head, item, inner))
+
+
+def _sequence(value: list[Any], indent: str, lines: list[str]) -> None:
+    inner = indent + "  "
+    for item in value:
+        if type(item) is str and "\n" not in item:
+            lines.append(f"{indent}- {_string(item)}\n")
+        elif isinstance(item, dict | list) and item:
+            start = len(lines)
+            _block(item, inner, lines)
+            lines[start] = f"{indent}- {lines[start][len(inner) :]}"
+        else:
+            lines.append(_inline(f"{indent}-", item, inner))
 
 
 def _inline(head: str, value: Any, indent: str) -> str:

@@ -12,6 +12,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from jinja2 import TemplateSyntaxError
@@ -32,6 +33,7 @@ from gitops_sched.config.templating import (
     context_for,
     is_templated,
     render_value,
+    renders_everywhere,
     unknown_names,
 )
 from gitops_sched.engine.mig import MigProfile, compute_share, mig_profiles
@@ -363,22 +365,23 @@ def _pod_gpus(repo: Repo, workload: Workload, spec: dict[str, Any]) -> float | N
     return 0.0
 
 
-def _non_preemptible(repo: Repo, project: Project) -> list[tuple[Workload, float]]:
-    """The project's non-preemptible workloads with their GPUs per pod, where measurable."""
-    found = []
+def _non_preemptible(repo: Repo) -> dict[str, list[tuple[Workload, float]]]:
+    """Non-preemptible workloads by project, with their GPUs per pod, where measurable."""
+    found: dict[str, list[tuple[Workload, float]]] = defaultdict(list)
     for workload in repo.workloads:
-        if workload.project == project.name and not workload.preemptible:
+        if not workload.preemptible:
             per_pod = _pod_gpus(repo, workload, repo.pod_spec(workload))
             if per_pod is not None:
-                found.append((workload, per_pod))
+                found[workload.project].append((workload, per_pod))
     return found
 
 
 def check_non_preemptible_quota(repo: Repo) -> Iterator[Diagnostic]:
     """Work that cannot be preempted must fit in the deserved quota, alone and together."""
+    by_project = _non_preemptible(repo)
     for project in repo.projects:
         quota = project.quota.gpu or 0.0
-        workloads = _non_preemptible(repo, project)
+        workloads = by_project.get(project.name, [])
         for workload, per_pod in workloads:
             total = per_pod * workload.replicas
             if _over(total, quota):
@@ -586,14 +589,15 @@ def _templated_strings(value: Any, path: Path_) -> Iterator[tuple[Path_, str]]:
         yield path, value
 
 
-def _expression_problems(source: str) -> list[str]:
+@lru_cache(maxsize=4096)  # the same few expressions come back for every workload
+def _expression_problems(source: str) -> tuple[str, ...]:
     """What is wrong with an expression whatever workload it is rendered for."""
     try:
         names = unknown_names(source)
     except TemplateSyntaxError as exc:
-        return [f"template syntax error: {exc.message}"]
+        return (f"template syntax error: {exc.message}",)
     known = ", ".join(CONTEXT_NAMES)
-    return [f"unknown name '{name}' in template expression (known: {known})" for name in names]
+    return tuple(f"unknown name '{name}' in template expression (known: {known})" for name in names)
 
 
 def check_template_expressions(repo: Repo) -> Iterator[Diagnostic]:
@@ -616,17 +620,42 @@ def _merged_fields(repo: Repo, workload: Workload) -> Iterator[tuple[Path_, Any]
 
 def check_template_rendering(repo: Repo) -> Iterator[Diagnostic]:
     """Render each workload's expressions as the compiler will (e.g. `project.nosuchattr`)."""
+    # Most field values come from templates, shared by many workloads: each value is searched
+    # once for the expressions that need rendering per workload (keyed by identity: the repo
+    # keeps every value alive meanwhile).
+    found: dict[int, list[tuple[Path_, str]]] = {}
     for workload in repo.workloads:
-        context = context_for(repo.cluster, repo.project(workload.project), workload)
-        for field, value in _merged_fields(repo, workload):
-            doc = _source(repo, workload, field)
-            for path, source in _templated_strings(value, ("spec", *field)):
-                if _expression_problems(source):
-                    continue  # reported by check_template_expressions
-                try:
-                    render_value(source, context)
-                except Exception as exc:  # user expressions may raise anything (1/0, bad types)
-                    yield _error(doc, path, f"cannot render template expression: {exc}")
+        yield from _rendering_problems(repo, workload, found)
+
+
+def _rendering_problems(
+    repo: Repo, workload: Workload, found: dict[int, list[tuple[Path_, str]]]
+) -> Iterator[Diagnostic]:
+    context = None
+    for field, value in _merged_fields(repo, workload):
+        if (sources := found.get(id(value))) is None:
+            sources = found[id(value)] = _to_render(value)
+        for path, source in sources:
+            if context is None:
+                context = context_for(repo.cluster, repo.project(workload.project), workload)
+            try:
+                render_value(source, context)
+            except Exception as exc:  # user expressions may raise anything (1/0, bad types)
+                message = f"cannot render template expression: {exc}"
+                yield _error(_source(repo, workload, field), ("spec", *field, *path), message)
+
+
+def _to_render(value: Any) -> list[tuple[Path_, str]]:
+    """The expressions in `value` whose rendering may fail for some workload.
+
+    Not those with problems of their own (check_template_expressions reports them), nor
+    those that only print names every context has.
+    """
+    return [
+        (path, source)
+        for path, source in _templated_strings(value, ())
+        if not _expression_problems(source) and not renders_everywhere(source)
+    ]
 
 
 MODEL_CHECKS: tuple[Callable[[Repo], Iterable[Diagnostic]], ...] = (

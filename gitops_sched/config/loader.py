@@ -1,19 +1,23 @@
 """Read a config repo: every YAML document, as plain data, with the position of every value.
 
-PyYAML's (C) composer gives nodes with marks; we build the Python values ourselves so
-that each value keeps its line and column, duplicate keys are caught, and alias
-expansion is bounded. Later stages ask `Document.location(path)` to point at a line.
+PyYAML's C parser gives events with marks; we build the Python values from them in one pass
+(no node tree), so that each value keeps its line and column, duplicate keys are caught, and
+alias expansion is bounded. Positions are kept as flat lists in document order and indexed
+by path only when a diagnostic asks for one (`Document.location`): most documents never do.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from array import array
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.composer import ComposerError
 
 from gitops_sched.config.diagnostics import Diagnostics, Location
 
@@ -31,6 +35,8 @@ MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_EXPANDED_NODES = 200_000
 
 Path_ = tuple[str | int, ...]
+Position = tuple[int, int]
+_POSITION = "L"  # array type of the flat position lists: unsigned, at least 32 bits
 
 
 @dataclass(eq=False)
@@ -40,15 +46,17 @@ class Document:
     file: str
     index: int  # position of the document inside its file, from 0
     data: Any
-    positions: dict[Path_, tuple[int, int]] = field(repr=False)
+    positions: Mapping[Path_, Position] = field(repr=False)
     # where the key naming each mapping value starts: "unknown field" points at the key
-    key_positions: dict[Path_, tuple[int, int]] = field(default_factory=dict, repr=False)
+    key_positions: Mapping[Path_, Position] = field(default_factory=dict, repr=False)
 
-    @property
+    # kind and name are asked for at every stage; `data` does not change after loading
+
+    @cached_property
     def kind(self) -> str:
         return self.data.get("kind", "") if isinstance(self.data, dict) else ""
 
-    @property
+    @cached_property
     def name(self) -> str:
         meta = self.data.get("metadata") if isinstance(self.data, dict) else None
         name = meta.get("name") if isinstance(meta, dict) else None
@@ -74,6 +82,80 @@ class Document:
         return self.location(path)
 
 
+# --- positions: flat while loading, by path on demand --------------------------------------
+
+
+class _Positions(Mapping[Path_, Position]):
+    """Positions of one document by path, of its values or of its keys, found on first use.
+
+    While loading, positions go to two flat arrays of 0-based (line, column) pairs in
+    document order: `values` one per value (a mapping or sequence before its contents),
+    `keys` one per mapping key. Walking the data in the same order pairs them with paths
+    again; loading so pays no tuple or dict entry per value, and most documents are never
+    asked. The data must not change before then; nothing changes it.
+    """
+
+    __slots__ = ("_data", "_keys", "_table", "_values", "_which")
+
+    def __init__(self, data: Any, values: array[int], keys: array[int], which: int) -> None:
+        self._data, self._values, self._keys = data, values, keys
+        self._which = which  # 0: values, 1: keys
+        self._table: dict[Path_, Position] | None = None
+
+    def _get(self) -> dict[Path_, Position]:
+        if self._table is None:
+            self._table = _index_positions(self._data, self._values, self._keys)[self._which]
+            self._data = self._values = self._keys = None
+        return self._table
+
+    def __getitem__(self, path: Path_) -> Position:
+        return self._get()[path]
+
+    def __iter__(self) -> Iterator[Path_]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+
+def _index_positions(
+    data: Any, values: array[int], keys: array[int]
+) -> tuple[dict[Path_, Position], dict[Path_, Position]]:
+    """Pair the flat positions with paths by walking `data` in document order (no recursion)."""
+    positions: dict[Path_, Position] = {}
+    key_positions: dict[Path_, Position] = {}
+    stack: list[tuple[Path_, Any, bool]] = [((), data, False)]
+    v = k = 0
+    while stack:
+        path, value, keyed = stack.pop()
+        if keyed:
+            key_positions[path] = (keys[k] + 1, keys[k + 1] + 1)
+            k += 2
+        positions[path] = (values[v] + 1, values[v + 1] + 1)
+        v += 2
+        if isinstance(value, dict):
+            stack.extend(((*path, key), item, True) for key, item in reversed(value.items()))
+        elif isinstance(value, list):
+            stack.extend(((*path, i), item, False) for i, item in reversed(list(enumerate(value))))
+    return positions, key_positions
+
+
+# --- scalars -------------------------------------------------------------------------------
+
+_RESOLVER = yaml.resolver.Resolver()
+_CONSTRUCTOR = yaml.constructor.SafeConstructor()
+_STR_TAG = "tag:yaml.org,2002:str"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_SCALAR_TYPES: dict[str, Callable[[yaml.ScalarNode], Any] | None] = {
+    _STR_TAG: None,
+    "tag:yaml.org,2002:timestamp": None,  # keep dates as written: the schema wants strings
+    "tag:yaml.org,2002:int": _CONSTRUCTOR.construct_yaml_int,
+    "tag:yaml.org,2002:float": _CONSTRUCTOR.construct_yaml_float,
+    "tag:yaml.org,2002:bool": _CONSTRUCTOR.construct_yaml_bool,
+    "tag:yaml.org,2002:null": _CONSTRUCTOR.construct_yaml_null,
+}
+
+
 class _LoadError(Exception):
     def __init__(self, mark: yaml.Mark | None, message: str) -> None:
         super().__init__(message)
@@ -81,89 +163,348 @@ class _LoadError(Exception):
         self.message = message
 
 
-class _Builder:
-    """Turns a composed node tree into plain values, recording positions by path."""
+def _tag(event: yaml.ScalarEvent) -> str:
+    """The scalar's tag as PyYAML's composer resolves it (plain scalars by their text)."""
+    if event.tag is not None and event.tag != "!":
+        return event.tag
+    if not event.implicit[0]:
+        return _STR_TAG
+    return _RESOLVER.resolve(yaml.ScalarNode, event.value, (True, False))
 
-    _constructor = yaml.constructor.SafeConstructor()
-    _scalar_types = {
-        "tag:yaml.org,2002:str": None,
-        "tag:yaml.org,2002:timestamp": None,  # keep dates as written: the schema wants strings
-        "tag:yaml.org,2002:int": _constructor.construct_yaml_int,
-        "tag:yaml.org,2002:float": _constructor.construct_yaml_float,
-        "tag:yaml.org,2002:bool": _constructor.construct_yaml_bool,
-        "tag:yaml.org,2002:null": _constructor.construct_yaml_null,
-    }
+
+@lru_cache(maxsize=1 << 14)  # keys and most values repeat across documents
+def _plain(text: str) -> tuple[str, Any]:
+    """A plain scalar's resolved tag and value: `4` is an int, `true` a bool, `~` None.
+
+    Raises ValueError or LookupError for text its tag cannot read (`0x_`).
+    """
+    tag = _RESOLVER.resolve(yaml.ScalarNode, text, (True, False))
+    return tag, _construct(tag, text)
+
+
+def _construct(tag: str, text: str) -> Any:
+    construct = _SCALAR_TYPES.get(tag)
+    return text if construct is None else construct(yaml.ScalarNode(tag, text))
+
+
+def _scalar_value(event: yaml.ScalarEvent) -> Any:
+    try:
+        if event.tag is None or event.tag == "!":
+            return _plain(event.value)[1] if event.implicit[0] else event.value
+        return _construct(event.tag, event.value)
+    except (ValueError, LookupError) as exc:  # e.g. `!!int abc`, `!!bool maybe`, `0x_`
+        message = f"{event.value!r} is not a valid {_tag(event)}"
+        raise _LoadError(event.start_mark, message) from exc
+
+
+# --- building documents from events --------------------------------------------------------
+
+
+class _Anchor:
+    """A node with an anchor: what an alias to it repeats."""
+
+    __slots__ = ("done", "event", "keys", "mark", "tag", "value", "values")
+
+    def __init__(self, event: Any, tag: str | None) -> None:
+        self.mark = event.start_mark
+        self.tag = tag  # a scalar's resolved tag, a container's explicit one
+        self.event = event if isinstance(event, yaml.ScalarEvent) else None
+        self.value: Any = None  # a container, once complete
+        self.values = array(_POSITION, (self.mark.line, self.mark.column))
+        self.keys = array(_POSITION)
+        self.done = self.event is not None  # a container is done at its end event
+
+    @property
+    def text(self) -> str | None:
+        """A scalar's text as written: what a key made from this node is."""
+        return None if self.event is None else self.event.value
+
+    def repeat(self) -> Any:
+        """A fresh copy of the value, as building the anchored node again gave."""
+        return _copy(self.value) if self.event is None else _scalar_value(self.event)
+
+
+class _Frame:
+    """An open mapping or sequence."""
+
+    __slots__ = ("anchor", "container", "is_map", "key", "keys_at", "seen", "values_at")
+
+    def __init__(self, container: dict | list, anchor: _Anchor | None, at: tuple[int, int]):
+        self.container = container
+        self.is_map = isinstance(container, dict)
+        self.anchor = anchor
+        self.values_at, self.keys_at = at  # where its positions start in the flat lists
+        self.key: str | None = None  # a mapping's key waiting for its value
+        self.seen: dict[str, int] = {}  # a mapping's keys, with their 0-based lines
+
+    @property
+    def awaits_key(self) -> bool:
+        return self.is_map and self.key is None
+
+
+class _Builder:
+    """Builds one document from its events, recording positions in document order.
+
+    A problem with the data (duplicate key, merge key, alias bomb) fails this document only,
+    and is reported once the document's end is reached: PyYAML's composer reads a whole
+    document before it is built, so a composer or syntax error later in the same document
+    wins, as it did when the loader built from a composed node tree.
+    """
 
     def __init__(self) -> None:
-        self.positions: dict[Path_, tuple[int, int]] = {}
-        self.key_positions: dict[Path_, tuple[int, int]] = {}
-        self.expanded = 0
+        self.values = array(_POSITION)  # 0-based line, column of every value, in order
+        self.keys = array(_POSITION)  # 0-based line, column of every mapping key, in order
+        self.anchors: dict[str, _Anchor] = {}
+        self.stack: list[_Frame] = []
+        self.root: Any = None
+        self.root_mark: yaml.Mark | None = None
+        self.root_text: str | None = None  # the document's text when it is one scalar
+        self.error: _LoadError | None = None
 
-    def build(self, node: yaml.Node, path: Path_) -> Any:
-        self.expanded += 1
-        if self.expanded > MAX_EXPANDED_NODES:
-            raise _LoadError(
-                node.start_mark,
-                f"document expands to more than {MAX_EXPANDED_NODES} values "
-                "through aliases (alias bomb?)",
+    def build(self, next_event: Callable[[], Any]) -> None:
+        """Consume the document's events, through its end.
+
+        Untagged values without anchors inside a mapping or sequence are the bulk of any
+        config: they take the short path inline; every other event goes to its handler.
+        """
+        stack, values, keys = self.stack, self.values, self.keys
+        while (event := next_event()).__class__ is not yaml.DocumentEndEvent:
+            if event.__class__ is not yaml.ScalarEvent or event.tag or event.anchor:
+                _HANDLERS[event.__class__](self, event)
+                continue
+            frame = stack[-1] if stack and self.error is None else None
+            if frame is None:
+                self.scalar(event)  # a lone scalar document, or a failed document
+                continue
+            text = event.value
+            try:
+                tag, value = _plain(text) if event.implicit[0] else (_STR_TAG, text)
+            except (ValueError, LookupError):
+                self.scalar(event)  # reports the text its tag cannot read
+                continue
+            mark = event.start_mark
+            if not frame.is_map:
+                values.extend((mark.line, mark.column))
+                frame.container.append(value)
+            elif frame.key is not None:
+                values.extend((mark.line, mark.column))
+                frame.container[frame.key] = value
+                frame.key = None
+            elif tag == _MERGE_TAG or text in frame.seen:
+                self.scalar(event)  # reports the merge key or the duplicate
+            else:
+                frame.seen[text] = mark.line
+                frame.key = text
+                keys.extend((mark.line, mark.column))
+
+    # events
+
+    def scalar(self, event: yaml.ScalarEvent) -> None:
+        if event.anchor is not None:
+            self._anchor(event, _tag(event))
+        if self.error is not None:
+            return
+        frame = self.stack[-1] if self.stack else None
+        mark = event.start_mark
+        if frame is None:
+            self.root_text, self.root_mark = event.value, mark
+        try:
+            if frame is not None and frame.awaits_key:
+                self._key(frame, event.value, _tag(event), mark)
+                return
+            value = _scalar_value(event)
+        except _LoadError as exc:
+            self._fail(exc)
+            return
+        self.values.extend((mark.line, mark.column))
+        self._place(frame, value, mark)
+
+    def start(self, event: yaml.MappingStartEvent | yaml.SequenceStartEvent) -> None:
+        anchor = None if event.anchor is None else self._anchor(event, event.tag)
+        if self.error is not None:
+            return
+        frame = self.stack[-1] if self.stack else None
+        mark = event.start_mark
+        if frame is not None and frame.awaits_key:
+            merge = event.tag == _MERGE_TAG
+            self._fail(_LoadError(mark, _MERGE_KEY if merge else _COMPLEX_KEY))
+            return
+        container: dict | list = {} if isinstance(event, yaml.MappingStartEvent) else []
+        self._place(frame, container, mark)
+        self.stack.append(_Frame(container, anchor, (len(self.values), len(self.keys))))
+        self.values.extend((mark.line, mark.column))
+
+    def end(self, event: yaml.MappingEndEvent | yaml.SequenceEndEvent) -> None:
+        if self.error is not None:
+            return
+        frame = self.stack.pop()
+        if (anchor := frame.anchor) is not None:
+            anchor.value, anchor.done = frame.container, True
+            anchor.values = self.values[frame.values_at :]
+            anchor.keys = self.keys[frame.keys_at :]
+
+    def alias(self, event: yaml.AliasEvent) -> None:
+        anchor = self.anchors.get(event.anchor)
+        if anchor is None:
+            raise ComposerError(None, None, "found undefined alias", event.start_mark)
+        if self.error is not None:
+            return
+        frame = self.stack[-1] if self.stack else None
+        try:
+            if frame is not None and frame.awaits_key:
+                self._alias_key(frame, anchor)
+            elif not anchor.done:  # an alias inside its own anchor repeats without end
+                raise _LoadError(event.start_mark, _expansion_message())
+            else:
+                self.values += anchor.values
+                self.keys += anchor.keys
+                if self._expanded_too_far():
+                    self._fail()
+                else:
+                    self._place(frame, anchor.repeat(), event.start_mark)
+        except _LoadError as exc:
+            self._fail(exc)
+
+    def finish(self) -> Any:
+        """The document's value; raises `_LoadError` for a problem found in it."""
+        if self.error is None and self._expanded_too_far():
+            self._fail()
+        if self.error is not None:
+            raise self.error
+        return self.root
+
+    # helpers
+
+    def _anchor(self, event: Any, tag: str | None) -> _Anchor:
+        """Register the event's anchor, as the composer does, before the node's contents."""
+        if (first := self.anchors.get(event.anchor)) is not None:
+            raise ComposerError(
+                "found duplicate anchor; first occurrence",
+                first.mark,
+                "second occurrence",
+                event.start_mark,
             )
-        self.positions[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
-        if isinstance(node, yaml.ScalarNode):
-            construct = self._scalar_types.get(node.tag, None)
-            return node.value if construct is None else construct(node)
-        if isinstance(node, yaml.SequenceNode):
-            return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
-        return self._mapping(node, path)
+        anchor = self.anchors[event.anchor] = _Anchor(event, tag)
+        return anchor
 
-    def _mapping(self, node: yaml.MappingNode, path: Path_) -> dict:
-        result: dict = {}
-        seen: dict[Any, yaml.Mark] = {}
-        for key_node, value_node in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                raise _LoadError(key_node.start_mark, "merge keys (<<) are not supported")
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise _LoadError(key_node.start_mark, "mapping keys must be plain scalars")
-            key = key_node.value
-            if key in seen:
-                first = seen[key]
-                raise _LoadError(
-                    key_node.start_mark,
-                    f"duplicate key {key!r} (first at line {first.line + 1})",
-                )
-            mark = seen[key] = key_node.start_mark
-            self.key_positions[(*path, key)] = (mark.line + 1, mark.column + 1)
-            result[key] = self.build(value_node, (*path, key))
-        return result
+    def _key(self, frame: _Frame, key: str, tag: str, mark: yaml.Mark) -> None:
+        if tag == _MERGE_TAG:
+            raise _LoadError(mark, _MERGE_KEY)
+        if (first := frame.seen.get(key)) is not None:
+            raise _LoadError(mark, f"duplicate key {key!r} (first at line {first + 1})")
+        frame.seen[key] = mark.line
+        frame.key = key
+        self.keys.extend((mark.line, mark.column))
+
+    def _alias_key(self, frame: _Frame, anchor: _Anchor) -> None:
+        """An alias as a key stands for its anchor's node, which must be a scalar."""
+        if anchor.tag == _MERGE_TAG:
+            raise _LoadError(anchor.mark, _MERGE_KEY)
+        if anchor.text is None:
+            raise _LoadError(anchor.mark, _COMPLEX_KEY)
+        self._key(frame, anchor.text, anchor.tag or _STR_TAG, anchor.mark)
+
+    def _place(self, frame: _Frame | None, value: Any, mark: yaml.Mark) -> None:
+        if frame is None:
+            self.root, self.root_mark = value, mark
+        elif frame.is_map:
+            frame.container[frame.key] = value
+            frame.key = None
+        else:
+            frame.container.append(value)
+
+    def _expanded_too_far(self) -> bool:
+        return len(self.values) > 2 * MAX_EXPANDED_NODES
+
+    def _fail(self, error: _LoadError | None = None) -> None:
+        """Keep the first problem (None: the expansion limit was passed).
+
+        Past the limit, the problem is the limit itself, at the first value over it: the
+        node-tree builder counted values as it went and stopped there, before any later
+        problem.
+        """
+        if self._expanded_too_far():
+            at = 2 * MAX_EXPANDED_NODES
+            error = _LoadError(_Mark(self.values[at], self.values[at + 1]), _expansion_message())
+        self.error = error
+        self.stack.clear()
+
+
+_HANDLERS: dict[type, Callable[[_Builder, Any], None]] = {
+    yaml.ScalarEvent: _Builder.scalar,
+    yaml.MappingStartEvent: _Builder.start,
+    yaml.SequenceStartEvent: _Builder.start,
+    yaml.MappingEndEvent: _Builder.end,
+    yaml.SequenceEndEvent: _Builder.end,
+    yaml.AliasEvent: _Builder.alias,
+}
+_MERGE_KEY = "merge keys (<<) are not supported"
+_COMPLEX_KEY = "mapping keys must be plain scalars"
+
+
+@dataclass(frozen=True)
+class _Mark:
+    """A position kept as numbers (0-based, like PyYAML's marks)."""
+
+    line: int
+    column: int
+
+
+def _expansion_message() -> str:
+    return (
+        f"document expands to more than {MAX_EXPANDED_NODES} values through aliases (alias bomb?)"
+    )
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _copy(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copy(item) for item in value]
+    return value
 
 
 def load_text(text: str, file: str, diagnostics: Diagnostics) -> list[Document]:
     """Parse every document of one file; problems go to `diagnostics`."""
     documents: list[Document] = []
+    index, loader = -1, _Loader(text)
     try:
-        for index, node in enumerate(yaml.compose_all(text, Loader=_Loader)):
-            if node is None or (isinstance(node, yaml.ScalarNode) and node.value == ""):
-                line = node.start_mark.line + 1 if node is not None else 1
-                diagnostics.warning(Location(file, line, 1), "empty document ignored")
-                continue
-            builder = _Builder()
-            try:
-                data = builder.build(node, ())
-            except _LoadError as exc:  # this document only: the next ones still load
-                diagnostics.error(_mark_location(file, exc.mark), exc.message)
-                continue
-            if not isinstance(data, dict):
-                diagnostics.error(
-                    Location(file, node.start_mark.line + 1, node.start_mark.column + 1),
-                    "a document must be a mapping with apiVersion, kind, metadata and spec",
-                )
-                continue
-            documents.append(Document(file, index, data, builder.positions, builder.key_positions))
+        while not isinstance(event := loader.get_event(), yaml.StreamEndEvent | None):
+            if isinstance(event, yaml.DocumentStartEvent):
+                index, builder = index + 1, _Builder()
+                builder.build(loader.get_event)
+                documents.extend(_finish(builder, file, index, diagnostics))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         diagnostics.error(_mark_location(file, mark), f"YAML syntax error: {_yaml_problem(exc)}")
     except yaml.YAMLError as exc:
         diagnostics.error(Location(file), f"YAML error: {exc}")
+    finally:
+        loader.dispose()
     return documents
+
+
+def _finish(builder: _Builder, file: str, index: int, diagnostics: Diagnostics) -> list[Document]:
+    """The built document, or none once its problem is reported (the next ones still load)."""
+    if builder.root_text == "":
+        line = builder.root_mark.line + 1
+        diagnostics.warning(Location(file, line, 1), "empty document ignored")
+        return []
+    try:
+        data = builder.finish()
+    except _LoadError as exc:
+        diagnostics.error(_mark_location(file, exc.mark), exc.message)
+        return []
+    if not isinstance(data, dict):
+        mark = builder.root_mark
+        diagnostics.error(
+            Location(file, mark.line + 1, mark.column + 1),
+            "a document must be a mapping with apiVersion, kind, metadata and spec",
+        )
+        return []
+    values, keys = builder.values, builder.keys
+    positions, key_positions = _Positions(data, values, keys, 0), _Positions(data, values, keys, 1)
+    return [Document(file, index, data, positions, key_positions)]
 
 
 def _yaml_problem(exc: yaml.MarkedYAMLError) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import cached_property
 from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
@@ -204,7 +205,13 @@ class Workload:
 
 @dataclass(frozen=True)
 class Repo:
-    """A whole config repo; lists keep file order, which is also submission order."""
+    """A whole config repo; lists keep file order, which is also submission order.
+
+    Lookups by name and merged pod fields are indexed on first use: checks and the compiler
+    ask for them once or more per workload. The lists are not changed after construction
+    (derive a new Repo with `dataclasses.replace` instead); on duplicate names, the first
+    object wins, as a scan in file order would find it.
+    """
 
     cluster: Cluster | None
     node_groups: list[NodeGroup]
@@ -214,10 +221,13 @@ class Repo:
     workloads: list[Workload]
 
     def project(self, name: str) -> Project | None:
-        return next((p for p in self.projects if p.name == name), None)
+        return self._projects.get(name)
 
     def default_template(self) -> Template | None:
-        return next((t for t in self.templates if t.default), None)
+        return self._default_template
+
+    def template(self, name: str | None) -> Template | None:
+        return self._templates.get(name) if name else None
 
     @property
     def gpu_capacity(self) -> int:
@@ -229,22 +239,66 @@ class Repo:
         Later layers replace earlier ones field by field; `env` merges by variable name;
         a layer's GPU request replaces the whole earlier one, whatever its form.
         Jinja2 expressions are left as written (the compiler renders them).
+        The result is shared between callers: read it, do not change it.
         """
-        layers = [self.default_template(), self.template(workload.template)]
-        merged: dict[str, Any] = {}
-        for layer in [t.spec for t in layers if t is not None] + [workload.overrides]:
-            if any(key in layer for key in GPU_FIELDS):
-                for key in GPU_FIELDS:
-                    merged.pop(key, None)
-            for key, value in layer.items():
-                if key == "env":
-                    merged["env"] = {**merged.get("env", {}), **value}
-                else:
-                    merged[key] = value
+        entry = self._pod_specs.get(id(workload))
+        if entry is None or entry[0] is not workload:  # the id of an object no longer here
+            entry = self._pod_specs[id(workload)] = (workload, self._merge_pod_spec(workload))
+        return entry[1]
+
+    def _merge_pod_spec(self, workload: Workload) -> dict[str, Any]:
+        merged = dict(self._template_layers(workload.template))
+        _merge_layer(merged, workload.overrides)
         return merged
 
-    def template(self, name: str | None) -> Template | None:
-        return next((t for t in self.templates if t.name == name), None) if name else None
+    def _template_layers(self, name: str | None) -> dict[str, Any]:
+        """The default template merged with template `name`: the same for many workloads."""
+        if name not in self._template_merges:
+            merged: dict[str, Any] = {}
+            for template in (self.default_template(), self.template(name)):
+                if template is not None:
+                    _merge_layer(merged, template.spec)
+            self._template_merges[name] = merged
+        return self._template_merges[name]
+
+    @cached_property
+    def _projects(self) -> dict[str, Project]:
+        return _first_by_name(self.projects)
+
+    @cached_property
+    def _templates(self) -> dict[str, Template]:
+        return _first_by_name(self.templates)
+
+    @cached_property
+    def _default_template(self) -> Template | None:
+        return next((t for t in self.templates if t.default), None)
+
+    @cached_property
+    def _template_merges(self) -> dict[str | None, dict[str, Any]]:
+        return {}
+
+    @cached_property
+    def _pod_specs(self) -> dict[int, tuple[Workload, dict[str, Any]]]:
+        return {}
+
+
+def _first_by_name(items: list[Any]) -> dict[str, Any]:
+    by_name: dict[str, Any] = {}
+    for item in items:
+        by_name.setdefault(item.name, item)
+    return by_name
+
+
+def _merge_layer(merged: dict[str, Any], layer: dict[str, Any]) -> None:
+    """One layer of `Repo.pod_spec` over the ones before it, in place."""
+    if any(key in layer for key in GPU_FIELDS):
+        for key in GPU_FIELDS:
+            merged.pop(key, None)
+    for key, value in layer.items():
+        if key == "env":
+            merged["env"] = {**merged.get("env", {}), **value}
+        else:
+            merged[key] = value
 
 
 def gpu_request_of(spec: dict[str, Any]) -> GpuRequest:

@@ -205,10 +205,22 @@ def _compile(schema: dict | bool, root: dict) -> Check:
     return _all(checks)
 
 
+# These predicates run for every value of every document, so they avoid `all(<generator>)`,
+# which costs a generator per call: `map` over C callables, chained closures, or a loop.
+
+
 def _all(checks: list[Check]) -> Check:
-    if len(checks) == 1:  # the usual case: skip a layer of calls
-        return checks[0]
-    return lambda v: all(check(v) for check in checks)
+    if len(checks) < 2:  # the usual case: no extra layer of calls
+        return checks[0] if checks else lambda v: True
+    first, then = checks[0], _all(checks[1:])
+    return lambda v: first(v) and then(v)
+
+
+def _any(checks: list[Check]) -> Check:
+    if len(checks) < 2:
+        return checks[0] if checks else lambda v: False
+    first, otherwise = checks[0], _any(checks[1:])
+    return lambda v: first(v) or otherwise(v)
 
 
 def _is_number(value: Any) -> bool:
@@ -224,10 +236,14 @@ _TYPES: dict[str, Check] = {
     "boolean": lambda v: isinstance(v, bool),
     "null": lambda v: v is None,
 }
+# The JSON types that are one Python type each: tested inline by `_on`.
+_PYTHON_TYPES: dict[str, type] = {"object": dict, "array": list, "string": str, "boolean": bool}
 
 
 def _on(type_name: str, test: Check) -> Check:
     """Most keywords constrain only values of the type they are about."""
+    if (python_type := _PYTHON_TYPES.get(type_name)) is not None:
+        return lambda v: not isinstance(v, python_type) or test(v)
     applies = _TYPES[type_name]
     return lambda v: not applies(v) or test(v)
 
@@ -244,39 +260,62 @@ def _ref(ref: str, schema: dict, root: dict) -> Check:
 
 
 def _type(names: str | list[str], schema: dict, root: dict) -> Check:
-    checks = [_TYPES[name] for name in ([names] if isinstance(names, str) else names)]
-    return lambda v: any(check(v) for check in checks)
+    return _any([_TYPES[name] for name in ([names] if isinstance(names, str) else names)])
 
 
 def _properties(props: dict, schema: dict, root: dict) -> Check:
     checks = {name: _compile(sub, root) for name, sub in props.items()}
-    return _on("object", lambda v: all(c(v[k]) for k, c in checks.items() if k in v))
+
+    def properties(v: dict) -> bool:
+        for key, item in v.items():  # the value's keys, fewer than the schema's
+            check = checks.get(key)
+            if check is not None and not check(item):
+                return False
+        return True
+
+    return _on("object", properties)
 
 
 def _additional(sub: dict | bool, schema: dict, root: dict) -> Check:
     if "patternProperties" in schema:
         raise ValueError("the quick schema check does not know patternProperties")
     known, check = frozenset(schema.get("properties", ())), _compile(sub, root)
-    return _on("object", lambda v: all(check(x) for k, x in v.items() if k not in known))
+    if sub is False:  # the usual case: only the known keys
+        return _on("object", known.issuperset)
+
+    def additional(v: dict) -> bool:
+        for key, item in v.items():  # noqa: SIM110 - see _all
+            if key not in known and not check(item):
+                return False
+        return True
+
+    return _on("object", additional)
 
 
 def _dependent(deps: dict, schema: dict, root: dict) -> Check:
     checks = {name: _compile(sub, root) for name, sub in deps.items()}
-    return _on("object", lambda v: all(c(v) for k, c in checks.items() if k in v))
+
+    def dependent(v: dict) -> bool:
+        for name, check in checks.items():  # noqa: SIM110 - see _all
+            if name in v and not check(v):
+                return False
+        return True
+
+    return _on("object", dependent)
 
 
 def _required(names: list[str], schema: dict, root: dict) -> Check:
-    return _on("object", lambda v: all(name in v for name in names))
+    return _on("object", lambda v: all(map(v.__contains__, names)))
 
 
 def _property_names(sub: dict, schema: dict, root: dict) -> Check:
     check = _compile(sub, root)
-    return _on("object", lambda v: all(check(k) for k in v))
+    return _on("object", lambda v: all(map(check, v)))
 
 
 def _items(sub: dict, schema: dict, root: dict) -> Check:
     check = _compile(sub, root)
-    return _on("array", lambda v: all(check(x) for x in v))
+    return _on("array", lambda v: all(map(check, v)))
 
 
 def _unique(flag: bool, schema: dict, root: dict) -> Check:
@@ -291,8 +330,7 @@ def _all_of(subs: list, schema: dict, root: dict) -> Check:
 
 
 def _any_of(subs: list, schema: dict, root: dict) -> Check:
-    checks = [_compile(sub, root) for sub in subs]
-    return lambda v: any(check(v) for check in checks)
+    return _any([_compile(sub, root) for sub in subs])
 
 
 def _not(sub: dict | bool, schema: dict, root: dict) -> Check:
@@ -304,6 +342,16 @@ def _not(sub: dict | bool, schema: dict, root: dict) -> Check:
 def _pattern(pattern: str, schema: dict, root: dict) -> Check:
     search = re.compile(pattern).search
     return _on("string", lambda v: search(v) is not None)
+
+
+def _enum(options: list, schema: dict, root: dict) -> Check:
+    def enum(v: Any) -> bool:
+        for option in options:  # noqa: SIM110 - see _all
+            if _same(v, option):
+                return True
+        return False
+
+    return enum
 
 
 _KEYWORDS: dict[str, Callable[[Any, dict, dict], Check]] = {
@@ -320,7 +368,7 @@ _KEYWORDS: dict[str, Callable[[Any, dict, dict], Check]] = {
     "anyOf": _any_of,
     "not": _not,
     "pattern": _pattern,
-    "enum": lambda options, s, r: lambda v: any(_same(v, o) for o in options),
+    "enum": _enum,
     "const": lambda const, s, r: lambda v: _same(v, const),
     "minLength": lambda n, s, r: _on("string", lambda v: len(v) >= n),
     "maxLength": lambda n, s, r: _on("string", lambda v: len(v) <= n),

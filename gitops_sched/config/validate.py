@@ -6,11 +6,13 @@ from pathlib import Path
 
 from gitops_sched.config.checks import run_checks
 from gitops_sched.config.diagnostics import Diagnostics
+from gitops_sched.config.gcpause import paused_gc
 from gitops_sched.config.loader import load_repo
 from gitops_sched.config.model import Repo, build_repo
 from gitops_sched.config.schema import validate_documents
 
 
+@paused_gc()
 def check_repo(root: Path) -> tuple[Repo | None, Diagnostics]:
     """The repo's model and every diagnostic; the model is None when any error was found."""
     diagnostics = Diagnostics()
