@@ -10,16 +10,12 @@ from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import GPU_EPSILON, Job
 
 
-def quota_blocker(session: Session, job: Job, amount: float | None = None) -> str | None:
-    """Why the job's project (or department) may not grow by this job now; None if it may.
-
-    `amount` is the job's GPUs as placed; by default, as accounted while pending.
-    """
+def quota_blocker(session: Session, job: Job) -> str | None:
+    """Why the job's project (or department) may not grow by this job now; None if it may."""
     project = session.projects.get(job.project)
     if project is None:
         return f"project {job.project!r} is not in the policy"
-    if amount is None:
-        amount = session.job_gpus(job)
+    amount = session.job_gpus(job)
     queues = [project]
     department = session.departments.get(project.parent)
     if department is not None:
@@ -40,6 +36,28 @@ def quota_blocker(session: Session, job: Job, amount: float | None = None) -> st
     if not project.over_quota_allowed and total > project.deserved + GPU_EPSILON:
         return f"project may not go over quota ({_gpus(total)} > {_gpus(project.deserved)} GPUs)"
     return None
+
+
+def headroom(session: Session, job: Job) -> float:
+    """The most GPUs the job may add to its project under the same rules as quota_blocker.
+
+    Placement uses it for GPU-memory and MIG requests, whose share depends on the GPU
+    they land on: a 24 GiB request fits a 0.5-GPU quota on an 80 GiB GPU, not on 32 GiB.
+    """
+    project = session.projects.get(job.project)
+    if project is None:
+        return 0.0
+    room = float("inf")
+    for queue in (project, session.departments.get(project.parent)):
+        if queue is None:
+            continue
+        if not job.preemptible:
+            room = min(room, queue.deserved - session.fixed[queue.name])
+        if queue.limit is not None:
+            room = min(room, queue.limit - session.allocated[queue.name])
+    if not project.over_quota_allowed:
+        room = min(room, project.deserved - session.allocated[project.name])
+    return room
 
 
 def may_reclaim(session: Session, job: Job) -> bool:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable
 
-from gitops_sched.engine.admission import quota_blocker
+from gitops_sched.engine.admission import headroom
 from gitops_sched.engine.mig import MigInstance, find_placement, layout_with
+from gitops_sched.engine.requests import mig_share
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import GPU_EPSILON, Job, PodPlacement, RequestKind
 from gitops_sched.engine.usage import GpuKey, NodeUse, Usage
@@ -22,17 +23,16 @@ from gitops_sched.engine.usage import GpuKey, NodeUse, Usage
 def place(session: Session, job: Job) -> bool:
     """Bind the job (all its pods, or at least `min_available`) if it fits; else change nothing.
 
-    Quota is checked again on the chosen GPUs: a GPU-memory or MIG request counts for a
-    different share on another GPU model than the one it was admitted against.
+    GPU-memory and MIG pods only go to GPUs where their share keeps the project inside
+    its quota rules (see admission.headroom).
     """
     counts = [job.pods] if job.min_available >= job.pods else [job.pods, job.min_available]
+    budget = headroom(session, job)
     for count in counts:
         for domain in _domains(session, job, count):
             with session.statement() as commit:
-                pods = _place_pods(session, job, count, domain)
-                if pods is not None and not quota_blocker(
-                    session, job, session.job_gpus(job, pods)
-                ):
+                pods = _place_pods(session, job, count, domain, budget / count)
+                if pods is not None:
                     session.bind(job, pods)
                     commit()
                     return True
@@ -53,11 +53,12 @@ def _domains(session: Session, job: Job, count: int) -> list[str | None]:
 
 
 def _place_pods(
-    session: Session, job: Job, count: int, domain: str | None
+    session: Session, job: Job, count: int, domain: str | None, limit: float
 ) -> tuple[PodPlacement, ...] | None:
+    """Place `count` pods, each holding at most `limit` GPUs of quota."""
     pods: list[PodPlacement] = []
     for _ in range(count):
-        pod = _place_pod(session, job, domain)
+        pod = _place_pod(session, job, domain, limit)
         if pod is None:
             return None
         session.hold(job, pod)
@@ -66,14 +67,14 @@ def _place_pods(
     return tuple(pods)
 
 
-def _place_pod(session: Session, job: Job, domain: str | None) -> PodPlacement | None:
+def _place_pod(session: Session, job: Job, domain: str | None, limit: float) -> PodPlacement | None:
     kind = job.request.kind
     if kind is RequestKind.WHOLE:
         return _whole(session, job, job.request.count, domain)
     if kind in (RequestKind.FRACTION, RequestKind.MEMORY):
-        return _shared(session, job, domain)
+        return _shared(session, job, domain, limit)
     if kind is RequestKind.MIG:
-        return _mig(session, job, domain)
+        return _mig(session, job, domain, limit)
     return _no_gpu(session, job, domain)
 
 
@@ -94,7 +95,7 @@ def _share_of(job: Job, memory_mib: int) -> float:
     return job.request.memory_mib / memory_mib if memory_mib else 2.0
 
 
-def _shared(session: Session, job: Job, domain: str | None) -> PodPlacement | None:
+def _shared(session: Session, job: Job, domain: str | None, limit: float) -> PodPlacement | None:
     """Best fit on a partly used GPU, else a free GPU.
 
     GPUs shared only with the job's own project come first, so one team's notebooks
@@ -106,7 +107,7 @@ def _shared(session: Session, job: Job, domain: str | None) -> PodPlacement | No
     best = _NO_FIT
     for group in groups:
         for key in usage.solo.get((group, job.project), ()):
-            best = min(best, _shared_fit(session, job, key, domain, foreign=False))
+            best = min(best, _shared_fit(session, job, key, domain, limit, foreign=False))
     if best is _NO_FIT:
         for group in groups:
             entries = usage.shared.get(group, [])
@@ -116,13 +117,14 @@ def _shared(session: Session, job: Job, domain: str | None) -> PodPlacement | No
                 position = bisect.bisect_left(entries, (_share_of(job, memory) - 1 - GPU_EPSILON,))
                 entries = entries[position : position + 1]
             for _, node, index in entries:
-                best = min(best, _shared_fit(session, job, (node, index), domain, foreign=True))
+                fit = _shared_fit(session, job, (node, index), domain, limit, foreign=True)
+                best = min(best, fit)
     if best is not _NO_FIT:
         return PodPlacement(best[2], (best[3],), fraction=best[4])
     for use in _in_domain(session.nodes_with_free(job, 1), domain):
         gpu = next(g for g in use.gpus if g.is_free)
         share = _share_of(job, gpu.memory_mib)
-        if share <= 1.0 + GPU_EPSILON:
+        if share <= min(1.0, limit) + GPU_EPSILON:
             return PodPlacement(use.name, (gpu.index,), fraction=min(share, 1.0))
     return None
 
@@ -131,7 +133,7 @@ _NO_FIT = (True, float("inf"), "", 0, 0.0)
 
 
 def _shared_fit(
-    session: Session, job: Job, key: GpuKey, domain: str | None, foreign: bool
+    session: Session, job: Job, key: GpuKey, domain: str | None, limit: float, foreign: bool
 ) -> tuple[bool, float, str, int, float]:
     """The ranking of one shared GPU for the job (or _NO_FIT)."""
     use, gpu = session.usage.gpu(key)
@@ -139,10 +141,12 @@ def _shared_fit(
         return _NO_FIT
     share = _share_of(job, gpu.memory_mib)
     room = 1.0 - gpu.used - share
-    return _NO_FIT if room < -GPU_EPSILON else (foreign, room, use.name, gpu.index, share)
+    if room < -GPU_EPSILON or share > limit + GPU_EPSILON:
+        return _NO_FIT
+    return (foreign, room, use.name, gpu.index, share)
 
 
-def _mig(session: Session, job: Job, domain: str | None) -> PodPlacement | None:
+def _mig(session: Session, job: Job, domain: str | None, limit: float) -> PodPlacement | None:
     """An idle instance of the profile; else create one; else make room among idle ones.
 
     GPUs with the most busy instances come first (packing), then by node and index.
@@ -153,7 +157,11 @@ def _mig(session: Session, job: Job, domain: str | None) -> PodPlacement | None:
 
     def allowed(key: GpuKey) -> bool:
         node = usage.nodes[key[0]].node
-        return node.node_group in groups and (domain is None or node.topology == domain)
+        return (
+            node.node_group in groups
+            and (domain is None or node.topology == domain)
+            and mig_share(node.gpu_model, profile) <= limit + GPU_EPSILON
+        )
 
     def packing(key: GpuKey) -> tuple:
         return (-usage.gpu(key)[1].busy_instances, key)

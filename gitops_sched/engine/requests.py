@@ -25,11 +25,16 @@ def pod_gpus(job: Job, pod: PodPlacement | None, model: str, memory_mib: int) ->
             return pod.fraction
         return min(1.0, request.memory_mib / memory_mib) if memory_mib else 1.0
     if request.kind is RequestKind.MIG:
-        try:
-            return compute_share(model, request.mig_profile)
-        except ValueError:
-            return 1.0
+        return mig_share(model, request.mig_profile)
     return 0.0
+
+
+def mig_share(model: str, profile: str) -> float:
+    """A MIG instance's share of its GPU; a whole GPU where the model or profile is unknown."""
+    try:
+        return compute_share(model, profile)
+    except ValueError:
+        return 1.0
 
 
 def allowed_nodes(job: Job, nodes: Iterable[Node]) -> list[Node]:

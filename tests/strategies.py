@@ -1,0 +1,327 @@
+"""Hypothesis strategies for the scheduling engine: random policies, clusters and workloads.
+
+`snapshots()` is the general one: 1-3 departments over 1-6 projects, 1-6 nodes in one or two
+node groups (A100-80GB, mostly MIG-enabled and sometimes already partitioned, or V100 whole
+GPUs), optional topology domains, and 0-25 jobs of every type and request kind. A snapshot
+starts either with everything pending or "warm": a prefix of the jobs already settled by the
+engine, with the rest submitted afterwards. `two_waves()` adds a second batch of jobs to submit
+after the first settles. `guaranteed_quota_snapshots()` is the restricted world in which every
+project with demand must reach its deserved quota (1-GPU preemptible train jobs, one node
+group, total deserved within capacity, no limits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from hypothesis import strategies as st
+
+from gitops_sched.engine import settle
+from gitops_sched.engine.mig import MigInstance, is_valid_layout, mig_profiles
+from gitops_sched.engine.types import (
+    Gpu,
+    GpuRequest,
+    Job,
+    Node,
+    Policy,
+    QueueSpec,
+    RequestKind,
+    Snapshot,
+)
+
+A100 = "A100-SXM4-80GB"
+V100 = "V100-SXM2-32GB"
+GPU_MEMORY_MIB = {A100: 81920, V100: 32768}
+MIG_PROFILES = tuple(sorted(mig_profiles(A100)))
+FRACTIONS = (0.1, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.75)
+MEMORY_MIB = (4096, 8192, 10240, 16384, 20480, 32768, 40960)
+JOB_TYPES = ("train", "interactive", "inference")
+PRIORITIES = (50, 75, 100, 125)
+REQUEST_KINDS = (RequestKind.WHOLE, RequestKind.FRACTION, RequestKind.MEMORY, RequestKind.MIG)
+SHARED_KINDS = (RequestKind.FRACTION, RequestKind.MEMORY)
+
+
+def halves(low: float, high: float) -> st.SearchStrategy[float]:
+    """Integers or halves in [low, high]: the GPU quotas a config may write."""
+    return st.integers(round(2 * low), round(2 * high)).map(lambda n: n / 2)
+
+
+def rarely(draw: st.DrawFn, one_in: int = 4) -> bool:
+    """True about once in `one_in` draws; shrinks to False."""
+    return draw(st.integers(0, one_in - 1)) == one_in - 1
+
+
+# -- policy ---------------------------------------------------------------------------------
+
+
+@st.composite
+def projects_of(
+    draw: st.DrawFn,
+    departments: Sequence[str],
+    count: int,
+    quota: st.SearchStrategy[float],
+    limits: bool = True,
+    time_limits: bool = True,
+) -> tuple[QueueSpec, ...]:
+    projects = []
+    for i in range(count):
+        deserved = draw(quota)
+        limit = None
+        if limits and rarely(draw):
+            limit = deserved + draw(halves(0, 4))
+        projects.append(
+            QueueSpec(
+                name=f"proj-{i}",
+                deserved=deserved,
+                over_quota_weight=deserved if not rarely(draw, 3) else draw(halves(0, 4)),
+                over_quota_allowed=not rarely(draw),
+                over_quota_rank=draw(st.integers(0, 2)),
+                limit=limit,
+                parent=draw(st.sampled_from(departments)),
+                interactive_time_limit_s=draw(st.sampled_from((None, 60, 3600)))
+                if time_limits
+                else None,
+                idle_timeout_s=draw(st.sampled_from((None, 300))) if time_limits else None,
+            )
+        )
+    return tuple(projects)
+
+
+def departments_over(
+    draw: st.DrawFn, names: Sequence[str], projects: Sequence[QueueSpec], limits: bool = True
+) -> tuple[QueueSpec, ...]:
+    """Each department's quota holds its projects' quotas (as `validate` demands), plus spare."""
+    departments = []
+    for name in names:
+        deserved = sum(p.deserved for p in projects if p.parent == name) + draw(halves(0, 2))
+        limit = deserved + draw(halves(0, 4)) if limits and rarely(draw, 6) else None
+        departments.append(
+            QueueSpec(
+                name=name,
+                deserved=deserved,
+                over_quota_weight=deserved if not rarely(draw, 3) else draw(halves(0, 4)),
+                limit=limit,
+            )
+        )
+    return tuple(departments)
+
+
+@st.composite
+def policies(draw: st.DrawFn, max_departments: int = 3, max_projects: int = 6) -> Policy:
+    names = [f"dept-{i}" for i in range(draw(st.integers(1, max_departments)))]
+    projects = draw(projects_of(names, draw(st.integers(1, max_projects)), halves(0, 4)))
+    return Policy(
+        departments=departments_over(draw, names, projects),
+        projects=projects,
+        consolidation=not rarely(draw, 5),
+    )
+
+
+# -- nodes ----------------------------------------------------------------------------------
+
+
+@st.composite
+def mig_layouts(draw: st.DrawFn) -> tuple[MigInstance, ...]:
+    """A valid set of A100-80GB instances: random (profile, start) pairs kept while valid."""
+    layout: list[MigInstance] = []
+    for profile in draw(st.lists(st.sampled_from(MIG_PROFILES), max_size=4)):
+        start = draw(st.sampled_from(mig_profiles(A100)[profile].placements))
+        if is_valid_layout(A100, [*layout, MigInstance(profile, start)]):
+            layout.append(MigInstance(profile, start))
+    return tuple(sorted(layout, key=lambda i: i.start))
+
+
+@st.composite
+def gpus_of(draw: st.DrawFn, model: str, count: int) -> tuple[Gpu, ...]:
+    gpus = []
+    for index in range(count):
+        mig = model == A100 and not rarely(draw)
+        instances = draw(mig_layouts()) if mig and rarely(draw, 2) else ()
+        gpus.append(Gpu(index, GPU_MEMORY_MIB[model], mig_enabled=mig, mig_instances=instances))
+    return tuple(gpus)
+
+
+@st.composite
+def node_lists(
+    draw: st.DrawFn,
+    max_nodes: int = 6,
+    max_gpus: int = 8,
+    models: Sequence[str] = (A100, V100),
+    max_groups: int = 2,
+) -> tuple[Node, ...]:
+    """1-`max_nodes` nodes in 1-`max_groups` groups, each group one GPU model."""
+    group_models = draw(st.lists(st.sampled_from(models), min_size=1, max_size=max_groups))
+    groups = [f"pool-{i}" for i in range(len(group_models))]
+    racks = {g: draw(st.booleans()) for g in groups}
+    count = draw(st.integers(len(groups), max(len(groups), max_nodes)))
+    nodes = []
+    for i in range(count):
+        g = i if i < len(groups) else draw(st.integers(0, len(groups) - 1))
+        model = group_models[g]
+        topology = f"{groups[g]}-rack-{draw(st.integers(0, 1))}" if racks[groups[g]] else ""
+        gpus = draw(gpus_of(model, draw(st.integers(1, max_gpus))))
+        nodes.append(Node(f"node-{i}", groups[g], model, gpus, topology=topology))
+    return tuple(nodes)
+
+
+# -- jobs -----------------------------------------------------------------------------------
+
+
+def mig_groups(nodes: Sequence[Node]) -> tuple[str, ...]:
+    return tuple(sorted({n.node_group for n in nodes if any(g.mig_enabled for g in n.gpus)}))
+
+
+@st.composite
+def requests(draw: st.DrawFn, kinds: Sequence[RequestKind]) -> GpuRequest:
+    kind = draw(st.sampled_from(kinds))
+    if kind is RequestKind.WHOLE:
+        return GpuRequest(kind, count=draw(st.integers(1, 4)))
+    if kind is RequestKind.FRACTION:
+        return GpuRequest(kind, fraction=draw(st.sampled_from(FRACTIONS)))
+    if kind is RequestKind.MEMORY:
+        return GpuRequest(kind, memory_mib=draw(st.sampled_from(MEMORY_MIB)))
+    return GpuRequest(kind, mig_profile=draw(st.sampled_from(MIG_PROFILES)))
+
+
+@st.composite
+def jobs_of(
+    draw: st.DrawFn,
+    name: str,
+    submitted: int,
+    projects: Sequence[str],
+    nodes: Sequence[Node],
+    kinds: Sequence[RequestKind] = REQUEST_KINDS,
+) -> Job:
+    mig = mig_groups(nodes)
+    request = draw(requests([k for k in kinds if mig or k is not RequestKind.MIG]))
+    type_ = draw(st.sampled_from(JOB_TYPES))
+    if request.kind is RequestKind.MIG:
+        node_groups = mig
+    elif rarely(draw, 3):
+        node_groups = (draw(st.sampled_from(sorted({n.node_group for n in nodes}))),)
+    else:
+        node_groups = ()
+    pods = draw(st.integers(1, 3))
+    return Job(
+        name=name,
+        project=draw(st.sampled_from(projects)),
+        type=type_,
+        priority=draw(st.sampled_from(PRIORITIES)),
+        preemptible=(type_ == "train") != rarely(draw, 5),
+        request=request,
+        pods=pods,
+        min_available=draw(st.integers(1, pods)),
+        node_groups=node_groups,
+        submitted=submitted,
+        idle_since=0.0 if type_ == "interactive" and rarely(draw) else None,
+    )
+
+
+@st.composite
+def job_lists(
+    draw: st.DrawFn,
+    projects: Sequence[str],
+    nodes: Sequence[Node],
+    first: int = 0,
+    min_size: int = 0,
+    max_size: int = 25,
+    kinds: Sequence[RequestKind] = REQUEST_KINDS,
+) -> tuple[Job, ...]:
+    """Jobs named job-<first>..., with distinct `submitted` values from `first` on."""
+    count = draw(st.integers(min_size, max_size))
+    order = draw(st.permutations(range(count)))
+    return tuple(
+        draw(jobs_of(f"job-{first + i:02d}", first + order[i], projects, nodes, kinds))
+        for i in range(count)
+    )
+
+
+@st.composite
+def warm_or_cold(draw: st.DrawFn, policy: Policy, nodes: tuple[Node, ...], jobs: tuple[Job, ...]):
+    """All jobs pending, or a settled prefix with the rest submitted later (and time passed)."""
+    if not jobs or not draw(st.booleans()):
+        return Snapshot(policy, nodes, jobs)
+    cut = draw(st.integers(1, len(jobs)))
+    settled, _ = settle(Snapshot(policy, nodes, jobs[:cut]))
+    now = draw(st.sampled_from((0.0, 100.0, 10_000.0)))
+    return replace(settled, jobs=settled.jobs + jobs[cut:], now=now)
+
+
+def workload_mixes() -> st.SearchStrategy[tuple[RequestKind, ...]]:
+    """Every request kind, or whole GPUs only (where reclaim and consolidation get busy)."""
+    return st.sampled_from((REQUEST_KINDS, (RequestKind.WHOLE,)))
+
+
+@st.composite
+def snapshots(
+    draw: st.DrawFn, max_jobs: int = 25, kinds: Sequence[RequestKind] | None = None
+) -> Snapshot:
+    policy = draw(policies())
+    nodes = draw(node_lists())
+    kinds = draw(workload_mixes()) if kinds is None else kinds
+    projects = [p.name for p in policy.projects]
+    jobs = draw(job_lists(projects, nodes, max_size=max_jobs, kinds=kinds))
+    return draw(warm_or_cold(policy, nodes, jobs))
+
+
+@st.composite
+def two_waves(draw: st.DrawFn, max_jobs: int = 25) -> tuple[Snapshot, tuple[Job, ...]]:
+    """A snapshot, and more jobs to submit once it has settled (named and submitted later)."""
+    kinds = draw(workload_mixes())
+    snapshot = draw(snapshots(max_jobs=max_jobs, kinds=kinds))
+    first = len(snapshot.jobs) + 100
+    projects = [p.name for p in snapshot.policy.projects]
+    more = draw(
+        job_lists(projects, snapshot.nodes, first=first, max_size=max_jobs // 2, kinds=kinds)
+    )
+    return snapshot, more
+
+
+# -- the guaranteed-quota world --------------------------------------------------------------
+
+
+@st.composite
+def guaranteed_quota_snapshots(draw: st.DrawFn, max_jobs: int = 25) -> Snapshot:
+    """One node group, no limits, total deserved within capacity, 1-GPU preemptible train jobs.
+
+    Here nothing but other projects' over-quota work can stand between a project and its
+    deserved quota, and that work is always reclaimable.
+    """
+    nodes = draw(node_lists(models=(V100,), max_groups=1))
+    capacity = sum(len(n.gpus) for n in nodes)
+    names = [f"dept-{i}" for i in range(draw(st.integers(1, 3)))]
+    projects = list(
+        draw(
+            projects_of(
+                names, draw(st.integers(1, 6)), halves(0, 4), limits=False, time_limits=False
+            )
+        )
+    )
+    left = float(capacity)
+    for i, project in enumerate(projects):  # clip quotas so their total fits the cluster
+        projects[i] = replace(project, deserved=min(project.deserved, left))
+        left -= projects[i].deserved
+    departments = departments_over(draw, names, projects, limits=False)
+    spare = capacity - sum(d.deserved for d in departments)
+    if spare < 0:  # drop the departments' own spare quota when it does not fit
+        departments = tuple(
+            replace(d, deserved=sum(p.deserved for p in projects if p.parent == d.name))
+            for d in departments
+        )
+    policy = Policy(departments, tuple(projects))
+    count = draw(st.integers(0, max_jobs))
+    order = draw(st.permutations(range(count)))
+    jobs = tuple(
+        Job(
+            name=f"job-{i:02d}",
+            project=draw(st.sampled_from([p.name for p in projects])),
+            type="train",
+            priority=draw(st.sampled_from(PRIORITIES)),
+            preemptible=True,
+            request=GpuRequest(RequestKind.WHOLE, count=1),
+            submitted=order[i],
+        )
+        for i in range(count)
+    )
+    return draw(warm_or_cold(policy, nodes, jobs))
