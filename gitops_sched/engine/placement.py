@@ -153,15 +153,15 @@ def _mig(session: Session, job: Job, domain: str | None, limit: float) -> PodPla
     """
     profile = job.request.mig_profile
     usage = session.usage
-    groups = set(session.groups_of(job))
+    groups = session.groups_of(job)
+    share_fits: dict[str, bool] = {}
 
     def allowed(key: GpuKey) -> bool:
         node = usage.nodes[key[0]].node
-        return (
-            node.node_group in groups
-            and (domain is None or node.topology == domain)
-            and mig_share(node.gpu_model, profile) <= limit + GPU_EPSILON
-        )
+        if node.gpu_model not in share_fits:
+            share = mig_share(node.gpu_model, profile)
+            share_fits[node.gpu_model] = share <= limit + GPU_EPSILON
+        return share_fits[node.gpu_model] and (domain is None or node.topology == domain)
 
     def packing(key: GpuKey) -> tuple:
         return (-usage.gpu(key)[1].busy_instances, key)
@@ -175,18 +175,21 @@ def _mig(session: Session, job: Job, domain: str | None, limit: float) -> PodPla
         use, gpu = usage.gpu(idle)
         instance = next(i for i in gpu.idle_instances() if i.profile == profile)
         return PodPlacement(use.name, (gpu.index,), mig=instance)
-    gpus = [
-        key for group in sorted(groups) for key in usage.mig_gpus.get(group, ()) if allowed(key)
-    ]
     room = min(
-        (key for key in gpus if _mig_start(usage, key, profile) is not None),
+        (
+            key
+            for group in groups
+            for key in usage.mig_roomy.get(group, ())
+            if allowed(key) and _mig_start(usage, key, profile) is not None
+        ),
         key=packing,
         default=None,
     )
     if room is not None:
         use, gpu = usage.gpu(room)
         return _create(session, use, gpu.index, profile, gpu.fits[profile], ())
-    for key in sorted(gpus, key=packing):
+    with_idle = {k for (group, _), keys in usage.idle_mig.items() if group in groups for k in keys}
+    for key in sorted(filter(allowed, with_idle), key=packing):
         use, gpu = usage.gpu(key)
         removable = gpu.idle_instances()
         plan = removable and layout_with(use.node.gpu_model, tuple(gpu.mig), profile, removable)

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gitops_sched.engine.mig import MigInstance
+from gitops_sched.engine.requests import mig_share
 from gitops_sched.engine.types import GPU_EPSILON, Node, PodPlacement
 
 GpuKey = tuple[str, int]  # (node name, GPU index)
@@ -73,7 +74,8 @@ class Usage:
         self.group_memory: dict[str, int | None] = {}  # GPU memory if uniform in the group
         # (node group, profile) -> GPUs with an idle instance of that profile
         self.idle_mig: dict[tuple[str, str], set[GpuKey]] = {}
-        self.mig_gpus: dict[str, list[GpuKey]] = {}  # node group -> MIG-enabled GPUs, in order
+        # node group -> MIG-enabled GPUs with compute slices left (where an instance may fit)
+        self.mig_roomy: dict[str, set[GpuKey]] = {}
         for node in sorted(nodes, key=lambda n: n.name):
             gpus = [
                 GpuUse(g.index, g.memory_mib, g.mig_enabled, mig=dict.fromkeys(g.mig_instances, ""))
@@ -96,10 +98,6 @@ class Usage:
                 self._index_node(use, +1)
                 for gpu in use.gpus:
                     self._index_gpu(use, gpu, +1)
-                    if gpu.mig_enabled:
-                        self.mig_gpus.setdefault(use.node.node_group, []).append(
-                            (use.name, gpu.index)
-                        )
 
     def gpu(self, key: GpuKey) -> tuple[NodeUse, GpuUse]:
         use = self.nodes[key[0]]
@@ -168,6 +166,10 @@ class Usage:
             projects = {self.project_of[job] for job in gpu.shares}
             if len(projects) == 1:
                 _toggle(self.solo.setdefault((group, projects.pop()), set()), key, sign)
+        if gpu.mig_enabled:
+            used = sum(mig_share(use.node.gpu_model, i.profile) for i in gpu.mig)
+            if used < 1 - GPU_EPSILON:
+                _toggle(self.mig_roomy.setdefault(group, set()), key, sign)
         for profile in {i.profile for i, job in gpu.mig.items() if not job}:
             _toggle(self.idle_mig.setdefault((group, profile), set()), key, sign)
 
