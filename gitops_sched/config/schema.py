@@ -66,7 +66,7 @@ def validate_documents(documents: list[Document], diagnostics: Diagnostics) -> l
             # a wrong apiVersion is reported once, above; the rest of the document still counts
             data = {**doc.data, "apiVersion": API_VERSION}
             if not _quick_check(doc.kind)(data):  # most documents pass: only the rest cost more
-                problems += _schema_problems(doc, data, _validator(doc.kind))
+                problems += schema_problems(doc, data, _validator(doc.kind))
             if not problems:
                 valid.append(doc)
         diagnostics.extend(problems)
@@ -91,7 +91,7 @@ def _header_problems(doc: Document) -> list[Diagnostic]:
     return problems
 
 
-def _schema_problems(
+def schema_problems(
     doc: Document, data: dict, validator: Draft202012Validator
 ) -> list[Diagnostic]:
     """One diagnostic per problem, in the validator's order, without repeats."""

@@ -34,7 +34,7 @@ from gitops_sched.config.checks import run_checks
 from gitops_sched.config.diagnostics import Diagnostics, Location
 from gitops_sched.config.loader import Document, Path_, load_repo
 from gitops_sched.config.model import Repo, Workload, build_workload, duration_seconds, quantity
-from gitops_sched.config.schema import _schema_problems, validate_documents
+from gitops_sched.config.schema import schema_problems, validate_documents
 from gitops_sched.engine.mig import MigInstance, is_valid_layout
 from gitops_sched.engine.types import (
     GPU_EPSILON,
@@ -132,7 +132,7 @@ def _validator() -> Draft202012Validator:
 def parse_simulation(doc: Document, repo: Repo, diagnostics: Diagnostics) -> Simulation | None:
     """The simulation a schema-valid document describes, checked against the repo."""
     if not _validator().is_valid(doc.data):
-        diagnostics.extend(_schema_problems(doc, doc.data, _validator()))
+        diagnostics.extend(schema_problems(doc, doc.data, _validator()))
         return None
     problems = _Problems(doc)
     nodes = _nodes(doc, repo, problems)
