@@ -424,6 +424,23 @@ class Generated:
     summary: dict[str, Any]
 
 
+def make_job(draw: Draft, n: int, project: str, **running: Any) -> Job:
+    """The n-th workload, of a drawn kind, in `project` (placed where `running` says)."""
+    return Job(
+        name=f"wl-{n:05d}",
+        project=project,
+        type=draw.type,
+        priority=draw.priority,
+        preemptible=draw.preemptible,
+        request=draw.request,
+        pods=draw.pods,
+        min_available=draw.min_available,
+        node_groups=draw.node_groups,
+        submitted=n,
+        **running,
+    )
+
+
 def generate(args: argparse.Namespace) -> Generated:
     rng = random.Random(args.seed)
     nodes = make_nodes(rng, args.nodes, args.gpus_per_node)
@@ -480,17 +497,10 @@ def generate(args: argparse.Namespace) -> Generated:
         n = len(jobs)
         interactive = d.type == "interactive"
         jobs.append(
-            Job(
-                name=f"wl-{n:05d}",
-                project=project,
-                type=d.type,
-                priority=d.priority,
-                preemptible=d.preemptible,
-                request=d.request,
-                pods=d.pods,
-                min_available=d.min_available,
-                node_groups=d.node_groups,
-                submitted=n,
+            make_job(
+                d,
+                n,
+                project,
                 placement=tuple(pods),
                 started_at=NOW - rng.uniform(0, (12 * 3600) if interactive else (7 * 86400)),
                 idle_since=NOW - rng.uniform(0, 4 * 3600)
@@ -502,20 +512,7 @@ def generate(args: argparse.Namespace) -> Generated:
     next_pending = mixer(PENDING_MIX)
     while len(jobs) < args.workloads:
         d, n = next_pending(), len(jobs)
-        jobs.append(
-            Job(
-                name=f"wl-{n:05d}",
-                project=pick_project(),
-                type=d.type,
-                priority=d.priority,
-                preemptible=d.preemptible,
-                request=d.request,
-                pods=d.pods,
-                min_available=d.min_available,
-                node_groups=d.node_groups,
-                submitted=n,
-            )
-        )
+        jobs.append(make_job(d, n, pick_project()))
     snapshot = Snapshot(policy=policy, nodes=tuple(nodes), jobs=tuple(jobs), now=NOW)
     verify(snapshot)
     kinds = Counter(
