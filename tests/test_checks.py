@@ -8,19 +8,13 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
+from config_builders import doc
 
 from gitops_sched.cli import main
 from gitops_sched.config.checks import run_checks
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
 from gitops_sched.config.loader import load_repo
 from gitops_sched.config.model import build_repo
-
-API = "gitops-sched.io/v1alpha1"
-
-
-def doc(kind: str, name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": API, "kind": kind, "metadata": {"name": name}, "spec": spec}
-
 
 CLUSTER = doc("Cluster", "lab", namespacePrefix="team-")
 A100 = doc(

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
+from config_builders import doc
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,12 +18,7 @@ from gitops_sched.compiler import render_repo
 from gitops_sched.compiler.output import HEADER, dump_object, write_directory, write_stream
 from gitops_sched.config.validate import check_repo
 
-API = "gitops-sched.io/v1alpha1"
 READ_VERBS = {"get", "list", "watch"}
-
-
-def doc(kind: str, name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": API, "kind": kind, "metadata": {"name": name}, "spec": spec}
 
 
 BASE = [

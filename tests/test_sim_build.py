@@ -6,18 +6,13 @@ from typing import Any
 
 import pytest
 import yaml
+from config_builders import doc
 
 from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.loader import load_text
 from gitops_sched.config.model import Repo, build_repo
 from gitops_sched.engine.types import GpuRequest, RequestKind
 from gitops_sched.sim.build import job_from_workload, nodes_from_repo, policy_from_repo
-
-API = "gitops-sched.io/v1alpha1"
-
-
-def doc(kind: str, name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": API, "kind": kind, "metadata": {"name": name}, "spec": spec}
 
 
 def repo_of(*documents: dict[str, Any]) -> Repo:

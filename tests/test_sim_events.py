@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
+from config_builders import API, doc
 
 from gitops_sched.cli import main
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
@@ -28,12 +29,7 @@ from gitops_sched.sim.events import (
 from gitops_sched.sim.report import to_json
 from gitops_sched.sim.run import simulate
 
-API = "gitops-sched.io/v1alpha1"
 EXAMPLE = Path(__file__).parent.parent / "examples" / "clusters" / "netapp-dgx"
-
-
-def doc(kind: str, name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": API, "kind": kind, "metadata": {"name": name}, "spec": spec}
 
 
 REPO = (
