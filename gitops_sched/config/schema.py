@@ -91,9 +91,7 @@ def _header_problems(doc: Document) -> list[Diagnostic]:
     return problems
 
 
-def schema_problems(
-    doc: Document, data: dict, validator: Draft202012Validator
-) -> list[Diagnostic]:
+def schema_problems(doc: Document, data: dict, validator: Draft202012Validator) -> list[Diagnostic]:
     """One diagnostic per problem, in the validator's order, without repeats."""
     found = (d for error in validator.iter_errors(data) for d in _explain(doc, error))
     return list(dict.fromkeys(found))

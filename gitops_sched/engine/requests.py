@@ -7,10 +7,8 @@ MIG instance as its share of the GPU's compute slices.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from gitops_sched.engine.mig import compute_share
-from gitops_sched.engine.types import Job, Node, PodPlacement, RequestKind
+from gitops_sched.engine.types import Job, PodPlacement, RequestKind
 
 
 def pod_gpus(job: Job, pod: PodPlacement | None, model: str, memory_mib: int) -> float:
@@ -35,25 +33,3 @@ def mig_share(model: str, profile: str) -> float:
         return compute_share(model, profile)
     except ValueError:
         return 1.0
-
-
-def allowed_nodes(job: Job, nodes: Iterable[Node]) -> list[Node]:
-    """Nodes of the job's allowed node groups (any node when it names none)."""
-    if not job.node_groups:
-        return list(nodes)
-    allowed = set(job.node_groups)
-    return [n for n in nodes if n.node_group in allowed]
-
-
-def nominal_gpu(job: Job, nodes: Iterable[Node]) -> tuple[str, int]:
-    """The (model, memory) a pending job is accounted against: its largest allowed GPU.
-
-    MIG requests look only at MIG-enabled nodes, so the profile's compute share is known.
-    """
-    best = ("", 0)
-    mig = job.request.kind is RequestKind.MIG
-    for node in allowed_nodes(job, nodes):
-        for gpu in node.gpus:
-            if gpu.mig_enabled == mig and gpu.memory_mib > best[1]:
-                best = (node.gpu_model, gpu.memory_mib)
-    return best
