@@ -16,7 +16,6 @@ from kubernetes.utils.quantity import parse_quantity
 
 from gitops_sched.config.loader import Document
 
-WORKLOAD_TYPES = ("train", "interactive", "inference")
 # Default priorities per workload type, as KAI's priority classes order them:
 # inference outranks interactive (build), which outranks train.
 DEFAULT_PRIORITY = {"train": 50, "interactive": 100, "inference": 125}
@@ -158,9 +157,6 @@ class GpuRequest:
     gpu_memory: Decimal | None = None  # bytes
     mig: str | None = None
 
-    @property
-    def is_empty(self) -> bool:
-        return self.gpu is None and self.gpu_memory is None and self.mig is None
 
 
 POD_FIELDS = (
