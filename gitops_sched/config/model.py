@@ -158,7 +158,6 @@ class GpuRequest:
     mig: str | None = None
 
 
-
 POD_FIELDS = (
     "image",
     "command",
