@@ -1,7 +1,7 @@
 """The typed config model: one frozen dataclass per kind, defaults applied.
 
 Built from documents that already passed the JSON Schema, so builders may trust
-types and required fields; semantic checks (checks.py) and the compiler and engine
+types and required fields; semantic checks (config/checks/) and the compiler and engine
 work on these objects, and each keeps its `Document` to point back at a line.
 """
 

@@ -1,0 +1,110 @@
+"""Expression checks: the Jinja2 expressions in pod fields must parse and render.
+
+Syntax errors and unknown names are reported once, where the expression is written;
+then each workload's expressions are rendered as the compiler will render them (an
+attribute that does not exist, a division by zero), and a failure is reported at the
+document whose value the workload gets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import lru_cache
+from typing import Any
+
+from jinja2 import TemplateSyntaxError
+
+from gitops_sched.config.checks.common import _error
+from gitops_sched.config.checks.pods import _own_pod_fields, _source
+from gitops_sched.config.diagnostics import Diagnostic
+from gitops_sched.config.loader import Path_
+from gitops_sched.config.model import Repo, Workload
+from gitops_sched.config.templating import (
+    CONTEXT_NAMES,
+    context_for,
+    is_templated,
+    render_value,
+    renders_everywhere,
+    unknown_names,
+)
+
+
+def _templated_strings(value: Any, path: Path_) -> Iterator[tuple[Path_, str]]:
+    """Every string holding a Jinja2 expression inside a value, with its path."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _templated_strings(item, (*path, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _templated_strings(item, (*path, i))
+    elif is_templated(value):
+        yield path, value
+
+
+@lru_cache(maxsize=4096)  # the same few expressions come back for every workload
+def _expression_problems(source: str) -> tuple[str, ...]:
+    """What is wrong with an expression whatever workload it is rendered for."""
+    try:
+        names = unknown_names(source)
+    except TemplateSyntaxError as exc:
+        return (f"template syntax error: {exc.message}",)
+    known = ", ".join(CONTEXT_NAMES)
+    return tuple(f"unknown name '{name}' in template expression (known: {known})" for name in names)
+
+
+def check_template_expressions(repo: Repo) -> Iterator[Diagnostic]:
+    """Syntax errors and unknown names, reported once where the expression is written."""
+    for doc, fields in _own_pod_fields(repo):
+        for path, source in _templated_strings(fields, ("spec",)):
+            for message in _expression_problems(source):
+                yield _error(doc, path, message)
+
+
+def _merged_fields(repo: Repo, workload: Workload) -> Iterator[tuple[Path_, Any]]:
+    """The workload's merged pod fields by path below `spec`; `env` one variable at a time."""
+    for key, value in repo.pod_spec(workload).items():
+        if key == "env" and isinstance(value, dict):
+            for name, item in value.items():
+                yield (key, name), item
+        else:
+            yield (key,), value
+
+
+def check_template_rendering(repo: Repo) -> Iterator[Diagnostic]:
+    """Render each workload's expressions as the compiler will (e.g. `project.nosuchattr`)."""
+    # Most field values come from templates, shared by many workloads: each value is searched
+    # once for the expressions that need rendering per workload (keyed by identity: the repo
+    # keeps every value alive meanwhile).
+    found: dict[int, list[tuple[Path_, str]]] = {}
+    for workload in repo.workloads:
+        yield from _rendering_problems(repo, workload, found)
+
+
+def _rendering_problems(
+    repo: Repo, workload: Workload, found: dict[int, list[tuple[Path_, str]]]
+) -> Iterator[Diagnostic]:
+    context = None
+    for field, value in _merged_fields(repo, workload):
+        if (sources := found.get(id(value))) is None:
+            sources = found[id(value)] = _to_render(value)
+        for path, source in sources:
+            if context is None:
+                context = context_for(repo.cluster, repo.project(workload.project), workload)
+            try:
+                render_value(source, context)
+            except Exception as exc:  # user expressions may raise anything (1/0, bad types)
+                message = f"cannot render template expression: {exc}"
+                yield _error(_source(repo, workload, field), ("spec", *field, *path), message)
+
+
+def _to_render(value: Any) -> list[tuple[Path_, str]]:
+    """The expressions in `value` whose rendering may fail for some workload.
+
+    Not those with problems of their own (check_template_expressions reports them), nor
+    those that only print names every context has.
+    """
+    return [
+        (path, source)
+        for path, source in _templated_strings(value, ())
+        if not _expression_problems(source) and not renders_everywhere(source)
+    ]

@@ -1,0 +1,108 @@
+"""GPU checks: each GPU request has a valid form and fits a GPU the workload may use.
+
+`gpu` is whole GPUs or one fraction of a GPU; a `gpuMemory` request must fit in the
+memory of one GPU on some node group the workload may use; a MIG profile needs a
+MIG-enabled node group whose GPU model offers it; and node groups should name a GPU
+model the catalogue knows (capacity, memory and MIG checks depend on it), MIG-capable
+where MIG is enabled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from gitops_sched.config.checks.common import _diagnostic, _error, _itemized, _memory
+from gitops_sched.config.checks.pods import (
+    _gpu_memory,
+    _mig_tables,
+    _own_pod_fields,
+    _source,
+    _workload_node_groups,
+)
+from gitops_sched.config.diagnostics import Diagnostic, Severity
+from gitops_sched.config.model import Repo, quantity
+from gitops_sched.gpus import known_gpu_model_names, lookup_gpu_model
+
+
+def _names(items: Iterable[str]) -> str:
+    return ", ".join(items) or "none"
+
+
+def _valid_gpu(value: float) -> bool:
+    return (value >= 0 and float(value).is_integer()) or 0 < value < 1
+
+
+def check_gpu_values(repo: Repo) -> Iterator[Diagnostic]:
+    """`gpu` is whole GPUs or one fraction of a GPU; 1.5 GPUs cannot be allocated."""
+    for doc, fields in _own_pod_fields(repo):
+        gpu = fields.get("gpu")
+        if gpu is not None and not _valid_gpu(gpu):
+            yield _error(
+                doc,
+                ("spec", "gpu"),
+                f"gpu must be a whole number of GPUs or a fraction in (0, 1), got {gpu}",
+            )
+
+
+def check_gpu_memory(repo: Repo) -> Iterator[Diagnostic]:
+    """A gpuMemory request is a share of one GPU; it must fit on a GPU the workload may use."""
+    for workload in repo.workloads:
+        spec = repo.pod_spec(workload)
+        if "gpuMemory" not in spec:
+            continue
+        wanted = quantity(spec["gpuMemory"])
+        groups = _workload_node_groups(repo, workload)
+        sizes = [(g.name, size) for g in groups if (size := _gpu_memory(g)) is not None]
+        if sizes and all(wanted > size for _, size in sizes):
+            yield _error(
+                _source(repo, workload, ("gpuMemory",)),
+                ("spec", "gpuMemory"),
+                f"gpuMemory {spec['gpuMemory']} is more than one GPU has on the node groups "
+                f"workload '{workload.name}' may use ({_itemized(sizes, _memory)})",
+            )
+
+
+def check_mig_profiles(repo: Repo) -> Iterator[Diagnostic]:
+    """A MIG request needs a MIG-enabled node group whose GPU model offers that profile."""
+    for workload in repo.workloads:
+        profile = repo.pod_spec(workload).get("mig")
+        if profile is None:
+            continue
+        doc = _source(repo, workload, ("mig",))
+        groups = _workload_node_groups(repo, workload)
+        if not any(g.mig_enabled for g in groups):
+            yield _error(
+                doc,
+                ("spec", "mig"),
+                f"no MIG-enabled node group for MIG profile '{profile}' among the node groups "
+                f"workload '{workload.name}' may use ({_names(g.name for g in groups)})",
+            )
+            continue
+        tables = _mig_tables(groups)
+        if tables and all(profile not in table for table in tables.values()):
+            offers = " or ".join(
+                f"{model} (valid: {', '.join(table)})" for model, table in tables.items()
+            )
+            yield _error(
+                doc, ("spec", "mig"), f"MIG profile '{profile}' does not exist on {offers}"
+            )
+
+
+def check_node_group_models(repo: Repo) -> Iterator[Diagnostic]:
+    """Capacity, memory and MIG checks need a GPU model the catalogue knows."""
+    for group in repo.node_groups:
+        if group.gpu_model is None:
+            continue
+        model = lookup_gpu_model(group.gpu_model)
+        if model is None:
+            yield _diagnostic(
+                group.doc,
+                ("spec", "gpu", "model"),
+                f"unknown GPU model '{group.gpu_model}' "
+                f"(known: {', '.join(known_gpu_model_names())})",
+                Severity.WARNING,
+            )
+        elif group.mig_enabled and not model.mig_capable:
+            yield _error(
+                group.doc, ("spec", "mig", "enabled"), f"{model.name} GPUs do not support MIG"
+            )

@@ -1,0 +1,74 @@
+"""What a workload's pods get: their pod fields and the node groups they may run on.
+
+Helpers, not checks, shared by the quota, GPU and expression checks: the pod fields each
+template and workload writes itself, the layers `Repo.pod_spec` merges and which
+document's value wins for a merged field (so a problem is reported where it is written),
+the node groups a workload may use, and the GPU memory and MIG profiles those groups
+offer.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from gitops_sched.config.loader import Document, Path_
+from gitops_sched.config.model import NodeGroup, Repo, Workload
+from gitops_sched.engine.mig import MigProfile, mig_profiles
+from gitops_sched.gpus import lookup_gpu_model
+
+
+def _workload_node_groups(repo: Repo, workload: Workload) -> list[NodeGroup]:
+    """The node groups a workload may run on: its own pin, its project's list, or all GPU ones."""
+    project = repo.project(workload.project)
+    if workload.node_group:
+        names: tuple[str, ...] = (workload.node_group,)
+    else:
+        names = project.allowed_node_groups(workload.type) if project else ()
+    if names:
+        return [g for g in repo.node_groups if g.name in names]
+    return [g for g in repo.node_groups if g.role == "gpu-worker"]
+
+
+def _gpu_memory(group: NodeGroup) -> Decimal | None:
+    """Bytes per GPU: as declared, else from the GPU catalogue."""
+    if group.gpu_memory is not None:
+        return group.gpu_memory
+    model = lookup_gpu_model(group.gpu_model) if group.gpu_model else None
+    return Decimal(model.memory_mib * 2**20) if model else None
+
+
+def _mig_tables(groups: list[NodeGroup]) -> dict[str, dict[str, MigProfile]]:
+    """MIG profiles per canonical GPU model of the MIG-enabled, MIG-capable groups."""
+    tables: dict[str, dict[str, MigProfile]] = {}
+    for group in groups:
+        model = lookup_gpu_model(group.gpu_model) if group.gpu_model else None
+        if group.mig_enabled and model is not None and model.mig_capable:
+            tables[model.name] = mig_profiles(model.name)
+    return tables
+
+
+def _own_pod_fields(repo: Repo) -> list[tuple[Document, dict[str, Any]]]:
+    """The pod fields each template and workload writes itself (all under `spec`)."""
+    return [(t.doc, t.spec) for t in repo.templates] + [
+        (w.doc, w.overrides) for w in repo.workloads
+    ]
+
+
+def _layers(repo: Repo, workload: Workload) -> list[tuple[Document, dict[str, Any]]]:
+    """The pod-field layers `Repo.pod_spec` merges, earliest first."""
+    templates = (repo.default_template(), repo.template(workload.template))
+    return [(t.doc, t.spec) for t in templates if t is not None] + [
+        (workload.doc, workload.overrides)
+    ]
+
+
+def _source(repo: Repo, workload: Workload, path: Path_) -> Document:
+    """The document whose value for a merged pod field (e.g. `("env", "HOME")`) wins."""
+    for doc, fields in reversed(_layers(repo, workload)):
+        value: Any = fields
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is not None:
+            return doc
+    return workload.doc

@@ -1,0 +1,76 @@
+"""Reference checks: every name a project or workload refers to must lead somewhere.
+
+Projects name their department and node groups, workloads their project, template and
+node group. A name no document defines is a dangling reference; the raw documents (not
+only the schema-valid ones) tell which names exist, so an object that failed its schema
+is not reported a second time here. A workload pinned to a node group its project may
+not use for its type is reported too, since it could never be placed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+
+from gitops_sched.config.checks.common import _error
+from gitops_sched.config.diagnostics import Diagnostic
+from gitops_sched.config.loader import Document, Path_
+from gitops_sched.config.model import Project, Repo, Workload
+
+
+def _names_by_kind(documents: list[Document]) -> dict[str, set[str]]:
+    names: dict[str, set[str]] = defaultdict(set)
+    for doc in documents:
+        names[doc.kind].add(doc.name)
+    return names
+
+
+Reference = tuple[Path_, str, str]  # where, the kind referred to, the name
+
+
+def _project_references(project: Project) -> Iterator[Reference]:
+    yield ("spec", "department"), "Department", project.department
+    for i, group in enumerate(project.node_groups):
+        yield ("spec", "nodeGroups", "allowed", i), "NodeGroup", group
+    for wtype, groups in project.node_groups_by_type.items():
+        for i, group in enumerate(groups):
+            yield ("spec", "nodeGroups", "byType", wtype, i), "NodeGroup", group
+    for group in project.node_group_quotas:
+        yield ("spec", "nodeGroupQuotas", group), "NodeGroup", group
+
+
+def _workload_references(workload: Workload) -> Iterator[Reference]:
+    yield ("spec", "project"), "Project", workload.project
+    if workload.template:
+        yield ("spec", "template"), "Template", workload.template
+    if workload.node_group:
+        yield ("spec", "nodeGroup"), "NodeGroup", workload.node_group
+
+
+def check_references(repo: Repo, names: dict[str, set[str]]) -> Iterator[Diagnostic]:
+    """Every name a project or workload refers to must be defined somewhere in the repo."""
+    owners = [(p.doc, _project_references(p)) for p in repo.projects] + [
+        (w.doc, _workload_references(w)) for w in repo.workloads
+    ]
+    for doc, references in owners:
+        for path, kind, name in references:
+            if name not in names[kind]:
+                defined = sorted(names[kind])
+                known = f"defined: {', '.join(defined)}" if defined else f"no {kind} is defined"
+                yield _error(doc, path, f"unknown {kind} '{name}' ({known})")
+
+
+def check_workload_node_group_allowed(repo: Repo) -> Iterator[Diagnostic]:
+    """A workload pinned to a node group its project may not use could never be placed."""
+    for workload in repo.workloads:
+        project = repo.project(workload.project)
+        if not workload.node_group or project is None:
+            continue
+        allowed = project.allowed_node_groups(workload.type)
+        if allowed and workload.node_group not in allowed:
+            yield _error(
+                workload.doc,
+                ("spec", "nodeGroup"),
+                f"node group '{workload.node_group}' is not allowed for {workload.type} "
+                f"workloads of project '{project.name}' (allowed: {', '.join(allowed)})",
+            )
