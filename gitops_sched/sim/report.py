@@ -14,7 +14,8 @@ from typing import Any, NamedTuple
 from rich.console import Console
 from rich.table import Table
 
-from gitops_sched.engine.mig import MigInstance, compute_share
+from gitops_sched.engine.mig import MigInstance
+from gitops_sched.engine.requests import mig_share
 from gitops_sched.engine.types import GpuRequest, Node, PodPlacement, QueueStatus, RequestKind
 from gitops_sched.sim.run import (
     ExpectationFailure,
@@ -148,7 +149,7 @@ def _usage(result: SimulationResult) -> Usage:
             for index in pod.gpus:
                 share = pod.fraction or 1.0
                 if pod.mig:
-                    share = compute_share(models[pod.node], pod.mig.profile)
+                    share = mig_share(models[pod.node], pod.mig.profile)
                 usage[(pod.node, index)].append(Held(state.workload.name, share, pod.mig))
     return usage
 

@@ -9,16 +9,18 @@ where a `submit:` step names them. Submission order is the engine's tie-breaker.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gitops_sched.config.diagnostics import Location
 from gitops_sched.config.model import Repo, Workload
 from gitops_sched.engine import settle
+from gitops_sched.engine.apply import STOPPING
 from gitops_sched.engine.types import (
     Decisions,
-    EvictReason,
     GpuRequest,
+    Job,
     PodPlacement,
     QueueStatus,
     Snapshot,
@@ -36,7 +38,6 @@ from gitops_sched.sim.events import (
 )
 
 TOLERANCE = 1e-6  # expected numbers match within this (GPU shares are floats)
-STOPPING = (EvictReason.TIME_LIMIT, EvictReason.IDLE)
 NODE_DOWN = "node-down"
 
 
@@ -111,10 +112,6 @@ def simulate(repo: Repo, simulation: Simulation | None = None) -> SimulationResu
     return run.result(simulation.name)
 
 
-def _is_repo_workload(repo: Repo, workload: Workload) -> bool:
-    return any(w is workload for w in repo.workloads)
-
-
 @dataclass
 class _Run:
     """The state of a run between steps; each method is one kind of event."""
@@ -129,6 +126,11 @@ class _Run:
     failures: list[ExpectationFailure] = field(default_factory=list)
     checked: int = 0
     submitted: int = 0
+    # the repo's own workload objects; the others came from the simulation file
+    own: set[int] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.own = {id(workload) for workload in self.repo.workloads}
 
     def step(self, step: Step) -> None:
         match step.action:
@@ -210,22 +212,27 @@ class _Run:
     ) -> None:
         self.log.append(LogEntry(step, cycle, self.snapshot.now, "evict", job, reason, by, pods))
 
-    def state(self, name: str) -> WorkloadState:
+    def states(self, names: Iterable[str]) -> dict[str, WorkloadState]:
+        """The workloads' states now; one pass over the jobs, however many are asked for."""
+        jobs = {job.name: job for job in self.snapshot.jobs}
+        reasons = dict(self.last.pending_reasons)
+        return {name: self._state(name, jobs.get(name), reasons) for name in names}
+
+    def _state(self, name: str, job: Job | None, reasons: dict[str, str]) -> WorkloadState:
         workload = self.workloads[name]
-        job = next((job for job in self.snapshot.jobs if job.name == name), None)
         if job is None:
             status, reason = self.ended[name]
         elif job.running:
             status, reason = "running", ""
         else:
-            status, reason = "pending", dict(self.last.pending_reasons).get(name, "")
+            status, reason = "pending", reasons.get(name, "")
         return WorkloadState(
             workload=workload,
             request=self.requests[name],
             status=status,
             reason=reason,
             pods=job.placement if job else (),
-            document=None if _is_repo_workload(self.repo, workload) else workload.doc.data,
+            document=None if id(workload) in self.own else workload.doc.data,
         )
 
     def expect(self, step: Step, expect: Expect) -> None:
@@ -236,8 +243,9 @@ class _Run:
                 got = getattr(status, PROJECT_FIELDS[key]) if status else None
                 ok = got is not None and abs(got - want) <= TOLERANCE
                 self._check(step, expect, ("project", name, key), want, got, ok)
+        states = self.states(expect.workloads)
         for name, fields in expect.workloads.items():
-            state = self.state(name)
+            state = states[name]
             actual = {"status": state.status, "node": nodes_of(state.pods), "reason": state.reason}
             for key, want in fields.items():
                 got = actual[key]
@@ -259,7 +267,7 @@ class _Run:
             snapshot=self.snapshot,
             departments=self.last.departments,
             projects=self.last.projects,
-            workloads=tuple(self.state(name) for name in sorted(self.workloads)),
+            workloads=tuple(self.states(sorted(self.workloads)).values()),
             log=tuple(self.log),
             expectations=self.checked,
             failures=tuple(self.failures),
