@@ -6,58 +6,62 @@ consolidate), so they live in one place and return the reason shown on pending w
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import GPU_EPSILON, Job
 
 
+@dataclass(frozen=True)
+class Bound:
+    """One quota rule on a job: its queue holds `used` of at most `cap` GPUs."""
+
+    used: float
+    cap: float
+    rule: str  # completes "... ({used + amount} > {cap} GPUs)"
+
+
+def bounds(session: Session, job: Job) -> list[Bound]:
+    """Every rule bounding what the job may add to its project and department."""
+    project = session.projects[job.project]
+    department = session.departments.get(project.parent)
+    found: list[Bound] = []
+    for queue, level in ((project, "project"), (department, "department")):
+        if queue is None:
+            continue
+        if not job.preemptible:
+            rule = f"non-preemptible work must fit in the {level}'s deserved quota"
+            found.append(Bound(session.fixed[queue.name], queue.deserved, rule))
+        if queue.limit is not None:
+            rule = f"{level} hard limit reached"
+            found.append(Bound(session.allocated[queue.name], queue.limit, rule))
+    if not project.over_quota_allowed:
+        rule = "project may not go over quota"
+        found.append(Bound(session.allocated[project.name], project.deserved, rule))
+    return found
+
+
 def quota_blocker(session: Session, job: Job) -> str | None:
     """Why the job's project (or department) may not grow by this job now; None if it may."""
-    project = session.projects.get(job.project)
-    if project is None:
+    if job.project not in session.projects:
         return f"project {job.project!r} is not in the policy"
     amount = session.job_gpus(job)
-    queues = [project]
-    department = session.departments.get(project.parent)
-    if department is not None:
-        queues.append(department)
-    for queue in queues:
-        level = "department" if queue is department else "project"
-        if not job.preemptible:
-            fixed = session.fixed[queue.name] + amount
-            if fixed > queue.deserved + GPU_EPSILON:
-                return (
-                    f"non-preemptible work must fit in the {level}'s deserved quota "
-                    f"({_gpus(fixed)} > {_gpus(queue.deserved)} GPUs)"
-                )
-        total = session.allocated[queue.name] + amount
-        if queue.limit is not None and total > queue.limit + GPU_EPSILON:
-            return f"{level} hard limit reached ({_gpus(total)} > {_gpus(queue.limit)} GPUs)"
-    total = session.allocated[project.name] + amount
-    if not project.over_quota_allowed and total > project.deserved + GPU_EPSILON:
-        return f"project may not go over quota ({_gpus(total)} > {_gpus(project.deserved)} GPUs)"
+    for bound in bounds(session, job):
+        total = bound.used + amount
+        if total > bound.cap + GPU_EPSILON:
+            return f"{bound.rule} ({_gpus(total)} > {_gpus(bound.cap)} GPUs)"
     return None
 
 
 def headroom(session: Session, job: Job) -> float:
-    """The most GPUs the job may add to its project under the same rules as quota_blocker.
+    """The most GPUs the job may add now under the rules quota_blocker applies.
 
     Placement uses it for GPU-memory and MIG requests, whose share depends on the GPU
     they land on: a 24 GiB request fits a 0.5-GPU quota on an 80 GiB GPU, not on 32 GiB.
     """
-    project = session.projects.get(job.project)
-    if project is None:
+    if job.project not in session.projects:
         return 0.0
-    room = float("inf")
-    for queue in (project, session.departments.get(project.parent)):
-        if queue is None:
-            continue
-        if not job.preemptible:
-            room = min(room, queue.deserved - session.fixed[queue.name])
-        if queue.limit is not None:
-            room = min(room, queue.limit - session.allocated[queue.name])
-    if not project.over_quota_allowed:
-        room = min(room, project.deserved - session.allocated[project.name])
-    return room
+    return min((b.cap - b.used for b in bounds(session, job)), default=float("inf"))
 
 
 def may_reclaim(session: Session, job: Job) -> bool:
