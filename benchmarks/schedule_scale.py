@@ -8,7 +8,7 @@ What it builds, deterministically from `--seed` (``random.Random(seed)`` only, n
   (V100-SXM2-32GB, 18%), ``a100-40`` (24%) and ``a100-80`` (24%); ``shared-a100-40``
   (17%), where the fraction and GPU-memory workloads go; ``mig-a100-80`` (17%,
   A100-SXM4-80GB with MIG enabled). Every MIG GPU gets a layout drawn from a pool built
-  with ``gitops_sched.engine.mig.find_placement`` (some GPUs stay empty), each layout
+  with ``gitops_sched.hardware.mig.find_placement`` (some GPUs stay empty), each layout
   checked with ``is_valid_layout``. Nodes sit in racks of 16 (the topology label); 0.5% of
   the nodes are cordoned and stay empty.
 * `--departments` departments and `--projects` projects. Department quotas are integers
@@ -70,13 +70,6 @@ from typing import Any
 from gitops_sched.engine import schedule
 from gitops_sched.engine.cycle import ACTIONS
 from gitops_sched.engine.fairshare import fair_shares
-from gitops_sched.engine.mig import (
-    MigInstance,
-    compute_share,
-    find_placement,
-    is_valid_layout,
-    mig_profiles,
-)
 from gitops_sched.engine.requests import pod_gpus
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import (
@@ -92,7 +85,14 @@ from gitops_sched.engine.types import (
     RequestKind,
     Snapshot,
 )
-from gitops_sched.gpus import GPU_MODELS
+from gitops_sched.hardware.gpus import GPU_MODELS
+from gitops_sched.hardware.mig import (
+    MigInstance,
+    compute_share,
+    find_placement,
+    is_valid_layout,
+    mig_profiles,
+)
 
 NOW = 1_000_000.0  # the snapshot's clock; started_at / idle_since are relative to it
 RACK_SIZE = 16

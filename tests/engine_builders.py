@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from itertools import count
 
-from gitops_sched.engine.mig import MigInstance
 from gitops_sched.engine.types import (
     Gpu,
     GpuRequest,
@@ -15,6 +14,7 @@ from gitops_sched.engine.types import (
     RequestKind,
     Snapshot,
 )
+from gitops_sched.hardware.mig import MigInstance
 
 _order = count()
 

@@ -18,7 +18,6 @@ from dataclasses import replace
 from hypothesis import strategies as st
 
 from gitops_sched.engine import settle
-from gitops_sched.engine.mig import MigInstance, is_valid_layout, mig_profiles
 from gitops_sched.engine.types import (
     Gpu,
     GpuRequest,
@@ -29,6 +28,7 @@ from gitops_sched.engine.types import (
     RequestKind,
     Snapshot,
 )
+from gitops_sched.hardware.mig import MigInstance, is_valid_layout, mig_profiles
 
 A100 = "A100-SXM4-80GB"
 V100 = "V100-SXM2-32GB"

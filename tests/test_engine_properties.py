@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 from gitops_sched.engine import apply_decisions, schedule, settle
 from gitops_sched.engine.apply import STOPPING
-from gitops_sched.engine.mig import compute_share, is_valid_layout
 from gitops_sched.engine.types import (
     GPU_EPSILON,
     Decisions,
@@ -32,6 +31,7 @@ from gitops_sched.engine.types import (
     RequestKind,
     Snapshot,
 )
+from gitops_sched.hardware.mig import compute_share, is_valid_layout
 from tests.strategies import (
     guaranteed_quota_snapshots,
     jobs_of,

@@ -7,8 +7,8 @@ from dataclasses import replace
 from engine_builders import allocated, department, job, jobs, nodes, policy, project, snapshot
 
 from gitops_sched.engine import apply_decisions, schedule, settle
-from gitops_sched.engine.mig import MigInstance
 from gitops_sched.engine.types import EvictReason
+from gitops_sched.hardware.mig import MigInstance
 
 DGX = nodes("dgx", 2)
 NETAPP = policy(

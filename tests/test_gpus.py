@@ -1,6 +1,6 @@
 import pytest
 
-from gitops_sched.gpus import GPU_MODELS, GpuModel, known_gpu_model_names, lookup_gpu_model
+from gitops_sched.hardware.gpus import GPU_MODELS, GpuModel, known_gpu_model_names, lookup_gpu_model
 
 REQUIRED_MODELS = {
     "V100-SXM2-16GB": 16384,

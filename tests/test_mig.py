@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gitops_sched.engine.mig import (
+from gitops_sched.hardware.gpus import GPU_MODELS
+from gitops_sched.hardware.mig import (
     MigInstance,
     MigProfile,
     compute_share,
@@ -13,7 +14,6 @@ from gitops_sched.engine.mig import (
     layout_with,
     mig_profiles,
 )
-from gitops_sched.gpus import GPU_MODELS
 
 A100_40 = "A100-SXM4-40GB"
 MIG_MODELS = ["A30", "A100-SXM4-40GB", "A100-SXM4-80GB", "H100-SXM5-80GB", "H200-SXM5-141GB"]

@@ -8,11 +8,11 @@ import pytest
 import yaml
 from config_builders import doc
 
+from gitops_sched.bridge.build import job_from_workload, nodes_from_repo, policy_from_repo
 from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.loader import load_text
 from gitops_sched.config.model import Repo, build_repo
 from gitops_sched.engine.types import GpuRequest, RequestKind
-from gitops_sched.sim.build import job_from_workload, nodes_from_repo, policy_from_repo
 
 
 def repo_of(*documents: dict[str, Any]) -> Repo:
@@ -183,7 +183,7 @@ def test_job_carries_gang_priority_and_submission_order() -> None:
 @pytest.mark.parametrize(
     ("spec", "groups"),
     [
-        ({"type": "train"}, ("dgx", "a100")),  # the project's allowed groups
+        ({"type": "train"}, ("a100", "dgx")),  # the project's allowed groups
         ({"type": "interactive"}, ("a100",)),  # the project's groups for the type
         ({"type": "train", "nodeGroup": "a100"}, ("a100",)),  # the workload's own
     ],

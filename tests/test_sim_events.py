@@ -15,8 +15,8 @@ from gitops_sched.cli import main
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
 from gitops_sched.config.model import Repo
 from gitops_sched.config.validate import check_repo
-from gitops_sched.engine.mig import MigInstance
 from gitops_sched.engine.types import PodPlacement
+from gitops_sched.hardware.mig import MigInstance
 from gitops_sched.sim.events import (
     Advance,
     Delete,

@@ -43,15 +43,10 @@ BACKOFF_LIMIT = 3
 
 def render_workloads(repo: Repo) -> list[dict[str, Any]]:
     projects = {p.name: p for p in repo.projects}
-    groups = {g.name: g for g in repo.node_groups}
     objects: list[dict[str, Any]] = []
     for workload in repo.workloads:
         project = projects[workload.project]
-        if workload.node_group:
-            allowed: tuple[str, ...] = (workload.node_group,)
-        else:
-            allowed = project.allowed_node_groups(workload.type)
-        objects += render_workload(repo, workload, project, [groups[n] for n in allowed])
+        objects += render_workload(repo, workload, project, repo.workload_node_groups(workload))
     return objects
 
 
@@ -102,7 +97,7 @@ def _pod_annotations(workload: Workload, spec: dict[str, Any]) -> dict[str, str]
 
 
 def _affinity(node_groups: list[NodeGroup]) -> dict[str, Any]:
-    """Required node affinity to the allowed node groups' labels; none when all are allowed."""
+    """Required node affinity to the allowed node groups' labels (keeps pods off system nodes)."""
     values: dict[str, set[str]] = {}
     for group in node_groups:
         key, value = group.node_label

@@ -111,6 +111,11 @@ class NodeGroup:
     def gpu_capacity(self) -> int:
         return self.node_count * self.gpus_per_node
 
+    @property
+    def runs_workloads(self) -> bool:
+        """GPU workers, and CPU workers for the workloads that ask no GPU; not system nodes."""
+        return self.role != "system"
+
 
 @dataclass(frozen=True)
 class Department:
@@ -227,6 +232,28 @@ class Repo:
     @property
     def gpu_capacity(self) -> int:
         return sum(g.gpu_capacity for g in self.node_groups)
+
+    def workload_node_group_names(self, workload: Workload) -> tuple[str, ...]:
+        """The node groups a workload may run on: the one rule the checks, the compiler and
+        the engine's input all follow.
+
+        Its own `nodeGroup` pin, else its project's list for its type, else the project's
+        list, else every group that runs workloads (all but `system` ones). Sorted; a name
+        that matches no group stays (the reference checks report it, and nothing runs there).
+        """
+        project = self.project(workload.project)
+        if workload.node_group:
+            names: tuple[str, ...] = (workload.node_group,)
+        else:
+            names = project.allowed_node_groups(workload.type) if project else ()
+        if not names:
+            names = tuple(g.name for g in self.node_groups if g.runs_workloads)
+        return tuple(sorted(set(names)))
+
+    def workload_node_groups(self, workload: Workload) -> list[NodeGroup]:
+        """The defined node groups of `workload_node_group_names`, in file order."""
+        names = set(self.workload_node_group_names(workload))
+        return [g for g in self.node_groups if g.name in names]
 
     def pod_spec(self, workload: Workload) -> dict[str, Any]:
         """The workload's pod fields: default template, then its template, then its own.

@@ -13,11 +13,11 @@ import bisect
 from collections.abc import Iterable
 
 from gitops_sched.engine.admission import headroom
-from gitops_sched.engine.mig import MigInstance, find_placement, layout_with
 from gitops_sched.engine.requests import mig_share
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import GPU_EPSILON, Job, PodPlacement, RequestKind
 from gitops_sched.engine.usage import GpuKey, NodeUse, Usage
+from gitops_sched.hardware.mig import MigInstance, find_placement, layout_with
 
 
 def place(session: Session, job: Job) -> bool:

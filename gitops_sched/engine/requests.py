@@ -7,8 +7,8 @@ MIG instance as its share of the GPU's compute slices.
 
 from __future__ import annotations
 
-from gitops_sched.engine.mig import compute_share
 from gitops_sched.engine.types import Job, PodPlacement, RequestKind
+from gitops_sched.hardware.mig import compute_share
 
 
 def pod_gpus(job: Job, pod: PodPlacement | None, model: str, memory_mib: int) -> float:

@@ -12,7 +12,6 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 from gitops_sched.engine.fairshare import fair_shares
-from gitops_sched.engine.mig import MigInstance
 from gitops_sched.engine.requests import pod_gpus
 from gitops_sched.engine.types import (
     GPU_EPSILON,
@@ -27,6 +26,7 @@ from gitops_sched.engine.types import (
     Snapshot,
 )
 from gitops_sched.engine.usage import NodeUse, Usage
+from gitops_sched.hardware.mig import MigInstance
 
 
 def _name(job: Job) -> str:

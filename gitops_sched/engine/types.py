@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from gitops_sched.engine.mig import MigInstance
+from gitops_sched.hardware.mig import MigInstance
 
 GPU_EPSILON = 1e-9  # fractions are floats; compare sums with this slack
 
@@ -40,6 +40,7 @@ class Gpu:
     memory_mib: int
     mig_enabled: bool = False
     mig_instances: tuple[MigInstance, ...] = ()  # instances that exist on the GPU now
+    mig_static: bool = False  # a fixed layout: the engine never creates or destroys instances
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from gitops_sched.engine.mig import MigInstance
 from gitops_sched.engine.requests import mig_share
 from gitops_sched.engine.types import GPU_EPSILON, Node, PodPlacement
+from gitops_sched.hardware.mig import MigInstance
 
 GpuKey = tuple[str, int]  # (node name, GPU index)
 

@@ -30,12 +30,12 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from gitops_sched.bridge.build import canonical_model, gpu_memory_mib, gpu_request, nodes_from_repo
 from gitops_sched.config.checks import run_checks
 from gitops_sched.config.diagnostics import Diagnostics, Location
 from gitops_sched.config.loader import Document, Path_, load_repo
 from gitops_sched.config.model import Repo, Workload, build_workload, duration_seconds, quantity
 from gitops_sched.config.schema import schema_problems, validate_documents
-from gitops_sched.engine.mig import MigInstance, is_valid_layout
 from gitops_sched.engine.types import (
     GPU_EPSILON,
     Gpu,
@@ -44,7 +44,7 @@ from gitops_sched.engine.types import (
     PodPlacement,
     RequestKind,
 )
-from gitops_sched.sim.build import canonical_model, gpu_memory_mib, gpu_request, nodes_from_repo
+from gitops_sched.hardware.mig import MigInstance, is_valid_layout
 
 # Expectation fields of a project, as written in the file -> QueueStatus attribute.
 PROJECT_FIELDS = {

@@ -14,9 +14,9 @@ from typing import Any, NamedTuple
 from rich.console import Console
 from rich.table import Table
 
-from gitops_sched.engine.mig import MigInstance
 from gitops_sched.engine.requests import mig_share
 from gitops_sched.engine.types import GpuRequest, Node, PodPlacement, QueueStatus, RequestKind
+from gitops_sched.hardware.mig import MigInstance
 from gitops_sched.sim.run import (
     ExpectationFailure,
     LogEntry,

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gitops_sched.bridge.build import job_from_workload, nodes_from_repo, policy_from_repo
 from gitops_sched.config.diagnostics import Location
 from gitops_sched.config.model import Repo, Workload
 from gitops_sched.engine import settle
@@ -25,7 +26,6 @@ from gitops_sched.engine.types import (
     QueueStatus,
     Snapshot,
 )
-from gitops_sched.sim.build import job_from_workload, nodes_from_repo, policy_from_repo
 from gitops_sched.sim.events import (
     PROJECT_FIELDS,
     Advance,

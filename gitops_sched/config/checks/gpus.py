@@ -21,7 +21,7 @@ from gitops_sched.config.checks.pods import (
 )
 from gitops_sched.config.diagnostics import Diagnostic, Severity
 from gitops_sched.config.model import Repo, quantity
-from gitops_sched.gpus import known_gpu_model_names, lookup_gpu_model
+from gitops_sched.hardware.gpus import known_gpu_model_names, lookup_gpu_model
 
 
 def _names(items: Iterable[str]) -> str:

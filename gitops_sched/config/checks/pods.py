@@ -14,20 +14,13 @@ from typing import Any
 
 from gitops_sched.config.loader import Document, Path_
 from gitops_sched.config.model import NodeGroup, Repo, Workload
-from gitops_sched.engine.mig import MigProfile, mig_profiles
-from gitops_sched.gpus import lookup_gpu_model
+from gitops_sched.hardware.gpus import lookup_gpu_model
+from gitops_sched.hardware.mig import MigProfile, mig_profiles
 
 
 def _workload_node_groups(repo: Repo, workload: Workload) -> list[NodeGroup]:
-    """The node groups a workload may run on: its own pin, its project's list, or all GPU ones."""
-    project = repo.project(workload.project)
-    if workload.node_group:
-        names: tuple[str, ...] = (workload.node_group,)
-    else:
-        names = project.allowed_node_groups(workload.type) if project else ()
-    if names:
-        return [g for g in repo.node_groups if g.name in names]
-    return [g for g in repo.node_groups if g.role == "gpu-worker"]
+    """The node groups with GPUs a workload may run on (see Repo.workload_node_groups)."""
+    return [g for g in repo.workload_node_groups(workload) if g.role == "gpu-worker"]
 
 
 def _gpu_memory(group: NodeGroup) -> Decimal | None:

@@ -31,7 +31,7 @@ from gitops_sched.config.model import (
     Workload,
     gpu_request_of,
 )
-from gitops_sched.engine.mig import compute_share
+from gitops_sched.hardware.mig import compute_share
 
 # GPU quantities are floats (fractions, MIG shares); a sum may miss a bound by rounding noise.
 EPSILON = 1e-6

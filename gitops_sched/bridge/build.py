@@ -20,7 +20,7 @@ from gitops_sched.config.model import (
     gpu_request_of,
 )
 from gitops_sched.engine.types import Gpu, GpuRequest, Job, Node, Policy, QueueSpec, RequestKind
-from gitops_sched.gpus import lookup_gpu_model
+from gitops_sched.hardware.gpus import lookup_gpu_model
 
 MIB = 1024 * 1024
 
@@ -86,11 +86,6 @@ def canonical_model(model: str | None) -> str:
     return known.name if known else model or ""
 
 
-def runs_workloads(group: NodeGroup) -> bool:
-    """GPU workers, and CPU workers for the workloads that ask no GPU; not system nodes."""
-    return group.role != "system"
-
-
 def _group_nodes(group: NodeGroup) -> tuple[Node, ...]:
     memory = gpu_memory_mib(group.gpu_model, group.gpu_memory)
     gpus = tuple(
@@ -125,7 +120,7 @@ def nodes_from_repo(repo: Repo) -> tuple[Node, ...]:
     `nodesPerDomain` nodes (all in one domain when that is not given).
     """
     return tuple(
-        node for group in repo.node_groups if runs_workloads(group) for node in _group_nodes(group)
+        node for group in repo.node_groups if group.runs_workloads for node in _group_nodes(group)
     )
 
 
@@ -144,12 +139,7 @@ def gpu_request(spec: dict) -> GpuRequest:
 
 
 def job_from_workload(repo: Repo, workload: Workload, submitted: int) -> Job:
-    """A pending job for a workload; node groups: its own, else its project's for its type."""
-    project = repo.project(workload.project)
-    if workload.node_group:
-        groups: tuple[str, ...] = (workload.node_group,)
-    else:
-        groups = project.allowed_node_groups(workload.type) if project else ()
+    """A pending job for a workload, on the node groups Repo.workload_node_group_names allows."""
     return Job(
         name=workload.name,
         project=workload.project,
@@ -159,6 +149,6 @@ def job_from_workload(repo: Repo, workload: Workload, submitted: int) -> Job:
         request=gpu_request(repo.pod_spec(workload)),
         pods=workload.replicas,
         min_available=workload.min_available,
-        node_groups=groups,
+        node_groups=repo.workload_node_group_names(workload),
         submitted=submitted,
     )

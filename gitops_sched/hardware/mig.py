@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import combinations
 
-from gitops_sched.gpus import GPU_MODELS, known_gpu_model_names, lookup_gpu_model
+from gitops_sched.hardware.gpus import GPU_MODELS, known_gpu_model_names, lookup_gpu_model
 
 
 @dataclass(frozen=True)
