@@ -1,8 +1,29 @@
-"""Scale benchmark for one scheduling cycle (not a test): prints one JSON object.
+"""Scale benchmark of the scheduling engine (not a test): prints one JSON object.
 
-    .venv/bin/python benchmarks/schedule_scale.py [--seed 1] [--nodes 1000] [--repeat 3] ...
+    .venv/bin/python benchmarks/schedule_scale.py [--sections cycle kai-fill scaling repo]
+        [--quick] [--seed 1] [--nodes 1000] [--repeat 3] [--profile-dir DIR] ...
 
-What it builds, deterministically from `--seed` (``random.Random(seed)`` only, no clock):
+Four sections, all run unless `--sections` names some; `--quick` uses the smaller sizes
+of ``SIZES`` (a size given on the command line wins):
+
+* ``cycle`` (the top-level figures): one cycle of the generated state described below.
+* ``kai_fill``: KAI Scheduler's fill, `--kai-nodes` (500) whole-GPU nodes of
+  `--gpus-per-node` GPUs and `--kai-jobs` (4,000) pending one-GPU train jobs spread evenly
+  over `--kai-projects` projects of one department, nothing running: ``engine.settle``
+  from empty, its time and cycles (and the first cycle alone).
+* ``scaling``: one cycle of the generated state at `--scale-steps` sizes, nodes and jobs
+  doubling from `--scale-nodes` x `--scale-jobs-per-node` (250 x 2,500 to 4,000 x
+  40,000); departments and projects stay as `--departments` / `--projects`. The growth
+  exponent is the least-squares slope of log(cycle time) over log(jobs) (goal <= 1.1);
+  ``step_exponents`` are the slopes between neighbouring sizes.
+* ``repo_settle``: the 1,000-project / 10,000-workload repo of benchmarks/compile_scale.py
+  (its generator, imported), validated (best of `--repeat`) and then ``sim.run.simulate``
+  with no simulation file (every workload arrives on the empty cluster; the bridge builds
+  policy, nodes and jobs; ``engine.settle`` cycles): its time, CPU time, cycles, what each
+  cycle decided, and the ratio to validate (goal <= 3x). Best of `--repo-repeat` (1).
+
+What the cycle and scaling sections build, deterministically from `--seed`
+(``random.Random(seed)`` only, no clock):
 
 * Nodes (`--nodes` x `--gpus-per-node`) in five node groups: whole-GPU ``v100``
   (V100-SXM2-32GB, 18%), ``a100-40`` (24%) and ``a100-80`` (24%); ``shared-a100-40``
@@ -35,7 +56,7 @@ the arrival mix (mostly whole-GPU train). The result is checked independently (n
 over-committed, every MIG pod on an existing instance, every layout valid, node groups
 respected, non-preemptible work within quota) before anything is timed.
 
-What it measures (best of `--repeat`, `time.perf_counter`, GC left on):
+What the cycle section measures (best of `--repeat`, `time.perf_counter`, GC left on):
 
 * ``load_s``: ``json.loads`` of the serialised state plus building the frozen
   ``Snapshot`` dataclasses from it (what "loading the state" costs the in-cluster
@@ -48,6 +69,10 @@ What it measures (best of `--repeat`, `time.perf_counter`, GC left on):
   action of ``cycle.ACTIONS`` timed separately.
 
 ``--profile FILE`` also writes cProfile stats of one more ``schedule`` call to FILE.
+``--profile-dir DIR`` profiles one more run of each section (cycle and the largest
+scaling size: ``schedule``; KAI fill: ``settle``; repo: ``simulate``) into
+DIR/<section>.prof and lists the `--top` functions by cumulative and by self time, as
+file:line, under the section's ``hotspots``.
 """
 
 from __future__ import annotations
@@ -59,15 +84,20 @@ import json
 import math
 import os
 import platform
+import pstats
 import random
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
+from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
-from gitops_sched.engine import schedule
+from gitops_sched.engine import schedule, settle
 from gitops_sched.engine.cycle import ACTIONS
 from gitops_sched.engine.fairshare import fair_shares
 from gitops_sched.engine.requests import pod_gpus
@@ -184,12 +214,18 @@ def mig_layout_pool(rng: random.Random, model: str) -> list[tuple[MigInstance, .
     return pool
 
 
-def make_nodes(rng: random.Random, count: int, gpus_per_node: int) -> list[Node]:
-    sizes = apportion(count, [g.share for g in GROUPS])
-    layouts = mig_layout_pool(rng, MIG.model)
-    cordoned = set(rng.sample(range(count), round(count * CORDONED_SHARE)))
+def make_nodes(
+    rng: random.Random,
+    count: int,
+    gpus_per_node: int,
+    groups: tuple[GroupSpec, ...] = GROUPS,
+    cordoned_share: float = CORDONED_SHARE,
+) -> list[Node]:
+    sizes = apportion(count, [g.share for g in groups])
+    layouts = mig_layout_pool(rng, MIG.model) if any(g.kind == "mig" for g in groups) else []
+    cordoned = set(rng.sample(range(count), round(count * cordoned_share)))
     nodes: list[Node] = []
-    for group, size in zip(GROUPS, sizes):
+    for group, size in zip(groups, sizes):
         memory = GPU_MODELS[group.model].memory_mib
         for i in range(size):
             if group.kind == "mig":
@@ -847,22 +883,8 @@ def phases(snapshot: Snapshot, shares: dict[str, float]) -> tuple[dict[str, floa
     return {k: round(v, 6) for k, v in out.items()}, same
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--gpus-per-node", type=int, default=8)
-    parser.add_argument("--departments", type=int, default=50)
-    parser.add_argument("--projects", type=int, default=500)
-    parser.add_argument("--workloads", type=int, default=20_000)
-    parser.add_argument("--running-fraction", type=float, default=0.5)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--no-phases", action="store_true", help="skip the per-action run")
-    parser.add_argument("--profile", metavar="FILE", help="write cProfile stats of one cycle")
-    args = parser.parse_args(argv)
-    if args.repeat < 1:
-        parser.error("--repeat must be at least 1")
-
+def cycle_section(args: argparse.Namespace) -> dict[str, Any]:
+    """The original figures: load, demand, fair share and one cycle of the generated state."""
     start = time.perf_counter()
     generated = generate(args)
     generate_s = time.perf_counter() - start
@@ -886,20 +908,6 @@ def main(argv: list[str] | None = None) -> None:
     cycle_s, decisions = best_of(args.repeat, lambda: schedule(snapshot))
 
     result: dict[str, Any] = {
-        "benchmark": "schedule_scale",
-        "params": {
-            k: getattr(args, k)
-            for k in (
-                "seed",
-                "nodes",
-                "gpus_per_node",
-                "departments",
-                "projects",
-                "workloads",
-                "running_fraction",
-                "repeat",
-            )
-        },
         "state": {**generated.summary, "json_bytes": len(text.encode())},
         "generate_s": round(generate_s, 6),
         "serialise_s": round(serialise_s, 6),
@@ -914,10 +922,331 @@ def main(argv: list[str] | None = None) -> None:
     if not args.no_phases:
         result["phases_s"], result["fair_share_matches_session"] = phases(snapshot, shares)
     if args.profile:
-        profiler = cProfile.Profile()
-        profiler.runcall(schedule, snapshot)
-        profiler.dump_stats(args.profile)
+        profile(args.profile, args.top, lambda: schedule(snapshot))
         result["profile"] = args.profile
+    if args.profile_dir:
+        result["hotspots"] = profile_into(args, "cycle", lambda: schedule(snapshot))
+    return result
+
+
+# -- the KAI fill, the scaling table and the benchmark repo's settle ------------------------
+
+KAI_GROUP = GroupSpec("a100-80", "A100-SXM4-80GB", 1.0, "whole")
+ONE_GPU_TRAIN = Draft("train", "train", 50, True, GpuRequest(RequestKind.WHOLE, 1))
+GOAL_EXPONENT = 1.1
+GOAL_SETTLE_OVER_VALIDATE = 3.0
+
+
+def kai_fill_snapshot(args: argparse.Namespace) -> Snapshot:
+    """KAI Scheduler's fill: whole-GPU nodes, nothing running, one-GPU jobs spread evenly
+    over `--kai-projects` projects of one department, quotas splitting the cluster evenly."""
+    rng = random.Random(args.seed)
+    nodes = make_nodes(rng, args.kai_nodes, args.gpus_per_node, (KAI_GROUP,), cordoned_share=0)
+    capacity = sum(len(n.gpus) for n in nodes)
+    department = QueueSpec("dept-000", float(capacity), float(capacity))
+    quotas = apportion(capacity, [1.0] * args.kai_projects)
+    projects = tuple(
+        QueueSpec(f"proj-{p:04d}", float(q), float(q), parent=department.name)
+        for p, q in enumerate(quotas)
+    )
+    jobs = tuple(
+        make_job(ONE_GPU_TRAIN, n, projects[n % len(projects)].name) for n in range(args.kai_jobs)
+    )
+    return Snapshot(Policy((department,), projects), tuple(nodes), jobs, now=NOW)
+
+
+def settle_summary(history: list[Decisions]) -> dict[str, Any]:
+    """Cycles a settle took, whether the last one changed nothing, and what each decided."""
+    return {
+        "cycles": len(history),
+        "converged": not history[-1].changed,
+        "per_cycle": [
+            {
+                "binds": len(d.binds),
+                "evictions": dict(sorted(Counter(e.reason.value for e in d.evictions).items())),
+                "mig_changes": len(d.mig_changes),
+            }
+            for d in history
+        ],
+        "pending_after": len(history[-1].pending_reasons),
+    }
+
+
+def kai_fill_section(args: argparse.Namespace) -> dict[str, Any]:
+    snapshot = kai_fill_snapshot(args)
+    first_cycle_s, _ = best_of(args.repeat, lambda: schedule(snapshot))
+    settle_s, (final, history) = best_of(args.repeat, lambda: settle(snapshot))
+    result = {
+        "nodes": len(snapshot.nodes),
+        "gpus": sum(len(n.gpus) for n in snapshot.nodes),
+        "projects": len(snapshot.policy.projects),
+        "jobs": len(snapshot.jobs),
+        "settle_s": round(settle_s, 6),
+        "first_cycle_s": round(first_cycle_s, 6),
+        "running_after": sum(j.running for j in final.jobs),
+        **settle_summary(history),
+    }
+    if args.profile_dir:
+        result["hotspots"] = profile_into(args, "kai-fill", lambda: settle(snapshot))
+    return result
+
+
+def scaling_sizes(args: argparse.Namespace) -> list[tuple[int, int]]:
+    """(nodes, jobs), both doubling from `--scale-nodes` x (`--scale-jobs-per-node` each)."""
+    return [
+        (args.scale_nodes << i, (args.scale_nodes << i) * args.scale_jobs_per_node)
+        for i in range(args.scale_steps)
+    ]
+
+
+def growth_exponent(sizes: list[float], seconds: list[float]) -> float | None:
+    """Least-squares slope of log(seconds) over log(size): 1 is linear, 2 quadratic."""
+    if len(sizes) < 2:
+        return None
+    xs, ys = [math.log(x) for x in sizes], [math.log(y) for y in seconds]
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / spread
+
+
+def scaling_section(args: argparse.Namespace) -> dict[str, Any]:
+    """One cycle of `generate`'s state (the same mix as the cycle section) at each size."""
+    rows: list[dict[str, Any]] = []
+    snapshot = None
+    for nodes, jobs in scaling_sizes(args):
+        sized = argparse.Namespace(**{**vars(args), "nodes": nodes, "workloads": jobs})
+        start = time.perf_counter()
+        generated = generate(sized)
+        generate_s = time.perf_counter() - start
+        snapshot = generated.snapshot
+        cycle_s, decisions = best_of(args.repeat, partial(schedule, snapshot))
+        counts = count_decisions(decisions)
+        rows.append(
+            {
+                "nodes": nodes,
+                "gpus": generated.summary["gpus"],
+                "jobs": jobs,
+                "running": generated.summary["running"],
+                "generate_s": round(generate_s, 3),
+                "cycle_s": round(cycle_s, 6),
+                "us_per_job": round(cycle_s / jobs * 1e6, 2),
+                **{k: counts[k] for k in ("binds", "evictions", "mig_changes", "pending_after")},
+            }
+        )
+    exponent = growth_exponent([r["jobs"] for r in rows], [r["cycle_s"] for r in rows])
+    result: dict[str, Any] = {
+        "projects": args.projects,
+        "departments": args.departments,
+        "rows": rows,
+        "step_exponents": [
+            round(growth_exponent([a["jobs"], b["jobs"]], [a["cycle_s"], b["cycle_s"]]), 3)
+            for a, b in pairwise(rows)
+        ],
+        "growth_exponent": None if exponent is None else round(exponent, 3),
+        "goal": {
+            "max_exponent": GOAL_EXPONENT,
+            "met": exponent is not None and exponent <= GOAL_EXPONENT,
+        },
+    }
+    if args.profile_dir and snapshot is not None:
+        result["hotspots"] = profile_into(args, "scaling", partial(schedule, snapshot))
+    return result
+
+
+def compile_scale_module() -> Any:
+    """benchmarks/compile_scale.py, whose generator writes the benchmark repo."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import compile_scale
+
+    return compile_scale
+
+
+def write_benchmark_repo(args: argparse.Namespace, root: Path) -> list[str]:
+    """Write compile_scale's repo into `root` and check it validates clean.
+
+    Should it not, and only for that, its MIG strategy `mixed` (which the config stopped
+    accepting) is written again as `dynamic`, the same behaviour under its new name; the
+    node groups so changed are returned.
+    """
+    compile_scale = compile_scale_module()
+    params = argparse.Namespace(
+        seed=args.seed,
+        departments=args.repo_departments,
+        projects=args.repo_projects,
+        workloads=args.repo_workloads,
+    )
+    files = compile_scale.generate(params)
+    compile_scale.write_repo(files, root)
+    try:
+        compile_scale.validate(root)
+        return []
+    except AssertionError:
+        adapted = []
+        for doc in (doc for docs in files.values() for doc in docs):
+            mig = doc["spec"].get("mig") if doc["kind"] == "NodeGroup" else None
+            if mig and mig.get("strategy") == "mixed":
+                mig["strategy"] = "dynamic"
+                adapted.append(doc["metadata"]["name"])
+        if not adapted:
+            raise
+        compile_scale.write_repo(files, root)
+        return adapted
+
+
+def repo_section(args: argparse.Namespace) -> dict[str, Any]:
+    """`simulate` of compile_scale's repo: every workload arrives on the empty cluster."""
+    from gitops_sched.sim.run import simulate
+
+    compile_scale = compile_scale_module()
+    with tempfile.TemporaryDirectory(prefix="schedule-scale-repo-") as tmp:
+        adapted = write_benchmark_repo(args, Path(tmp))
+        validate_s, repo = best_of(args.repeat, lambda: compile_scale.validate(Path(tmp)))
+    cpu = time.process_time()
+    simulate_s, sim = best_of(args.repo_repeat, lambda: simulate(repo))
+    cpu_s = (time.process_time() - cpu) / args.repo_repeat
+    # settle's last cycle changes nothing and logs nothing: it settled if one more cycle
+    # over the final state changes nothing too
+    converged = not schedule(sim.snapshot).changed
+    logged = Counter((entry.cycle, entry.action, entry.reason) for entry in sim.log)
+    busy = max((cycle for cycle, _, _ in logged), default=0)
+    per_cycle = []
+    for cycle in range(1, busy + 1):
+        evictions = {r: n for (c, a, r), n in logged.items() if c == cycle and a == "evict"}
+        per_cycle.append(
+            {
+                "binds": logged[cycle, "bind", ""],
+                "evictions": dict(sorted(evictions.items())),
+                "mig_changes": logged[cycle, "mig-create", ""] + logged[cycle, "mig-destroy", ""],
+            }
+        )
+    states = Counter(state.status for state in sim.workloads)
+    ratio = simulate_s / validate_s
+    result: dict[str, Any] = {
+        "departments": len(repo.departments),
+        "projects": len(repo.projects),
+        "workloads": len(repo.workloads),
+        "nodes": len(sim.snapshot.nodes),
+        "gpus": sum(len(n.gpus) for n in sim.snapshot.nodes),
+        "validate_s": round(validate_s, 4),
+        "settle_s": round(simulate_s, 4),
+        "settle_cpu_s": round(cpu_s, 4),
+        "ratio_settle_over_validate": round(ratio, 3),
+        "cycles": busy + converged,
+        "converged": converged,
+        "workloads_by_status": dict(sorted(states.items())),
+        "per_cycle": per_cycle,
+        "goal": {"max_ratio": GOAL_SETTLE_OVER_VALIDATE, "met": ratio <= GOAL_SETTLE_OVER_VALIDATE},
+    }
+    if adapted:
+        result["mig_strategy_mixed_as_dynamic"] = adapted
+    if args.profile_dir:
+        result["hotspots"] = profile_into(args, "repo", lambda: simulate(repo))
+    return result
+
+
+# -- profiles ------------------------------------------------------------------------------
+
+
+def profile(path: str, top: int, fn: Callable[[], Any]) -> dict[str, list[dict[str, Any]]]:
+    """cProfile `fn` once into `path`; the `top` functions by cumulative and by self time."""
+    profiler = cProfile.Profile()
+    profiler.runcall(fn)
+    profiler.dump_stats(path)
+    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+    def rows(column: int) -> list[dict[str, Any]]:
+        ranked = sorted(stats.items(), key=lambda item: -item[1][column])[:top]
+        return [
+            {
+                "function": f"{file.removeprefix(root)}:{line}({name})",
+                "calls": calls,
+                "self_s": round(self_s, 4),
+                "cumulative_s": round(cumulative_s, 4),
+            }
+            for (file, line, name), (_, calls, self_s, cumulative_s, _) in ranked
+        ]
+
+    return {"by_cumulative": rows(3), "by_self": rows(2)}
+
+
+def profile_into(args: argparse.Namespace, name: str, fn: Callable[[], Any]) -> dict[str, Any]:
+    os.makedirs(args.profile_dir, exist_ok=True)
+    path = os.path.join(args.profile_dir, f"{name}.prof")
+    return {"file": path, **profile(path, args.top, fn)}
+
+
+# -- command line --------------------------------------------------------------------------
+
+SECTIONS = ("cycle", "kai-fill", "scaling", "repo")
+# integer options: name -> (default, help)
+OPTIONS: dict[str, tuple[int, str]] = {
+    "seed": (1, "seed of every generator (random.Random only)"),
+    "gpus_per_node": (8, "GPUs per generated node"),
+    "repeat": (3, "best of this many runs"),
+    "repo_repeat": (1, "best of this many settles of the repo (the slow one)"),
+    "top": (15, "hotspots listed per profile"),
+    "kai_projects": (4, "projects sharing the KAI fill's jobs"),
+    "scale_nodes": (250, "nodes at the scaling table's first size"),
+    "scale_jobs_per_node": (10, "jobs per node at every size of the scaling table"),
+}
+# sizes: name -> (full run, --quick); given on the command line, they win over both
+SIZES: dict[str, tuple[int, int]] = {
+    "nodes": (1000, 250),
+    "workloads": (20_000, 5_000),
+    "departments": (50, 12),
+    "projects": (500, 125),
+    "kai_nodes": (500, 125),
+    "kai_jobs": (4_000, 1_000),
+    "scale_steps": (5, 3),
+    "repo_departments": (50, 10),
+    "repo_projects": (1_000, 100),
+    "repo_workloads": (10_000, 1_000),
+}
+
+
+def option(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    parser.add_argument("--quick", action="store_true", help="the smaller sizes of SIZES")
+    parser.add_argument("--running-fraction", type=float, default=0.5)
+    parser.add_argument("--no-phases", action="store_true", help="skip the per-action run")
+    parser.add_argument("--profile", metavar="FILE", help="write cProfile stats of one cycle")
+    parser.add_argument("--profile-dir", metavar="DIR", help="cProfile each section into DIR")
+    for name, (default, text) in OPTIONS.items():
+        parser.add_argument(option(name), type=int, default=default, help=text)
+    for name, (full, quick) in SIZES.items():
+        parser.add_argument(option(name), type=int, help=f"default {full} ({quick} with --quick)")
+    args = parser.parse_args(argv)
+    for name, (full, quick) in SIZES.items():
+        if getattr(args, name) is None:
+            setattr(args, name, quick if args.quick else full)
+    if args.repeat < 1 or args.repo_repeat < 1:
+        parser.error("--repeat and --repo-repeat must be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    hidden = ("profile", "profile_dir", "top", "no_phases")
+    result: dict[str, Any] = {
+        "benchmark": "schedule_scale",
+        "params": {k: v for k, v in vars(args).items() if k not in hidden},
+    }
+    if "cycle" in args.sections:
+        result |= cycle_section(args)
+    if "kai-fill" in args.sections:
+        result["kai_fill"] = kai_fill_section(args)
+    if "scaling" in args.sections:
+        result["scaling"] = scaling_section(args)
+    if "repo" in args.sections:
+        result["repo_settle"] = repo_section(args)
     result["machine"] = {
         "python": sys.version.split()[0],
         "implementation": platform.python_implementation(),
@@ -926,6 +1255,7 @@ def main(argv: list[str] | None = None) -> None:
         "processor": platform.processor(),
         "cpu_count": os.cpu_count(),
         "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "load_average_1m": round(os.getloadavg()[0], 2),
     }
     print(json.dumps(result, indent=2))
 
