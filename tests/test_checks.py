@@ -110,6 +110,29 @@ def test_departments_over_capacity_warn_when_oversubscription_is_allowed(
         assert result.stderr.splitlines() == [message.format("", "")]
 
 
+@pytest.mark.parametrize("allow", [True, False])
+def test_projects_over_their_department_warn_when_oversubscription_is_allowed(
+    repo_dir: Path, allow: bool
+) -> None:
+    cluster = doc("Cluster", "lab", policy={"allowOversubscription": allow})
+    projects = [
+        doc("Project", name, department="research", quota={"gpu": 10})
+        for name in ("vision", "speech")
+    ]
+    diagnostics = check(repo_dir, *projects, base=(cluster, A100, DEPARTMENT))
+    sum_ = (
+        "projects' GPU quotas add up to 20 (vision 10, speech 10), "
+        "more than the department's GPU quota of 16"
+    )
+    if allow:
+        note = "; allowed by policy.allowOversubscription (the department's quota caps their sum)"
+        assert found(diagnostics) == [("Department/research", "warning", sum_ + note)]
+    else:
+        note = " (allowed only with the Cluster's policy.allowOversubscription: true)"
+        assert found(diagnostics) == [("Department/research", "error", sum_ + note)]
+    assert key_line(diagnostics[0]) == "gpu: 16"
+
+
 def test_node_group_quotas_inside_node_group_capacity(repo_dir: Path) -> None:
     small = doc("NodeGroup", "a100", nodeCount=1, gpusPerNode=8, gpu={"model": "A100-80GB"})
     h100 = doc("NodeGroup", "h100", nodeCount=2, gpusPerNode=8, gpu={"model": "H100"})
@@ -160,6 +183,192 @@ def test_mig_on_a_gpu_without_mig(repo_dir: Path) -> None:
     diagnostics = check(repo_dir, group)
     assert found(diagnostics) == [("NodeGroup/t4", "error", "T4 GPUs do not support MIG")]
     assert key_line(diagnostics[0]) == "enabled: true"
+
+
+def mig_group(name: str = "serve", gpus: int = 8, model: str = "A100-SXM4-80GB", **mig: Any):
+    return doc("NodeGroup", name, nodeCount=1, gpusPerNode=gpus, gpu={"model": model}, mig=mig)
+
+
+def instances(*pairs: tuple[str, int]) -> list[dict[str, Any]]:
+    return [{"profile": profile, "start": start} for profile, start in pairs]
+
+
+STATIC = {"enabled": True, "strategy": "static"}
+
+
+def test_a_valid_static_layout_and_a_request_for_one_of_its_profiles_pass(repo_dir: Path) -> None:
+    layout = instances(("3g.40gb", 0), ("2g.20gb", 4), ("1g.10gb", 6))
+    by_gpu = [{"gpus": [6, 7], "layout": instances(("7g.80gb", 0))}]
+    group = mig_group(**STATIC, layout=layout, byGpu=by_gpu)
+    workload = doc("Workload", "w", project="vision", nodeGroup="serve", mig="2g.20gb")
+    assert check(repo_dir, group, workload) == []
+
+
+def test_static_layout_instances_follow_nvidias_placement_tables(repo_dir: Path) -> None:
+    layout = instances(("3g.40gb", 0), ("2g.20gb", 2), ("3g.20gb", 4), ("1g.10gb", 7))
+    diagnostics = check(repo_dir, mig_group(**STATIC, layout=layout))
+    assert found(diagnostics) == [
+        (
+            "NodeGroup/serve",
+            "error",
+            "2g.20gb at slice 2 overlaps 3g.40gb at slice 0 (memory slices 2, 3)",
+        ),
+        (
+            "NodeGroup/serve",
+            "error",
+            "MIG profile '3g.20gb' does not exist on A100-SXM4-80GB (valid: 1g.10gb, "
+            "1g.10gb+me, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb)",
+        ),
+        (
+            "NodeGroup/serve",
+            "error",
+            "1g.10gb cannot start at memory slice 7 on A100-SXM4-80GB "
+            "(valid starts: 0, 1, 2, 3, 4, 5, 6)",
+        ),
+    ]
+    assert [line_at(d) for d in diagnostics] == ["profile: 2g.20gb", "3g.20gb", "7"]
+
+
+def test_a_static_layout_keeps_nvidias_instance_counts(repo_dir: Path) -> None:
+    layout = instances(("1g.10gb+me", 0), ("1g.10gb+me", 1))
+    diagnostics = check(repo_dir, mig_group(**STATIC, layout=layout))
+    assert found(diagnostics) == [
+        (
+            "NodeGroup/serve",
+            "error",
+            "not a valid A100-SXM4-80GB MIG layout: 2 x 1g.10gb+me, at most 1; "
+            "more than one +me instance",
+        )
+    ]
+    assert key_line(diagnostics[0]) == "layout:"
+
+
+@pytest.mark.parametrize(
+    ("mig", "message"),
+    [
+        (
+            STATIC,
+            "strategy static needs the instances of every GPU: `layout` (every GPU of a node) "
+            "or `byGpu` entries",
+        ),
+        (
+            {
+                **STATIC,
+                "byGpu": [{"gpus": [0, 1, 2, 3, 4, 5], "layout": instances(("7g.80gb", 0))}],
+            },
+            "strategy static needs the instances of GPUs 6, 7: `layout` (every GPU of a node) "
+            "or `byGpu` entries",
+        ),
+    ],
+)
+def test_a_static_group_declares_the_layout_of_every_gpu(
+    repo_dir: Path, mig: dict[str, Any], message: str
+) -> None:
+    diagnostics = check(repo_dir, mig_group(**mig))
+    assert found(diagnostics) == [("NodeGroup/serve", "error", message)]
+    assert key_line(diagnostics[0]) == "strategy: static"
+
+
+def test_an_empty_static_layout_is_an_error(repo_dir: Path) -> None:
+    diagnostics = check(repo_dir, mig_group(**STATIC, layout=[]))
+    assert found(diagnostics) == [
+        (
+            "NodeGroup/serve",
+            "error",
+            "a static layout needs instances (a MIG GPU serves no other work)",
+        )
+    ]
+
+
+def test_by_gpu_names_each_gpu_of_the_node_once(repo_dir: Path) -> None:
+    seven = instances(("7g.80gb", 0))
+    by_gpu = [{"gpus": [0, 8], "layout": seven}, {"gpus": [0], "layout": seven}]
+    diagnostics = check(repo_dir, mig_group(**STATIC, layout=seven, byGpu=by_gpu))
+    assert found(diagnostics) == [
+        ("NodeGroup/serve", "error", "GPU 8 does not exist on a node of 8 GPUs (indexes 0 to 7)"),
+        ("NodeGroup/serve", "error", "GPU 0 has a layout already in byGpu"),
+    ]
+    assert [line_at(d) for d in diagnostics] == ["8", "0"]
+
+
+@pytest.mark.parametrize(
+    ("mig", "message", "line"),
+    [
+        (
+            {"enabled": True, "layout": instances(("7g.80gb", 0))},
+            "a MIG layout is for strategy: static only (a dynamic group's instances are "
+            "created by the scheduler)",
+            "layout:",
+        ),
+        (
+            {"enabled": True, "byGpu": [{"gpus": [0], "layout": instances(("7g.80gb", 0))}]},
+            "a MIG layout is for strategy: static only (a dynamic group's instances are "
+            "created by the scheduler)",
+            "byGpu:",
+        ),
+        (
+            {"strategy": "static", "layout": instances(("7g.80gb", 0))},
+            "strategy static needs mig.enabled: true",
+            "strategy: static",
+        ),
+    ],
+)
+def test_a_layout_belongs_to_a_static_mig_group(
+    repo_dir: Path, mig: dict[str, Any], message: str, line: str
+) -> None:
+    diagnostics = check(repo_dir, mig_group(**mig))
+    assert found(diagnostics) == [("NodeGroup/serve", "error", message)]
+    assert key_line(diagnostics[0]) == line
+
+
+def test_a_static_layout_needs_a_known_gpu_model(repo_dir: Path) -> None:
+    group = mig_group(model="Z100", **STATIC, layout=instances(("7g.80gb", 0)))
+    diagnostics = check(repo_dir, group)
+    assert [d.severity.value for d in diagnostics] == ["warning", "error"]  # unknown model
+    assert diagnostics[1].message == (
+        "a static MIG layout cannot be checked on unknown GPU model 'Z100'"
+    )
+    assert key_line(diagnostics[1]) == "strategy: static"
+
+
+def test_a_mig_request_on_static_groups_needs_a_declared_instance(repo_dir: Path) -> None:
+    halves = mig_group(**STATIC, layout=instances(("3g.40gb", 0), ("3g.40gb", 4)))
+    workload = doc("Workload", "w", project="vision", nodeGroup="serve", mig="1g.10gb")
+    diagnostics = check(repo_dir, halves, workload)
+    assert found(diagnostics) == [
+        (
+            "Workload/w",
+            "error",
+            "MIG profile '1g.10gb' is not in the static MIG layout of node group 'serve' (3g.40gb)",
+        )
+    ]
+    assert key_line(diagnostics[0]) == "mig: 1g.10gb"
+
+
+def test_a_mig_request_names_why_each_group_lacks_the_profile(repo_dir: Path) -> None:
+    halves = mig_group(**STATIC, layout=instances(("3g.40gb", 0), ("3g.40gb", 4)))
+    h200 = mig_group("h200", model="H200", enabled=True)
+    project = doc(
+        "Project",
+        "vision",
+        department="research",
+        quota={"gpu": 4},
+        nodeGroups={"allowed": ["serve", "h200"]},
+    )
+    workload = doc("Workload", "w", project="vision", mig="1g.10gb")
+    diagnostics = check(repo_dir, halves, h200, workload, base=(CLUSTER, A100, DEPARTMENT, project))
+    assert found(diagnostics) == [
+        (
+            "Workload/w",
+            "error",
+            "MIG profile '1g.10gb' is not in the static MIG layout of node group 'serve' "
+            "(3g.40gb) and does not exist on H200-SXM5-141GB (valid: 1g.18gb, 1g.18gb+me, "
+            "1g.35gb, 2g.35gb, 3g.71gb, 4g.71gb, 7g.141gb)",
+        )
+    ]
+    # a dynamic group whose model offers the profile serves it
+    workload = doc("Workload", "w", project="vision", mig="1g.18gb")
+    assert check(repo_dir, halves, h200, workload, base=(CLUSTER, A100, DEPARTMENT, project)) == []
 
 
 def test_derived_names_too_long(repo_dir: Path) -> None:

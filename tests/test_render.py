@@ -29,7 +29,7 @@ BASE = [
         nodeCount=2,
         gpusPerNode=8,
         gpu={"model": "A100-SXM4-80GB", "memory": "80Gi"},
-        mig={"enabled": True, "strategy": "mixed"},
+        mig={"enabled": True, "strategy": "dynamic"},
     ),
     doc("NodeGroup", "a10", nodeCount=1, gpusPerNode=4, gpu={"model": "A10", "memory": "24Gi"}),
     doc("Department", "research", quota={"gpu": 20}, admins=["boss@example.com"]),

@@ -45,7 +45,11 @@ spec:
   nodeCount: 4
   gpusPerNode: 8
   gpu: {model: H100-SXM5-80GB, memory: 80Gi}
-  mig: {enabled: true, strategy: mixed}
+  mig:
+    enabled: true
+    strategy: static
+    layout: [{profile: 3g.40gb, start: 0}, {profile: 2g.20gb, start: 4}]
+    byGpu: [{gpus: [6, 7], layout: [{profile: 7g.80gb, start: 0}]}]
   topology: {label: topology.kubernetes.io/rack, nodesPerDomain: 2}
   cpuPerNode: 192
   memoryPerNode: 2Ti

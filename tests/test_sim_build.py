@@ -13,6 +13,7 @@ from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.loader import load_text
 from gitops_sched.config.model import Repo, build_repo
 from gitops_sched.engine.types import GpuRequest, RequestKind
+from gitops_sched.hardware.mig import MigInstance
 
 
 def repo_of(*documents: dict[str, Any]) -> Repo:
@@ -127,6 +128,42 @@ def test_nodes_per_worker_group_with_topology_domains() -> None:
     a100 = nodes[7]
     assert (a100.topology, len(a100.gpus)) == ("", 4)
     assert {(g.memory_mib, g.mig_enabled) for g in a100.gpus} == {(40 * 1024, True)}
+
+
+def test_static_mig_groups_give_fixed_gpus_with_their_declared_instances() -> None:
+    layout = [{"profile": "3g.40gb", "start": 4}, {"profile": "3g.40gb", "start": 0}]
+    small = [{"profile": "7g.80gb", "start": 0}]
+    static = {"enabled": True, "strategy": "static", "layout": layout}
+    static["byGpu"] = [{"gpus": [2], "layout": small}]
+    repo = repo_of(
+        cluster(),
+        doc(
+            "NodeGroup", "serve", nodeCount=2, gpusPerNode=3, gpu={"model": "A100-80GB"}, mig=static
+        ),
+        doc(
+            "NodeGroup",
+            "dyn",
+            nodeCount=1,
+            gpusPerNode=1,
+            gpu={"model": "A100-80GB"},
+            mig={"enabled": True},
+        ),
+    )
+    serve, _, dyn = nodes_from_repo(repo)
+    halves = (MigInstance("3g.40gb", 0), MigInstance("3g.40gb", 4))  # sorted by start
+    assert [(g.mig_enabled, g.mig_static, g.mig_instances) for g in serve.gpus] == [
+        (True, True, halves),
+        (True, True, halves),
+        (True, True, (MigInstance("7g.80gb", 0),)),  # its own byGpu layout
+    ]
+    assert [(g.mig_enabled, g.mig_static, g.mig_instances) for g in dyn.gpus] == [(True, False, ())]
+
+
+def test_a_layout_outside_the_static_strategy_makes_no_instances() -> None:
+    mig = {"enabled": True, "layout": [{"profile": "7g.80gb", "start": 0}]}  # an error in validate
+    group = doc("NodeGroup", "dyn", nodeCount=1, gpusPerNode=1, gpu={"model": "A100-80GB"}, mig=mig)
+    (node,) = nodes_from_repo(repo_of(cluster(), group))
+    assert (node.gpus[0].mig_static, node.gpus[0].mig_instances) == (False, ())
 
 
 def test_a_topology_label_without_domain_size_puts_the_group_in_one_domain() -> None:

@@ -179,6 +179,77 @@ def test_parses_nodes_running_and_every_kind_of_step(here: Path) -> None:
     ]
 
 
+STATIC_NODES = """\
+apiVersion: gitops-sched.io/v1alpha1
+kind: Simulation
+metadata: {name: static}
+nodes:
+  - name: s0
+    nodeGroup: mig
+    gpus: 2
+    model: A100-80GB
+    mig:
+      enabled: true
+      strategy: static
+      instances:
+        - {gpu: 0, profile: 3g.40gb, start: 0}
+        - {gpu: 0, profile: 3g.40gb, start: 4}
+        - {gpu: 1, profile: 7g.80gb, start: 0}
+"""
+
+
+def test_static_nodes_have_fixed_gpus_with_their_instances(here: Path) -> None:
+    simulation, diagnostics = load(here, STATIC_NODES)
+    assert diagnostics == []
+    assert simulation is not None
+    (s0,) = simulation.nodes
+    assert [(g.mig_enabled, g.mig_static, g.mig_instances) for g in s0.gpus] == [
+        (True, True, (MigInstance("3g.40gb", 0), MigInstance("3g.40gb", 4))),
+        (True, True, (MigInstance("7g.80gb", 0),)),
+    ]
+
+
+def test_a_running_pod_on_a_static_node_uses_a_declared_instance(here: Path) -> None:
+    declared = {"node": "s0", "gpus": [0], "mig": {"profile": "3g.40gb", "start": 4}}
+    text = STATIC_NODES + yaml.safe_dump({"running": [{"name": "slice", "pods": [declared]}]})
+    simulation, diagnostics = load(here, text)
+    assert diagnostics == []
+    assert simulation is not None
+    assert simulation.nodes[0].gpus[0].mig_instances == (
+        MigInstance("3g.40gb", 0),
+        MigInstance("3g.40gb", 4),
+    )
+    made_up = {"node": "s0", "gpus": [1], "mig": {"profile": "3g.40gb", "start": 4}}
+    text = STATIC_NODES + yaml.safe_dump({"running": [{"name": "slice", "pods": [made_up]}]})
+    simulation, diagnostics = load(here, text)
+    assert simulation is None
+    assert messages(diagnostics) == ["3g.40gb@4 is not in the static layout of the GPU"]
+
+
+@pytest.mark.parametrize(
+    ("mig", "message", "at"),
+    [
+        (
+            "{enabled: true, strategy: static}",
+            "strategy static needs the node's `instances`",
+            "static}",
+        ),
+        ("{strategy: static}", "strategy static needs mig.enabled: true", "static}"),
+        ("{enabled: true, strategy: fixed}", "'fixed' is not a MIG strategy", "fixed}"),
+    ],
+)
+def test_static_nodes_need_mig_and_their_instances(
+    here: Path, mig: str, message: str, at: str
+) -> None:
+    header = "apiVersion: gitops-sched.io/v1alpha1\nkind: Simulation\nmetadata: {name: t}\n"
+    node = f"nodes:\n  - {{name: s0, gpus: 1, model: A100-80GB, mig: {mig}}}\n"
+    simulation, diagnostics = load(here, header + node)
+    assert simulation is None
+    assert len(diagnostics) == 1
+    assert message in diagnostics[0].message
+    assert pointed(diagnostics[0]).startswith(at)
+
+
 def test_without_nodes_the_repo_node_groups_are_simulated(here: Path) -> None:
     simulation, _ = load_data(here, steps=[{"submit": "train-a"}])
     assert simulation is not None

@@ -86,12 +86,17 @@ def canonical_model(model: str | None) -> str:
     return known.name if known else model or ""
 
 
+def _group_gpu(group: NodeGroup, index: int, memory: int) -> Gpu:
+    """One GPU of each node of the group; a static group's with its declared instances."""
+    if not group.mig_static:
+        return Gpu(index=index, memory_mib=memory, mig_enabled=group.mig_enabled)
+    layout = sorted(group.mig_layout(index) or (), key=lambda i: (i.start, i.profile))
+    return Gpu(index, memory, mig_enabled=True, mig_instances=tuple(layout), mig_static=True)
+
+
 def _group_nodes(group: NodeGroup) -> tuple[Node, ...]:
     memory = gpu_memory_mib(group.gpu_model, group.gpu_memory)
-    gpus = tuple(
-        Gpu(index=i, memory_mib=memory, mig_enabled=group.mig_enabled)
-        for i in range(group.gpus_per_node)
-    )
+    gpus = tuple(_group_gpu(group, i, memory) for i in range(group.gpus_per_node))
     per_domain = group.nodes_per_topology_domain or group.node_count
     nodes = []
     for i in range(group.node_count):

@@ -16,7 +16,15 @@ from typing import Any
 
 from gitops_sched.compiler.meta import object_meta
 from gitops_sched.compiler.yamltext import dump_object
-from gitops_sched.config.model import Cluster, Department, NodeGroup, Project, Repo, Resources
+from gitops_sched.config.model import (
+    Cluster,
+    Department,
+    MigLayout,
+    NodeGroup,
+    Project,
+    Repo,
+    Resources,
+)
 
 POLICY_CONFIGMAP = "gitops-sched-policy"
 POLICY_KEY = "policy.yaml"
@@ -104,7 +112,7 @@ def _node_group(group: NodeGroup) -> dict[str, Any]:
             "gpusPerNode": group.gpus_per_node,
             "gpuModel": group.gpu_model,
             "gpuMemoryBytes": _number(group.gpu_memory),
-            "mig": {"enabled": group.mig_enabled, "strategy": group.mig_strategy},
+            "mig": _mig(group),
             "topology": _compact(
                 {"label": group.topology_label, "nodesPerDomain": group.nodes_per_topology_domain}
             ),
@@ -112,6 +120,29 @@ def _node_group(group: NodeGroup) -> dict[str, Any]:
             "memoryPerNodeBytes": _number(group.memory_per_node),
         }
     )
+
+
+def _mig(group: NodeGroup) -> dict[str, Any]:
+    """MIG mode; when on, who decides the instances, and a static group's layout as written."""
+    if not group.mig_enabled:
+        return {"enabled": False}
+    layouts = group.mig_layouts if group.mig_static else ()
+    return _compact(
+        {
+            "enabled": True,
+            "strategy": group.mig_strategy,
+            "layout": next((_instances(m) for m in layouts if m.gpus is None), None),
+            "byGpu": [
+                {"gpus": list(m.gpus), "layout": _instances(m)}
+                for m in layouts
+                if m.gpus is not None
+            ],
+        }
+    )
+
+
+def _instances(layout: MigLayout) -> list[dict[str, Any]]:
+    return [{"profile": i.profile, "start": i.start} for i in layout.instances]
 
 
 def _resources(resources: Resources) -> dict[str, Any]:

@@ -14,7 +14,8 @@ from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
-from gitops_sched.config.loader import Document
+from gitops_sched.config.loader import Document, Path_
+from gitops_sched.hardware.mig import MigInstance
 
 # Default priorities per workload type, as KAI's priority classes order them:
 # inference outranks interactive (build), which outranks train.
@@ -90,6 +91,15 @@ class Cluster:
 
 
 @dataclass(frozen=True)
+class MigLayout:
+    """MIG instances a static node group declares for some GPUs of each of its nodes."""
+
+    gpus: tuple[int, ...] | None  # GPU indexes (`byGpu`); None: every other GPU (`layout`)
+    instances: tuple[MigInstance, ...]
+    path: Path_  # where the list is written in the NodeGroup, for diagnostics
+
+
+@dataclass(frozen=True)
 class NodeGroup:
     name: str
     role: str  # gpu-worker | cpu-worker | system
@@ -100,7 +110,8 @@ class NodeGroup:
     gpu_model: str | None
     gpu_memory: Decimal | None  # bytes per GPU
     mig_enabled: bool
-    mig_strategy: str  # none | single | mixed
+    mig_strategy: str  # dynamic | static; what it says matters only when MIG is enabled
+    mig_layouts: tuple[MigLayout, ...]  # as written: `layout`, then each `byGpu` entry
     topology_label: str | None
     nodes_per_topology_domain: int | None  # for simulated clusters
     cpu_per_node: Decimal | None
@@ -110,6 +121,20 @@ class NodeGroup:
     @property
     def gpu_capacity(self) -> int:
         return self.node_count * self.gpus_per_node
+
+    @property
+    def mig_static(self) -> bool:
+        """A fixed MIG layout the admin declares: the scheduler never creates or destroys
+        instances (strategy `dynamic`, the default, leaves that to the scheduler)."""
+        return self.mig_enabled and self.mig_strategy == "static"
+
+    def mig_layout(self, gpu: int) -> tuple[MigInstance, ...] | None:
+        """The declared instances of GPU `gpu` of each node: its `byGpu` entry (the first
+        that names it), else `layout`; None where neither does."""
+        own = next((m for m in self.mig_layouts if m.gpus is not None and gpu in m.gpus), None)
+        every = next((m for m in self.mig_layouts if m.gpus is None), None)
+        chosen = own or every
+        return chosen.instances if chosen else None
 
     @property
     def runs_workloads(self) -> bool:
@@ -367,13 +392,29 @@ def build_node_group(doc: Document) -> NodeGroup:
         gpu_model=gpu.get("model"),
         gpu_memory=quantity(gpu["memory"]) if "memory" in gpu else None,
         mig_enabled=bool(mig.get("enabled", False)),
-        mig_strategy=mig.get("strategy", "mixed" if mig.get("enabled") else "none"),
+        mig_strategy=mig.get("strategy", "dynamic"),
+        mig_layouts=_mig_layouts(mig),
         topology_label=topology.get("label"),
         nodes_per_topology_domain=topology.get("nodesPerDomain"),
         cpu_per_node=quantity(spec["cpuPerNode"]) if "cpuPerNode" in spec else None,
         memory_per_node=quantity(spec["memoryPerNode"]) if "memoryPerNode" in spec else None,
         doc=doc,
     )
+
+
+def _instances(entries: list[dict[str, Any]]) -> tuple[MigInstance, ...]:
+    return tuple(MigInstance(entry["profile"], entry["start"]) for entry in entries)
+
+
+def _mig_layouts(mig: dict[str, Any]) -> tuple[MigLayout, ...]:
+    """`mig.layout` (every GPU) and `mig.byGpu` (listed GPUs), in the order written."""
+    layouts = []
+    if "layout" in mig:
+        layouts.append(MigLayout(None, _instances(mig["layout"]), ("spec", "mig", "layout")))
+    for i, entry in enumerate(mig.get("byGpu", ())):
+        path = ("spec", "mig", "byGpu", i, "layout")
+        layouts.append(MigLayout(tuple(entry["gpus"]), _instances(entry["layout"]), path))
+    return tuple(layouts)
 
 
 def build_department(doc: Document) -> Department:

@@ -183,6 +183,11 @@ def _node(entry: dict, path: Path_, problems: _Problems) -> Node:
     memory = quantity(entry["memory"]) if "memory" in entry else None
     mig = entry.get("mig", {})
     enabled = mig.get("enabled", False)
+    static = mig.get("strategy", "dynamic") == "static"  # as a NodeGroup's mig.strategy
+    if static and not enabled:
+        problems.at((*path, "mig", "strategy"), "strategy static needs mig.enabled: true")
+    elif static and not mig.get("instances"):
+        problems.at((*path, "mig", "strategy"), "strategy static needs the node's `instances`")
     by_gpu: dict[int, list[MigInstance]] = {}
     for j, instance in enumerate(mig.get("instances", ())):
         where = (*path, "mig", "instances", j)
@@ -199,7 +204,13 @@ def _node(entry: dict, path: Path_, problems: _Problems) -> Node:
         node_group=entry.get("nodeGroup", ""),
         gpu_model=canonical_model(model),
         gpus=tuple(
-            Gpu(i, gpu_memory_mib(model, memory), enabled, tuple(by_gpu.get(i, ())))
+            Gpu(
+                i,
+                gpu_memory_mib(model, memory),
+                enabled,
+                tuple(by_gpu.get(i, ())),
+                mig_static=static,
+            )
             for i in range(entry["gpus"])
         ),
         topology=entry.get("topology", ""),
@@ -295,7 +306,8 @@ def _pod_problem(request: GpuRequest, pod: PodPlacement, node: Node | None) -> s
 
 @dataclass
 class _GpuUse:
-    """What running pods hold so far; a running MIG pod's instance exists on its GPU."""
+    """What running pods hold so far; a running MIG pod's instance exists on its GPU (on a
+    static GPU, it must be one of the declared instances)."""
 
     nodes: dict[str, Node]
     shares: Counter[tuple[str, int]] = field(default_factory=Counter)
@@ -317,6 +329,8 @@ class _GpuUse:
         self.mig_used.add(key)
         if pod.mig in gpu.mig_instances:
             return None
+        if gpu.mig_static:
+            return f"{pod.mig.profile}@{pod.mig.start} is not in the static layout of the GPU"
         instances = (*gpu.mig_instances, pod.mig)
         if not is_valid_layout(node.gpu_model, instances):
             return f"{pod.mig.profile}@{pod.mig.start} does not fit beside the GPU's instances"

@@ -6,7 +6,7 @@ documents; the raw documents tell which names exist at all, so an object that fa
 the schema is not reported a second time as a dangling reference.
 
 The checks live in modules named for what they check (structure, references, quotas,
-gpus, names, expressions), with `common` and `pods` holding the helpers they share; this
+gpus, mig, names, expressions), with `common` and `pods` holding the helpers they share; this
 module only runs them, in a fixed order.
 """
 
@@ -21,9 +21,9 @@ from gitops_sched.config.checks.expressions import (
 from gitops_sched.config.checks.gpus import (
     check_gpu_memory,
     check_gpu_values,
-    check_mig_profiles,
     check_node_group_models,
 )
+from gitops_sched.config.checks.mig import check_mig_layouts, check_mig_profiles
 from gitops_sched.config.checks.names import check_derived_names, check_node_labels
 from gitops_sched.config.checks.quotas import (
     check_cluster_capacity,
@@ -59,6 +59,7 @@ MODEL_CHECKS: tuple[Callable[[Repo], Iterable[Diagnostic]], ...] = (
     check_gpu_memory,
     check_mig_profiles,
     check_node_group_models,
+    check_mig_layouts,
     check_gang_sizes,
     check_derived_names,
     check_node_labels,

@@ -27,6 +27,11 @@ def _error(doc: Document, path: Path_, message: str) -> Diagnostic:
     return _diagnostic(doc, path, message, Severity.ERROR)
 
 
+def _key_error(doc: Document, path: Path_, message: str) -> Diagnostic:
+    """An error about a whole field (a list, a block): at its key rather than its first item."""
+    return Diagnostic(doc.key_location(path), message, doc.ref, Severity.ERROR)
+
+
 # --- formatting: numbers as a user would write them, so messages stay stable ---------------
 
 

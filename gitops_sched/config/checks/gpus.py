@@ -1,20 +1,18 @@
 """GPU checks: each GPU request has a valid form and fits a GPU the workload may use.
 
 `gpu` is whole GPUs or one fraction of a GPU; a `gpuMemory` request must fit in the
-memory of one GPU on some node group the workload may use; a MIG profile needs a
-MIG-enabled node group whose GPU model offers it; and node groups should name a GPU
-model the catalogue knows (capacity, memory and MIG checks depend on it), MIG-capable
-where MIG is enabled.
+memory of one GPU on some node group the workload may use; and node groups should name
+a GPU model the catalogue knows (capacity, memory and MIG checks depend on it),
+MIG-capable where MIG is enabled. MIG requests and layouts: see `mig`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 from gitops_sched.config.checks.common import _diagnostic, _error, _itemized, _memory
 from gitops_sched.config.checks.pods import (
     _gpu_memory,
-    _mig_tables,
     _own_pod_fields,
     _source,
     _workload_node_groups,
@@ -22,10 +20,6 @@ from gitops_sched.config.checks.pods import (
 from gitops_sched.config.diagnostics import Diagnostic, Severity
 from gitops_sched.config.model import Repo, quantity
 from gitops_sched.hardware.gpus import known_gpu_model_names, lookup_gpu_model
-
-
-def _names(items: Iterable[str]) -> str:
-    return ", ".join(items) or "none"
 
 
 def _valid_gpu(value: float) -> bool:
@@ -59,32 +53,6 @@ def check_gpu_memory(repo: Repo) -> Iterator[Diagnostic]:
                 ("spec", "gpuMemory"),
                 f"gpuMemory {spec['gpuMemory']} is more than one GPU has on the node groups "
                 f"workload '{workload.name}' may use ({_itemized(sizes, _memory)})",
-            )
-
-
-def check_mig_profiles(repo: Repo) -> Iterator[Diagnostic]:
-    """A MIG request needs a MIG-enabled node group whose GPU model offers that profile."""
-    for workload in repo.workloads:
-        profile = repo.pod_spec(workload).get("mig")
-        if profile is None:
-            continue
-        doc = _source(repo, workload, ("mig",))
-        groups = _workload_node_groups(repo, workload)
-        if not any(g.mig_enabled for g in groups):
-            yield _error(
-                doc,
-                ("spec", "mig"),
-                f"no MIG-enabled node group for MIG profile '{profile}' among the node groups "
-                f"workload '{workload.name}' may use ({_names(g.name for g in groups)})",
-            )
-            continue
-        tables = _mig_tables(groups)
-        if tables and all(profile not in table for table in tables.values()):
-            offers = " or ".join(
-                f"{model} (valid: {', '.join(table)})" for model, table in tables.items()
-            )
-            yield _error(
-                doc, ("spec", "mig"), f"MIG profile '{profile}' does not exist on {offers}"
             )
 
 

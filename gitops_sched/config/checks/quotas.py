@@ -1,10 +1,10 @@
 """Quota checks: guarantees must add up, stay under limits and be backed by GPUs.
 
-Projects' quotas must fit in their department's, a hard limit must not be below the
-quota it would take back, departments' GPU quotas must fit in the cluster's GPUs and
-projects' per-node-group GPU quotas in that group's GPUs (warnings instead of errors
-when the cluster's policy allows oversubscription), and non-preemptible workloads, which
-can only run inside quota, must fit in their project's GPU quota alone and together.
+Projects' quotas must fit in their department's, departments' GPU quotas in the
+cluster's GPUs and projects' per-node-group GPU quotas in that group's GPUs (all three
+warnings instead of errors when the cluster's policy allows oversubscription); a hard
+limit must not be below the quota it would take back; and non-preemptible workloads,
+which can only run inside quota, must fit in their project's GPU quota alone and together.
 """
 
 from __future__ import annotations
@@ -50,7 +50,16 @@ def _over(total: Number, bound: Number) -> bool:
 
 
 def check_department_quotas(repo: Repo) -> Iterator[Diagnostic]:
-    """A department's quota caps its projects' guarantees; more would promise what is not there."""
+    """A department's quota caps its projects' guarantees; more would promise what is not there.
+
+    Unless the cluster's policy allows oversubscription: then it is a warning, and under
+    contention the department's quota caps what its projects get together.
+    """
+    severity = _capacity_severity(repo)
+    if severity is Severity.WARNING:
+        note = _oversubscription_note(severity) + " (the department's quota caps their sum)"
+    else:
+        note = " (allowed only with the Cluster's policy.allowOversubscription: true)"
     for department in repo.departments:
         projects = [p for p in repo.projects if p.department == department.name]
         for field, label, fmt in RESOURCES:
@@ -60,11 +69,12 @@ def check_department_quotas(repo: Repo) -> Iterator[Diagnostic]:
             ]
             total = sum((value for _, value in items), start=0)
             if bound is not None and _over(total, bound):
-                yield _error(
+                yield _diagnostic(
                     department.doc,
                     ("spec", "quota", field),
                     f"projects' {label} quotas add up to {fmt(total)} ({_itemized(items, fmt)}), "
-                    f"more than the department's {label} quota of {fmt(bound)}",
+                    f"more than the department's {label} quota of {fmt(bound)}" + note,
+                    severity,
                 )
 
 

@@ -1,0 +1,210 @@
+"""MIG checks: a static node group's layout is one its GPUs can hold, and every MIG request
+has a node group that offers its profile.
+
+A node group with MIG enabled is `dynamic` (the scheduler creates and destroys instances
+on demand; it declares none) or `static` (the admin's fixed layout: `layout` on every GPU
+of a node, `byGpu` for the GPUs that differ). A static layout must be one NVIDIA's
+placement tables allow on the group's GPU model, as `nvidia-smi mig -lgipp` prints them:
+profiles the model offers, each at one of its placements, no two sharing a memory slice,
+within the per-profile counts and the GPU's compute slices. A MIG request needs a
+MIG-enabled group it may use whose GPU model offers the profile and, on a static group,
+whose layout has an instance of it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+from gitops_sched.config.checks.common import _error, _key_error
+from gitops_sched.config.checks.pods import _mig_tables, _source, _workload_node_groups
+from gitops_sched.config.diagnostics import Diagnostic
+from gitops_sched.config.loader import Path_
+from gitops_sched.config.model import MigLayout, NodeGroup, Repo
+from gitops_sched.hardware.gpus import lookup_gpu_model
+from gitops_sched.hardware.mig import MigProfile, is_valid_layout, mig_profiles
+
+STRATEGY = ("spec", "mig", "strategy")
+
+
+def _names(items: list[str]) -> str:
+    return ", ".join(items) or "none"
+
+
+def check_mig_layouts(repo: Repo) -> Iterator[Diagnostic]:
+    """A static group declares a valid layout for every GPU; a dynamic one declares none."""
+    for group in repo.node_groups:
+        if group.mig_static:
+            yield from _static_group(group)
+        elif group.mig_strategy == "static":
+            yield _error(group.doc, STRATEGY, "strategy static needs mig.enabled: true")
+        elif group.mig_layouts:
+            first = group.mig_layouts[0]
+            yield _key_error(
+                group.doc,
+                first.path if first.gpus is None else ("spec", "mig", "byGpu"),
+                "a MIG layout is for strategy: static only (a dynamic group's instances are "
+                "created by the scheduler)",
+            )
+
+
+def _static_group(group: NodeGroup) -> Iterator[Diagnostic]:
+    yield from _gpu_indexes(group)
+    missing = [i for i in range(group.gpus_per_node) if group.mig_layout(i) is None]
+    if missing:
+        which = "every GPU" if len(missing) == group.gpus_per_node else f"GPUs {_indexes(missing)}"
+        yield _key_error(
+            group.doc,
+            STRATEGY,
+            f"strategy static needs the instances of {which}: `layout` (every GPU of a node) "
+            "or `byGpu` entries",
+        )
+    if group.gpu_model is None:
+        yield _key_error(
+            group.doc, STRATEGY, "a static MIG layout needs spec.gpu.model to be checked against"
+        )
+        return
+    model = lookup_gpu_model(group.gpu_model)
+    if model is None:
+        yield _key_error(
+            group.doc,
+            STRATEGY,
+            f"a static MIG layout cannot be checked on unknown GPU model '{group.gpu_model}'",
+        )
+        return
+    if not model.mig_capable:
+        return  # check_node_group_models reports it at mig.enabled
+    for layout in group.mig_layouts:
+        yield from _layout_problems(group, model.name, model.mig_slices, layout)
+
+
+def _indexes(indexes: list[int]) -> str:
+    return ", ".join(map(str, indexes))
+
+
+def _gpu_indexes(group: NodeGroup) -> Iterator[Diagnostic]:
+    """`byGpu` names each GPU of a node at most once, and only GPUs the node has."""
+    seen: set[int] = set()
+    for layout in group.mig_layouts:
+        for j, index in enumerate(layout.gpus or ()):
+            where = (*layout.path[:-1], "gpus", j)
+            if index >= group.gpus_per_node:
+                yield _error(
+                    group.doc,
+                    where,
+                    f"GPU {index} does not exist on a node of {group.gpus_per_node} GPUs "
+                    f"(indexes 0 to {group.gpus_per_node - 1})",
+                )
+            elif index in seen:
+                yield _error(group.doc, where, f"GPU {index} has a layout already in byGpu")
+            seen.add(index)
+
+
+def _layout_problems(
+    group: NodeGroup, model: str, compute_slices: int, layout: MigLayout
+) -> Iterator[Diagnostic]:
+    """Each instance where NVIDIA's tables place it, then the layout as a whole."""
+    doc = group.doc
+    if not layout.instances:
+        yield _key_error(
+            doc, layout.path, "a static layout needs instances (a MIG GPU serves no other work)"
+        )
+        return
+    profiles = mig_profiles(model)
+    taken: dict[int, tuple[str, int]] = {}  # memory slice -> (profile, start) holding it
+    problems = 0
+    for j, instance in enumerate(layout.instances):
+        where: Path_ = (*layout.path, j)
+        profile = profiles.get(instance.profile)
+        if profile is None:
+            problems += 1
+            yield _error(
+                doc,
+                (*where, "profile"),
+                f"MIG profile '{instance.profile}' does not exist on {model} "
+                f"(valid: {', '.join(profiles)})",
+            )
+            continue
+        if instance.start not in profile.placements:
+            problems += 1
+            yield _error(
+                doc,
+                (*where, "start"),
+                f"{profile.name} cannot start at memory slice {instance.start} on {model} "
+                f"(valid starts: {_indexes(list(profile.placements))})",
+            )
+            continue
+        span = range(instance.start, instance.start + profile.memory_slices)
+        if shared := [s for s in span if s in taken]:
+            other, start = taken[shared[0]]
+            problems += 1
+            yield _error(
+                doc,
+                where,
+                f"{profile.name} at slice {instance.start} overlaps {other} at slice {start} "
+                f"(memory slices {_indexes(shared)})",
+            )
+            continue
+        taken.update(dict.fromkeys(span, (profile.name, instance.start)))
+    if not problems and not is_valid_layout(model, layout.instances):
+        why = _too_much(profiles, compute_slices, [i.profile for i in layout.instances])
+        yield _key_error(doc, layout.path, f"not a valid {model} MIG layout: {why}")
+
+
+def _too_much(profiles: dict[str, MigProfile], compute_slices: int, names: list[str]) -> str:
+    """Why placements that fit one by one are still no layout: counts, compute, media."""
+    reasons = [
+        f"{count} x {name}, at most {profiles[name].max_instances}"
+        for name, count in Counter(names).items()
+        if count > profiles[name].max_instances
+    ]
+    compute = sum(profiles[name].compute_slices for name in names)
+    if compute > compute_slices:
+        reasons.append(f"{compute} compute slices, the GPU has {compute_slices}")
+    if sum(profiles[name].media_extensions for name in names) > 1:
+        reasons.append("more than one +me instance")
+    return "; ".join(reasons) or "NVIDIA's placement tables do not allow it"
+
+
+def _declared(group: NodeGroup) -> list[str]:
+    """The profiles of a static group's layouts, each once, in the order written."""
+    names = (i.profile for layout in group.mig_layouts for i in layout.instances)
+    return list(dict.fromkeys(names))
+
+
+def check_mig_profiles(repo: Repo) -> Iterator[Diagnostic]:
+    """A MIG request needs a MIG-enabled node group whose GPU model offers that profile,
+    and where the group is static, an instance of it in the layout."""
+    for workload in repo.workloads:
+        profile = repo.pod_spec(workload).get("mig")
+        if profile is None:
+            continue
+        doc = _source(repo, workload, ("mig",))
+        groups = _workload_node_groups(repo, workload)
+        enabled = [g for g in groups if g.mig_enabled]
+        if not enabled:
+            yield _error(
+                doc,
+                ("spec", "mig"),
+                f"no MIG-enabled node group for MIG profile '{profile}' among the node groups "
+                f"workload '{workload.name}' may use ({_names([g.name for g in groups])})",
+            )
+            continue
+        static = [g for g in enabled if g.mig_static]
+        tables = _mig_tables([g for g in enabled if not g.mig_static])
+        if any(profile in _declared(g) for g in static):
+            continue
+        if any(profile in table for table in tables.values()):
+            continue
+        if not tables and not static:
+            continue  # dynamic groups of unknown models: check_node_group_models warns
+        reasons = [
+            f"is not in the static MIG layout of node group '{g.name}' ({_names(_declared(g))})"
+            for g in static
+        ]
+        if tables:
+            offers = " or ".join(
+                f"{model} (valid: {', '.join(table)})" for model, table in tables.items()
+            )
+            reasons.append(f"does not exist on {offers}")
+        yield _error(doc, ("spec", "mig"), f"MIG profile '{profile}' {' and '.join(reasons)}")
