@@ -1,39 +1,37 @@
-"""Hierarchical fair share: cluster -> departments -> projects, by water-filling.
+"""Hierarchical fair share: cluster -> departments -> projects, as KAI's proportion plugin.
 
-At each level a queue first gets its deserved quota (capped by what it asks for);
-what is left over is split among the queues that may go over quota, higher
-over-quota ranks first, in proportion to their over-quota weights, each capped by
-its demand and hard limit. A department's fair share is what its projects share.
+Each level splits its parent's share among sibling queues the way NVIDIA KAI Scheduler's
+`proportion` plugin does (`pkg/scheduler/plugins/proportion/resource_division`):
+
+1. Deserved: every queue gets its deserved quota, capped by what it may take (its demand,
+   its hard limit). Quotas are never scaled down: when they add up to more than there is
+   (oversubscription), every queue keeps its quota, the shares add up to more than the
+   capacity and nothing is spare.
+2. Spare, by rank: what is left goes to the queues that may go over quota (allowed, weight
+   above 0), higher over-quota rank first, in rounds. A round offers each queue still
+   asking its weight's part of what the round started with: a queue asking for no more
+   takes what it asks (fractions too); any other takes the whole GPUs of its part and
+   keeps the fraction rounding kept from it (a queue asking for less than a GPU more than
+   its part gets nothing in the round and keeps all of its part). Another round follows
+   only when some queue needed less than its part. A rank holding a single queue gives it
+   all it asks for at once. What a rank leaves goes to the next.
+3. Remainder: what rounding left goes out in pieces of one GPU (or what is left, if less)
+   to the queues that kept a fraction, higher rank first, then the largest fraction, then
+   by name (KAI: queue age, then id); one piece each, never more than a queue asks for
+   (KAI gives the whole piece).
+
+So with whole-GPU demand and a whole number of GPUs every fair share is a whole number,
+one that whole-GPU jobs can reach: 7 spare GPUs split 3:1 give 5 and 2, not 5.25 and 1.75.
+A department's fair share is what its projects share.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gitops_sched.engine.types import GPU_EPSILON, QueueSpec
-
-
-def water_fill(amount: float, caps: Sequence[float], weights: Sequence[float]) -> list[float]:
-    """Split `amount` in proportion to `weights`, no share above its cap; leftovers re-split.
-
-    Entries with weight 0 get nothing. The result sums to min(amount, sum of positive-weight
-    caps).
-    """
-    shares = [0.0] * len(caps)
-    open_ = [i for i, w in enumerate(weights) if w > 0 and caps[i] > GPU_EPSILON]
-    while amount > GPU_EPSILON and open_:
-        total_weight = sum(weights[i] for i in open_)
-        capped = [i for i in open_ if caps[i] - shares[i] <= amount * weights[i] / total_weight]
-        if not capped:
-            for i in open_:
-                shares[i] += amount * weights[i] / total_weight
-            return shares
-        for i in capped:
-            amount -= caps[i] - shares[i]
-            shares[i] = caps[i]
-        open_ = [i for i in open_ if i not in capped]
-    return shares
 
 
 @dataclass(frozen=True)
@@ -47,28 +45,83 @@ class Claim:
 def split(capacity: float, claims: Sequence[Claim]) -> list[float]:
     """Fair shares of `capacity` among sibling queues (one level of the hierarchy)."""
     caps = [_cap(c) for c in claims]
-    deserved = water_fill(
-        capacity,
-        [min(c.spec.deserved, cap) for c, cap in zip(claims, caps)],
-        [max(c.spec.deserved, GPU_EPSILON) for c in claims],
-    )
-    left = capacity - sum(deserved)
-    shares = list(deserved)
-    for rank in sorted({c.spec.over_quota_rank for c in claims}, reverse=True):
-        members = [
-            i
-            for i, c in enumerate(claims)
-            if c.spec.over_quota_rank == rank and c.spec.over_quota_allowed
-        ]
-        extra = water_fill(
-            left,
-            [caps[i] - shares[i] for i in members],
-            [claims[i].spec.over_quota_weight for i in members],
-        )
-        for i, amount in zip(members, extra):
-            shares[i] += amount
-        left -= sum(extra)
+    shares = [min(c.spec.deserved, cap) for c, cap in zip(claims, caps)]
+    left = capacity - sum(shares)
+    if left <= GPU_EPSILON:
+        return shares  # quotas use it all (or oversubscribe it): nothing is spare
+    ranks = sorted({c.spec.over_quota_rank for c in claims}, reverse=True)
+    fractions: dict[int, dict[int, float]] = {}
+    for rank in ranks:
+        members = [i for i, c in enumerate(claims) if c.spec.over_quota_rank == rank]
+        left, fractions[rank] = _rounds(left, members, claims, caps, shares)
+    for rank in ranks:
+        left = _remainder(left, fractions[rank], claims, caps, shares)
     return shares
+
+
+def _rounds(
+    left: float,
+    members: list[int],
+    claims: Sequence[Claim],
+    caps: list[float],
+    shares: list[float],
+) -> tuple[float, dict[int, float]]:
+    """Hand `left` to one rank's queues in whole-GPU rounds by weight (updates `shares`).
+
+    Returns what is left and, per queue still asking, the fraction of its last part that
+    rounding kept from it: its claim on the remainder.
+    """
+    fractions: dict[int, float] = {}
+    if len(members) == 1:
+        (only,) = members
+        give = min(left, caps[only] - shares[only])
+        shares[only] += give
+        return left - give, fractions
+    while left > GPU_EPSILON:
+        asking = [
+            i
+            for i in members
+            if claims[i].spec.over_quota_weight > 0 and caps[i] - shares[i] > GPU_EPSILON
+        ]
+        total_weight = sum(claims[i].spec.over_quota_weight for i in asking)
+        if not asking or total_weight <= 0:
+            break
+        offer = left
+        slack = False  # some queue needed less than its part: its rest goes round again
+        for i in asking:
+            part = offer * claims[i].spec.over_quota_weight / total_weight
+            wants = caps[i] - shares[i]
+            if wants <= part + GPU_EPSILON:
+                give = wants
+                fractions.pop(i, None)
+                slack = slack or wants < part - GPU_EPSILON
+            else:
+                give = float(math.floor(part + GPU_EPSILON))
+                if part - give > GPU_EPSILON:
+                    fractions[i] = part - give
+            shares[i] += give
+            left -= give
+        if not slack:
+            break
+    return left, fractions
+
+
+def _remainder(
+    left: float,
+    fractions: dict[int, float],
+    claims: Sequence[Claim],
+    caps: list[float],
+    shares: list[float],
+) -> float:
+    """Up to one GPU each to the queues rounding kept most from, largest fraction first."""
+    order = sorted(fractions, key=lambda i: (-round(fractions[i], 9), claims[i].spec.name))
+    for i in order:
+        if left <= GPU_EPSILON:
+            break
+        give = max(min(1.0, left, caps[i] - shares[i]), 0.0)
+        shares[i] += give
+        left -= give
+    return left
 
 
 def _cap(claim: Claim) -> float:
@@ -86,7 +139,11 @@ def fair_shares(
     projects: Sequence[QueueSpec],
     demand: dict[str, float],
 ) -> dict[str, float]:
-    """Fair share of every department and project, given each project's total demand."""
+    """Fair share of every department and project, given each project's total demand.
+
+    A department asks for what its projects may take (capped by its own hard limit), so
+    no GPU of its share is left to none of its projects.
+    """
     result: dict[str, float] = {}
     children: dict[str, list[QueueSpec]] = {d.name: [] for d in departments}
     for project in projects:
