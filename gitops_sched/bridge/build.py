@@ -147,6 +147,7 @@ def job_from_workload(repo: Repo, workload: Workload, submitted: int) -> Job:
     """A pending job for a workload, on the node groups Repo.workload_node_group_names allows."""
     return Job(
         name=workload.name,
+        namespace=repo.project_namespace(workload.project),
         project=workload.project,
         type=workload.type,
         priority=workload.priority,

@@ -258,6 +258,11 @@ class Repo:
     def gpu_capacity(self) -> int:
         return sum(g.gpu_capacity for g in self.node_groups)
 
+    def project_namespace(self, project: str) -> str:
+        """The namespace a project's workloads run in: the cluster's prefix + its name."""
+        prefix = self.cluster.namespace_prefix if self.cluster else "project-"
+        return prefix + project
+
     def workload_node_group_names(self, workload: Workload) -> tuple[str, ...]:
         """The node groups a workload may run on: the one rule the checks, the compiler and
         the engine's input all follow.

@@ -45,7 +45,7 @@ def quota_blocker(session: Session, job: Job) -> str | None:
     """Why the job's project (or department) may not grow by this job now; None if it may."""
     if job.project not in session.projects:
         return f"project {job.project!r} is not in the policy"
-    amount = session.job_gpus(job)
+    amount = session.wanted_gpus(job)
     for bound in bounds(session, job):
         total = bound.used + amount
         if total > bound.cap + GPU_EPSILON:
@@ -72,7 +72,7 @@ def may_reclaim(session: Session, job: Job) -> bool:
     """
     project = session.projects[job.project]
     allocated = session.allocated[job.project]
-    after = allocated + session.job_gpus(job)
+    after = allocated + session.wanted_gpus(job)
     if after <= project.deserved + GPU_EPSILON:
         return True
     share = session.fair_share.get(job.project, 0.0)

@@ -11,22 +11,47 @@ STOPPING = (EvictReason.TIME_LIMIT, EvictReason.IDLE)
 
 
 def apply_decisions(snapshot: Snapshot, decisions: Decisions) -> Snapshot:
-    """Evictions first, then binds (a moved job is evicted and bound in one cycle)."""
-    jobs = {job.name: job for job in snapshot.jobs}
+    """The next snapshot, as a simulated cluster would be after carrying the decisions out.
+
+    Evictions first, then binds (a moved job is evicted and bound in one cycle); evicted
+    pods are gone at once (a simulated pod takes no time to stop, so nothing is left
+    releasing). A gang left running fewer than `min_available` pods keeps the time it
+    became short, for the stale-gang grace period.
+    """
+    jobs = {job.key: job for job in snapshot.jobs}
     stopped = set()
     for evict in decisions.evictions:
-        jobs[evict.job] = replace(jobs[evict.job], placement=(), started_at=None, idle_since=None)
+        job = jobs[evict.job]
+        left = tuple(p for p in job.placement if p not in evict.pods)
+        jobs[evict.job] = replace(
+            job,
+            placement=left,
+            started_at=job.started_at if left else None,
+            idle_since=job.idle_since if left else None,
+        )
         if evict.reason in STOPPING:
             stopped.add(evict.job)
     for bind in decisions.binds:
-        jobs[bind.job] = replace(jobs[bind.job], placement=bind.pods, started_at=snapshot.now)
+        job = jobs[bind.job]
+        placement = tuple(sorted((*job.placement, *bind.pods), key=lambda p: p.index))
+        started = job.started_at if job.running else snapshot.now
+        jobs[bind.job] = replace(job, placement=placement, started_at=started)
+    for key, job in jobs.items():
+        short_since = (
+            (job.short_since if job.short_since is not None else snapshot.now)
+            if job.short
+            else None
+        )
+        if short_since != job.short_since:
+            jobs[key] = replace(job, short_since=short_since)
     nodes = {node.name: node for node in snapshot.nodes}
     for change in decisions.mig_changes:
         nodes[change.node] = _with_mig_change(nodes[change.node], change)
     return replace(
         snapshot,
         nodes=tuple(nodes[node.name] for node in snapshot.nodes),
-        jobs=tuple(jobs[job.name] for job in snapshot.jobs if job.name not in stopped),
+        jobs=tuple(jobs[job.key] for job in snapshot.jobs if job.key not in stopped),
+        releasing=(),
     )
 
 

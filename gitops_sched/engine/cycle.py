@@ -7,17 +7,20 @@ from gitops_sched.engine.actions.consolidate import consolidate
 from gitops_sched.engine.actions.limits import enforce_limits
 from gitops_sched.engine.actions.preempt import preempt
 from gitops_sched.engine.actions.reclaim import reclaim
+from gitops_sched.engine.actions.stale_gangs import evict_stale_gangs
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import (
     Bind,
     Decisions,
     Evict,
+    MigChange,
+    PodPlacement,
     QueueSpec,
     QueueStatus,
     Snapshot,
 )
 
-ACTIONS = (enforce_limits, allocate, consolidate, reclaim, preempt)
+ACTIONS = (enforce_limits, allocate, consolidate, reclaim, preempt, evict_stale_gangs)
 
 
 def schedule(snapshot: Snapshot) -> Decisions:
@@ -28,7 +31,7 @@ def schedule(snapshot: Snapshot) -> Decisions:
     queued: dict[str, float] = {}
     pending = session.pending()
     for job in pending:
-        queued[job.project] = queued.get(job.project, 0.0) + session.job_gpus(job)
+        queued[job.project] = queued.get(job.project, 0.0) + session.wanted_gpus(job, job.missing)
     for spec in snapshot.policy.projects:
         parent = spec.parent
         queued[parent] = queued.get(parent, 0.0) + queued.get(spec.name, 0.0)
@@ -43,37 +46,87 @@ def schedule(snapshot: Snapshot) -> Decisions:
         )
 
     evictions, binds = net_changes(snapshot, session)
+    waits = _Waits(snapshot, evictions)
     return Decisions(
         evictions=evictions,
-        binds=binds,
-        mig_changes=tuple(session.mig_changes),
+        binds=tuple(waits.bind(bind, session.mig_changes) for bind in binds),
+        mig_changes=tuple(waits.mig(change) for change in session.mig_changes),
         departments=tuple(status(d) for d in snapshot.policy.departments),
         projects=tuple(status(p) for p in snapshot.policy.projects),
         pending_reasons=tuple(
-            (job.name, session.pending_reasons.get(job.name, "waiting for GPUs"))
-            for job in sorted(pending, key=lambda j: j.name)
+            (job.key, session.pending_reasons.get(job.key, "waiting for GPUs"))
+            for job in sorted(pending, key=lambda j: j.key)
         ),
     )
 
 
 def net_changes(snapshot: Snapshot, session: Session) -> tuple[tuple[Evict, ...], tuple[Bind, ...]]:
-    """What changed for each job between the snapshot and the end of the cycle.
+    """What changed for each job's pods between the snapshot and the end of the cycle.
 
     An action may undo an earlier action's work in the same cycle (allocate binds a job
-    that reclaim then evicts); the cluster only needs the net result, so such a job gets
-    neither decision. Evictions keep the order they were taken in and the last reason.
+    that reclaim then evicts); the cluster only needs the net result: the pods that ran
+    and no longer run (or moved) are evicted, with the last reason given for the job;
+    the pods that run now and did not before are bound. Evictions keep the order they
+    were taken in.
     """
-    before = {job.name: job for job in snapshot.jobs}
-    last_reason = {evict.job: evict for evict in session.evictions}
+    before = {job.key: job for job in snapshot.jobs}
+    last = {evict.job: evict for evict in session.evictions}
     evictions: dict[str, Evict] = {}
     for evict in session.evictions:
-        was, now = before[evict.job], session.jobs.get(evict.job)
-        moved = now is None or now.placement != was.placement
-        if was.running and moved and evict.job not in evictions:
-            evictions[evict.job] = last_reason[evict.job]
+        if evict.job in evictions:
+            continue
+        now = session.jobs.get(evict.job)
+        kept = set(now.placement) if now is not None else set()
+        gone = tuple(p for p in before[evict.job].placement if p not in kept)
+        if gone:
+            reason = last[evict.job]
+            evictions[evict.job] = Evict(evict.job, reason.reason, reason.by, gone)
     binds: dict[str, Bind] = {}
     for bind in session.binds:
         now = session.jobs.get(bind.job)
-        if now is not None and now.placement == bind.pods != before[bind.job].placement:
-            binds[bind.job] = bind
+        if now is None or bind.job in binds:
+            continue
+        had = set(before[bind.job].placement)
+        new = tuple(p for p in now.placement if p not in had)
+        if new:
+            binds[bind.job] = Bind(bind.job, new)
     return tuple(evictions.values()), tuple(binds.values())
+
+
+class _Waits:
+    """What a bind or a MIG change must wait for: the pods that held its GPUs (or its MIG
+    instance) when the cycle began and are leaving (evicted now, or releasing already).
+    MIG changes on one GPU are carried out in the order listed, so a create needs no more.
+    """
+
+    def __init__(self, snapshot: Snapshot, evictions: tuple[Evict, ...]) -> None:
+        self.holders: dict[tuple, set[str]] = {}
+        leaving = [(evict.job, pod) for evict in evictions for pod in evict.pods]
+        leaving += [(releasing.job, releasing.pod) for releasing in snapshot.releasing]
+        for job, pod in leaving:
+            for slot in _slots(pod):
+                self.holders.setdefault(slot, set()).add(job)
+
+    def _leaving(self, job: str, pods: tuple[PodPlacement, ...]) -> tuple[str, ...]:
+        found = {h for pod in pods for slot in _slots(pod) for h in self.holders.get(slot, ())}
+        return tuple(sorted(found - {job}))
+
+    def bind(self, bind: Bind, changes: list[MigChange]) -> Bind:
+        instances = {(p.node, p.gpus[0], p.mig) for p in bind.pods if p.mig is not None}
+        created = tuple(
+            self.mig(c) for c in changes if c.create and (c.node, c.gpu, c.instance) in instances
+        )
+        return Bind(bind.job, bind.pods, self._leaving(bind.job, bind.pods), created)
+
+    def mig(self, change: MigChange) -> MigChange:
+        if change.create:
+            return change
+        pod = PodPlacement(change.node, (change.gpu,), mig=change.instance)
+        return MigChange(change.node, change.gpu, change.instance, False, self._leaving("", (pod,)))
+
+
+def _slots(pod: PodPlacement) -> list[tuple]:
+    """What a pod occupies: its whole or shared GPUs, or its MIG instance."""
+    if pod.mig is not None:
+        return [(pod.node, pod.gpus[0], pod.mig)]
+    return [(pod.node, gpu) for gpu in pod.gpus]

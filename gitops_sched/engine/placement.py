@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
+from dataclasses import replace
 
 from gitops_sched.engine.admission import headroom
 from gitops_sched.engine.requests import mig_share
@@ -20,22 +21,27 @@ from gitops_sched.engine.usage import GpuKey, NodeUse, Usage
 from gitops_sched.hardware.mig import MigInstance, find_placement, layout_with
 
 
-def place(session: Session, job: Job) -> bool:
-    """Bind the job (all its pods, or at least `min_available`) if it fits; else change nothing.
+def place(session: Session, job: Job, count: int | None = None) -> bool:
+    """Start `count` more pods of the job (default: `job.next_pods`, the rest of its gang
+    or one elastic pod) together if they fit; else change nothing.
 
     GPU-memory and MIG pods only go to GPUs where their share keeps the project inside
     its quota rules (see admission.headroom).
     """
-    counts = [job.pods] if job.min_available >= job.pods else [job.pods, job.min_available]
+    job = session.jobs[job.key]
+    count = job.next_pods if count is None else count
+    if count <= 0:
+        return False
+    taken = {pod.index for pod in job.placement}
+    indexes = [i for i in range(job.pods) if i not in taken][:count]
     budget = headroom(session, job)
-    for count in counts:
-        for domain in _domains(session, job, count):
-            with session.statement() as commit:
-                pods = _place_pods(session, job, count, domain, budget / count)
-                if pods is not None:
-                    session.bind(job, pods)
-                    commit()
-                    return True
+    for domain in _domains(session, job, count):
+        with session.statement() as commit:
+            pods = _place_pods(session, job, count, domain, budget / count)
+            if pods is not None:
+                session.bind(job, tuple(replace(p, index=i) for p, i in zip(pods, indexes)))
+                commit()
+                return True
     return False
 
 
@@ -191,6 +197,8 @@ def _mig(session: Session, job: Job, domain: str | None, limit: float) -> PodPla
     with_idle = {k for (group, _), keys in usage.idle_mig.items() if group in groups for k in keys}
     for key in sorted(filter(allowed, with_idle), key=packing):
         use, gpu = usage.gpu(key)
+        if gpu.mig_static:
+            continue
         removable = gpu.idle_instances()
         plan = removable and layout_with(use.node.gpu_model, tuple(gpu.mig), profile, removable)
         if plan:

@@ -22,6 +22,7 @@ from gitops_sched.engine.types import (
     MigChange,
     PodPlacement,
     QueueSpec,
+    ReleasingPod,
     RequestKind,
     Snapshot,
 )
@@ -29,18 +30,23 @@ from gitops_sched.engine.usage import NodeUse, Usage
 from gitops_sched.hardware.mig import MigInstance
 
 
-def _name(job: Job) -> str:
-    return job.name
+def _key(job: Job) -> str:
+    return job.key
 
 
 def job_order(job: Job) -> tuple:
     """Within a project: higher priority first, then earlier submission, then name."""
-    return (-job.priority, job.submitted, job.name)
+    return (-job.priority, job.submitted, job.key)
 
 
 def victim_order(job: Job) -> tuple:
     """Cheapest to lose first: lowest priority, then the most recently submitted."""
-    return (job.priority, -job.submitted, job.name)
+    return (job.priority, -job.submitted, job.key)
+
+
+def releasing_holder(index: int, job: str) -> str:
+    """The name a releasing pod holds its GPUs under (a job's new pods may run beside it)."""
+    return f"releasing:{index}:{job}"
 
 
 class Session:
@@ -52,9 +58,14 @@ class Session:
         policy = snapshot.policy
         self.projects: dict[str, QueueSpec] = {p.name: p for p in policy.projects}
         self.departments: dict[str, QueueSpec] = {d.name: d for d in policy.departments}
-        self.jobs: dict[str, Job] = {job.name: job for job in sorted(snapshot.jobs, key=_name)}
-        running = [(j.name, j.project, pod) for j in self.jobs.values() for pod in j.placement]
-        self.usage = Usage(snapshot.nodes, running)
+        self.jobs: dict[str, Job] = {job.key: job for job in sorted(snapshot.jobs, key=_key)}
+        running = [(j.key, j.project, pod) for j in self.jobs.values() for pod in j.placement]
+        # releasing pods hold their GPUs under their own names until `release_all`
+        self.releasing: dict[str, ReleasingPod] = {
+            releasing_holder(i, r.job): r for i, r in enumerate(snapshot.releasing)
+        }
+        held = [(name, r.project, r.pod) for name, r in self.releasing.items()]
+        self.usage = Usage(snapshot.nodes, running + held)
         self.nodes = self.usage.nodes
         self._candidates: dict[tuple[str, ...], list[NodeUse]] = {}
         self.allocated: dict[str, float] = dict.fromkeys([*self.projects, *self.departments], 0.0)
@@ -72,13 +83,14 @@ class Session:
         demand = {name: self.allocated[name] for name in self.projects}
         for job in self.pending():
             if job.project in demand:
-                demand[job.project] += self.job_gpus(job)
+                demand[job.project] += self.wanted_gpus(job, job.missing)
         self.fair_share = fair_shares(self.capacity, policy.departments, policy.projects, demand)
 
     # -- queries ---------------------------------------------------------------------------
 
     def pending(self) -> list[Job]:
-        return [j for j in self.jobs.values() if not j.running]
+        """Jobs with pods not running: new ones, gangs in flight, elastic ones below `pods`."""
+        return [j for j in self.jobs.values() if j.missing > 0]
 
     def running(self) -> list[Job]:
         return [j for j in self.jobs.values() if j.running]
@@ -89,14 +101,6 @@ class Session:
         for job in sorted(self.pending(), key=job_order):
             queues.setdefault(job.project, []).append(job)
         return queues
-
-    def preemptible_by_project(self) -> dict[str, list[Job]]:
-        """Running preemptible jobs per project, cheapest to lose first (see victim_order)."""
-        victims: dict[str, list[Job]] = {}
-        for job in sorted(self.running(), key=victim_order):
-            if job.preemptible:
-                victims.setdefault(job.project, []).append(job)
-        return victims
 
     def projects_by_ratio(self, names: Iterable[str]) -> list[str]:
         return sorted(names, key=lambda name: (self.ratio(name), name))
@@ -128,13 +132,16 @@ class Session:
             self._nominal[key] = best
         return self._nominal[key]
 
-    def job_gpus(self, job: Job, placement: tuple[PodPlacement, ...] | None = None) -> float:
-        """GPUs the job counts for: as placed, or (pending) on its nominal GPU."""
-        placement = job.placement if placement is None else placement
-        if placement:
-            return sum(self._pod_gpus(job, pod) for pod in placement)
+    def placed_gpus(self, job: Job, pods: tuple[PodPlacement, ...] | None = None) -> float:
+        """GPUs the job's running pods (or `pods`) count for against quota."""
+        return sum(self._pod_gpus(job, pod) for pod in (job.placement if pods is None else pods))
+
+    def wanted_gpus(self, job: Job, pods: int | None = None) -> float:
+        """GPUs `pods` more pods (default: the next placement's) would count for, on the
+        largest GPU the job may use."""
         model, memory = self.nominal_gpu(job)
-        return pod_gpus(job, None, model, memory) * job.pods
+        count = job.next_pods if pods is None else pods
+        return pod_gpus(job, None, model, memory) * count
 
     def _pod_gpus(self, job: Job, pod: PodPlacement) -> float:
         use = self.nodes.get(pod.node)
@@ -205,11 +212,15 @@ class Session:
             self._undo.append(action)
 
     def bind(self, job: Job, pods: tuple[PodPlacement, ...]) -> None:
-        placed = replace(job, placement=pods, started_at=self.now)
+        """Start `pods` more pods of the job (their `index` says which)."""
+        current = self.jobs[job.key]
+        placement = tuple(sorted((*current.placement, *pods), key=lambda p: p.index))
+        started = current.started_at if current.running else self.now
+        placed = replace(current, placement=placement, started_at=started)
         self._set_job(placed)
         self._occupy(placed, pods)
         self._log(lambda: self._release(placed, pods))
-        self.binds.append(Bind(job.name, pods))
+        self.binds.append(Bind(job.key, pods))
 
     def hold(self, job: Job, pod: PodPlacement) -> None:
         """Reserve one pod's GPUs while the rest of its gang is being placed."""
@@ -220,21 +231,40 @@ class Session:
         self._release(job, pods)
         self._log(lambda: self._occupy(job, pods))
 
-    def evict(self, job: Job, reason: EvictReason, by: str = "") -> Job:
-        """Free the job's GPUs; it stays known to the session as pending."""
-        pods = job.placement
-        self._release(job, pods)
-        self._log(lambda: self._occupy(job, pods))
-        pending = replace(job, placement=(), started_at=None)
-        self._set_job(pending)
-        self.evictions.append(Evict(job.name, reason, by))
-        return pending
+    def evict(
+        self,
+        job: Job,
+        reason: EvictReason,
+        by: str = "",
+        pods: tuple[PodPlacement, ...] | None = None,
+    ) -> Job:
+        """Free the GPUs of `pods` (default: all the job's running pods); they are pending
+        again. Returns the job as it is now."""
+        current = self.jobs[job.key]
+        pods = current.placement if pods is None else pods
+        self._release(current, pods)
+        self._log(lambda: self._occupy(current, pods))
+        left = tuple(p for p in current.placement if p not in pods)
+        after = replace(current, placement=left, started_at=current.started_at if left else None)
+        self._set_job(after)
+        self.evictions.append(Evict(job.key, reason, by, pods))
+        return after
 
     def stop(self, job: Job, reason: EvictReason) -> None:
         """Evict for good (time limit, idle): the job leaves the session, not re-queued."""
         self.evict(job, reason)
-        removed = self.jobs.pop(job.name)
-        self._log(lambda: self.jobs.__setitem__(job.name, removed))
+        removed = self.jobs.pop(job.key)
+        self._log(lambda: self.jobs.__setitem__(job.key, removed))
+
+    def release_all(self) -> bool:
+        """Treat releasing pods' GPUs as free from now on (pipelining): what is placed on
+        them binds once they have left. False when nothing was releasing."""
+        for holder, pod in self.releasing.items():
+            self.usage.give_back(holder, pod.pod)
+            self._log(lambda holder=holder, pod=pod: self.usage.take(holder, pod.project, pod.pod))
+        released, self.releasing = self.releasing, {}
+        self._log(lambda: setattr(self, "releasing", released))
+        return bool(released)
 
     def create_mig(self, node: str, gpu: int, instance: MigInstance) -> None:
         self.usage.add_instance(node, gpu, instance)
@@ -247,22 +277,22 @@ class Session:
         self.mig_changes.append(MigChange(node, gpu, instance, create=False))
 
     def _set_job(self, job: Job) -> None:
-        previous = self.jobs[job.name]
-        self.jobs[job.name] = job
-        self._log(lambda: self.jobs.__setitem__(job.name, previous))
+        previous = self.jobs[job.key]
+        self.jobs[job.key] = job
+        self._log(lambda: self.jobs.__setitem__(job.key, previous))
 
     def _occupy(self, job: Job, pods: tuple[PodPlacement, ...]) -> None:
         self._account(job, pods, +1)
         for pod in pods:
-            self.usage.take(job.name, job.project, pod)
+            self.usage.take(job.key, job.project, pod)
 
     def _release(self, job: Job, pods: tuple[PodPlacement, ...]) -> None:
         self._account(job, pods, -1)
         for pod in pods:
-            self.usage.give_back(job.name, pod)
+            self.usage.give_back(job.key, pod)
 
     def _account(self, job: Job, pods: tuple[PodPlacement, ...], sign: int) -> None:
-        amount = sign * self.job_gpus(job, pods)
+        amount = sign * self.placed_gpus(job, pods)
         for queue in (job.project, self.department_of(job.project)):
             if queue in self.allocated:
                 self.allocated[queue] += amount

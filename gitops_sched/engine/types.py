@@ -62,11 +62,18 @@ class PodPlacement:
     gpus: tuple[int, ...] = ()
     fraction: float = 0.0  # share of gpus[0] for fraction/memory requests
     mig: MigInstance | None = None  # on gpus[0]
+    index: int = 0  # the pod's ordinal in its job: elastic pods are given up highest first
 
 
 @dataclass(frozen=True)
 class Job:
-    """A workload as the engine sees it: a gang of `pods` identical pods."""
+    """A workload as the engine sees it: `pods` identical pods, `min_available` of which
+    must run together (a gang); the rest are elastic.
+
+    Identified by `key` (namespace/name): two projects may both have a "train" job. Its
+    running pods are `placement`; the others are pending work, so a gang whose pods are
+    partly running still asks for the missing ones.
+    """
 
     name: str
     project: str
@@ -78,13 +85,38 @@ class Job:
     min_available: int = 1
     node_groups: tuple[str, ...] = ()  # allowed node groups; empty = any GPU node
     submitted: int = 0  # submission order (or time): earlier first among equals
-    placement: tuple[PodPlacement, ...] = ()  # empty = pending
+    placement: tuple[PodPlacement, ...] = ()  # the running pods, by index; empty = pending
     started_at: float | None = None  # when it started running
     idle_since: float | None = None  # GPU idle since (from NVML); None = busy or unknown
+    namespace: str = ""
+    uid: str = ""  # the cluster's UID, where there is one
+    # since when fewer than `min_available` pods run (kept between cycles by the caller)
+    short_since: float | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
 
     @property
     def running(self) -> bool:
+        """Some pods hold GPUs."""
         return bool(self.placement)
+
+    @property
+    def missing(self) -> int:
+        """Pods not running: pending work."""
+        return self.pods - len(self.placement)
+
+    @property
+    def short(self) -> bool:
+        """Partly running: fewer than `min_available` pods run (a gang in flight)."""
+        return 0 < len(self.placement) < self.min_available
+
+    @property
+    def next_pods(self) -> int:
+        """How many pods the next placement must start together: the rest of the gang,
+        or one elastic pod once the gang runs; 0 when every pod runs."""
+        return min(self.missing, max(self.min_available - len(self.placement), 1))
 
 
 @dataclass(frozen=True)
@@ -102,12 +134,29 @@ class QueueSpec:
     idle_timeout_s: int | None = None
 
 
+STALE_GANG_GRACE_S = 60.0  # KAI's default before a gang short of pods is evicted whole
+
+
 @dataclass(frozen=True)
 class Policy:
     departments: tuple[QueueSpec, ...]
     projects: tuple[QueueSpec, ...]
     reclaim_threshold: float = 0.0
     consolidation: bool = True
+    stale_gang_grace_s: float = STALE_GANG_GRACE_S
+
+
+@dataclass(frozen=True)
+class ReleasingPod:
+    """A pod that was told to stop and still holds its GPUs until it has terminated.
+
+    Its GPUs are taken now and free soon: a job may be pipelined onto them (its binds
+    wait until they are free), but nothing else is placed there.
+    """
+
+    job: str  # the key of the job it belonged to
+    project: str
+    pod: PodPlacement
 
 
 @dataclass(frozen=True)
@@ -118,6 +167,7 @@ class Snapshot:
     nodes: tuple[Node, ...]
     jobs: tuple[Job, ...]
     now: float = 0.0
+    releasing: tuple[ReleasingPod, ...] = ()
 
 
 class EvictReason(StrEnum):
@@ -126,19 +176,7 @@ class EvictReason(StrEnum):
     CONSOLIDATE = "consolidate"  # moved to defragment (re-queued, placed again)
     TIME_LIMIT = "time-limit"  # interactive work past the project's limit
     IDLE = "idle"  # interactive work idle past the project's timeout
-
-
-@dataclass(frozen=True)
-class Bind:
-    job: str
-    pods: tuple[PodPlacement, ...]
-
-
-@dataclass(frozen=True)
-class Evict:
-    job: str
-    reason: EvictReason
-    by: str = ""  # the job it made room for, if any
+    STALE_GANG = "stale-gang"  # a gang short of `min_available` pods past the grace period
 
 
 @dataclass(frozen=True)
@@ -147,6 +185,31 @@ class MigChange:
     gpu: int
     instance: MigInstance
     create: bool  # False: destroy
+    # jobs (keys) whose pods must have left the GPU first (evicted or releasing)
+    waits_for: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Bind:
+    """Pods of a job to bind; only once `waits_for` jobs' pods have left the GPUs they
+    take (evicted this cycle, or releasing) and the MIG instances they use exist."""
+
+    job: str  # the job's key
+    pods: tuple[PodPlacement, ...]
+    waits_for: tuple[str, ...] = ()
+    waits_for_mig: tuple[MigChange, ...] = ()
+
+    @property
+    def pipelined(self) -> bool:
+        return bool(self.waits_for or self.waits_for_mig)
+
+
+@dataclass(frozen=True)
+class Evict:
+    job: str  # the job's key
+    reason: EvictReason
+    by: str = ""  # the job it made room for, if any
+    pods: tuple[PodPlacement, ...] = ()  # the pods that go: all the job's, or elastic ones
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ class GpuUse:
     index: int
     memory_mib: int
     mig_enabled: bool
+    mig_static: bool = False  # its instances are fixed: none is created or destroyed
     whole: str = ""  # job holding the whole GPU
     shares: dict[str, float] = field(default_factory=dict)  # job -> fraction of this GPU
     used: float = 0.0  # sum of shares
@@ -74,11 +75,17 @@ class Usage:
         self.group_memory: dict[str, int | None] = {}  # GPU memory if uniform in the group
         # (node group, profile) -> GPUs with an idle instance of that profile
         self.idle_mig: dict[tuple[str, str], set[GpuKey]] = {}
-        # node group -> MIG-enabled GPUs with compute slices left (where an instance may fit)
+        # node group -> dynamic MIG GPUs with compute slices left (where an instance may fit)
         self.mig_roomy: dict[str, set[GpuKey]] = {}
         for node in sorted(nodes, key=lambda n: n.name):
             gpus = [
-                GpuUse(g.index, g.memory_mib, g.mig_enabled, mig=dict.fromkeys(g.mig_instances, ""))
+                GpuUse(
+                    g.index,
+                    g.memory_mib,
+                    g.mig_enabled,
+                    g.mig_static,
+                    mig=dict.fromkeys(g.mig_instances, ""),
+                )
                 for g in node.gpus
             ]
             use = NodeUse(node, gpus)
@@ -166,7 +173,7 @@ class Usage:
             projects = {self.project_of[job] for job in gpu.shares}
             if len(projects) == 1:
                 _toggle(self.solo.setdefault((group, projects.pop()), set()), key, sign)
-        if gpu.mig_enabled:
+        if gpu.mig_enabled and not gpu.mig_static:
             used = sum(mig_share(use.node.gpu_model, i.profile) for i in gpu.mig)
             if used < 1 - GPU_EPSILON:
                 _toggle(self.mig_roomy.setdefault(group, set()), key, sign)

@@ -119,6 +119,7 @@ class _Run:
     repo: Repo
     snapshot: Snapshot
     workloads: dict[str, Workload] = field(default_factory=dict)  # all submitted, by name
+    names: dict[str, str] = field(default_factory=dict)  # job key -> workload name
     requests: dict[str, GpuRequest] = field(default_factory=dict)
     ended: dict[str, tuple[str, str]] = field(default_factory=dict)  # -> (status, reason)
     last: Decisions = field(default_factory=Decisions)
@@ -151,8 +152,10 @@ class _Run:
     def submit(self, workload: Workload, pods: tuple[PodPlacement, ...] = ()) -> None:
         job = job_from_workload(self.repo, workload, self.submitted)
         if pods:
-            job = replace(job, placement=pods, started_at=self.snapshot.now)
+            placement = tuple(replace(pod, index=i) for i, pod in enumerate(pods))
+            job = replace(job, placement=placement, started_at=self.snapshot.now)
         self.submitted += 1
+        self.names[job.key] = workload.name
         self.workloads[workload.name] = workload
         self.requests[workload.name] = job.request
         self.ended.pop(workload.name, None)
@@ -164,24 +167,29 @@ class _Run:
         self.ended.update((name, ("deleted", "")) for name in names)
 
     def set_nodes(self, step: int, names: tuple[str, ...], up: bool) -> None:
-        """A node going down takes its workloads with it: they are queued again."""
+        """A node going down takes its pods with them: they are queued again. A gang whose
+        other pods run elsewhere is left in flight (see the stale-gang grace period)."""
         nodes = tuple(
             replace(node, schedulable=up) if node.name in names else node
             for node in self.snapshot.nodes
         )
         jobs = []
         for job in self.snapshot.jobs:
-            if not up and any(pod.node in names for pod in job.placement):
-                self._evicted(step, 0, job.name, NODE_DOWN, "", job.placement)
-                job = replace(job, placement=(), started_at=None, idle_since=None)
+            lost = tuple(pod for pod in job.placement if pod.node in names)
+            if not up and lost:
+                self._evicted(step, 0, job.name, NODE_DOWN, "", lost)
+                left = tuple(pod for pod in job.placement if pod not in lost)
+                if left:
+                    job = replace(job, placement=left, short_since=self.snapshot.now)
+                else:
+                    job = replace(job, placement=(), started_at=None, idle_since=None)
             jobs.append(job)
         self.snapshot = replace(self.snapshot, nodes=nodes, jobs=tuple(jobs))
 
     def settle(self, step: int) -> None:
-        placements = {job.name: job.placement for job in self.snapshot.jobs}
         self.snapshot, history = settle(self.snapshot)
         for cycle, decisions in enumerate(history, 1):
-            self._record(step, cycle, decisions, placements)
+            self._record(step, cycle, decisions)
         self.last = history[-1]
 
     def _record(
@@ -189,23 +197,21 @@ class _Run:
         step: int,
         cycle: int,
         decisions: Decisions,
-        placements: dict[str, tuple[PodPlacement, ...]],
     ) -> None:
-        """Log a cycle's decisions; `placements` follows the jobs so evictions say where from."""
+        """Log a cycle's decisions, with workload names (the engine speaks in job keys)."""
         now = self.snapshot.now
         for evict in decisions.evictions:
-            pods = placements.get(evict.job, ())
-            self._evicted(step, cycle, evict.job, evict.reason.value, evict.by, pods)
-            placements[evict.job] = ()
+            name, by = self.names[evict.job], self.names.get(evict.by, evict.by)
+            self._evicted(step, cycle, name, evict.reason.value, by, evict.pods)
             if evict.reason in STOPPING:
-                self.ended[evict.job] = ("stopped", evict.reason.value)
+                self.ended[name] = ("stopped", evict.reason.value)
         for change in decisions.mig_changes:
             action = "mig-create" if change.create else "mig-destroy"
             pod = PodPlacement(change.node, (change.gpu,), mig=change.instance)
             self.log.append(LogEntry(step, cycle, now, action, "", pods=(pod,)))
         for bind in decisions.binds:
-            self.log.append(LogEntry(step, cycle, now, "bind", bind.job, pods=bind.pods))
-            placements[bind.job] = bind.pods
+            name = self.names[bind.job]
+            self.log.append(LogEntry(step, cycle, now, "bind", name, pods=bind.pods))
 
     def _evicted(
         self, step: int, cycle: int, job: str, reason: str, by: str, pods: tuple[PodPlacement, ...]
@@ -215,14 +221,14 @@ class _Run:
     def states(self, names: Iterable[str]) -> dict[str, WorkloadState]:
         """The workloads' states now; one pass over the jobs, however many are asked for."""
         jobs = {job.name: job for job in self.snapshot.jobs}
-        reasons = dict(self.last.pending_reasons)
+        reasons = {self.names[key]: why for key, why in self.last.pending_reasons}
         return {name: self._state(name, jobs.get(name), reasons) for name in names}
 
     def _state(self, name: str, job: Job | None, reasons: dict[str, str]) -> WorkloadState:
         workload = self.workloads[name]
         if job is None:
             status, reason = self.ended[name]
-        elif job.running:
+        elif len(job.placement) >= job.min_available:
             status, reason = "running", ""
         else:
             status, reason = "pending", reasons.get(name, "")

@@ -2,8 +2,10 @@
 
 Projects are served by allocated/fair-share (lowest first), one job at a time, so free
 GPUs spread in proportion to fair shares; within a project by priority, then
-submission time. A job shape that found no room is not tried again this cycle, since
-allocation only ever takes GPUs away.
+submission time. A job places its gang (or the rest of a gang in flight) at once, then
+each elastic pod queues again like a job of its own. A job shape that found no room is
+not tried again in a pass, since allocation only ever takes GPUs away. Releasing pods'
+GPUs are used only by a second pass, once the free ones are spent (pipelining).
 """
 
 from __future__ import annotations
@@ -17,27 +19,48 @@ from gitops_sched.engine.types import Job
 
 
 def allocate(session: Session) -> None:
+    """Place on free GPUs; then pipeline what is left onto GPUs being released."""
+    _allocate_free(session)
+    if session.release_all():
+        _allocate_free(session)
+
+
+def _allocate_free(session: Session) -> None:
     queues = session.pending_by_project()
     heap = [(session.ratio(name), name, 0) for name in queues]
     heapq.heapify(heap)
     no_room: set[tuple] = set()
     while heap:
         _, name, position = heapq.heappop(heap)
-        job = queues[name][position]
+        job = session.jobs[queues[name][position].key]
         reason = quota_blocker(session, job)
+        placed = False
         if reason is None:
-            shape = (job.request, job.pods, job.min_available, job.node_groups)
-            if shape in no_room or not place(session, job):
+            shape = (job.request, job.next_pods, job.node_groups)
+            placed = shape not in no_room and place(session, job)
+            if not placed:
                 no_room.add(shape)
                 reason = no_room_reason(job)
         if reason is not None:
-            session.pending_reasons[job.name] = reason
+            session.pending_reasons[job.key] = gang_reason(job, reason)
+        elif session.jobs[job.key].missing == 0:
+            session.pending_reasons.pop(job.key, None)
+        if placed and session.jobs[job.key].missing > 0:
+            position -= 1  # its next elastic pod queues again, behind the project's ratio
         if position + 1 < len(queues[name]):
             heapq.heappush(heap, (session.ratio(name), name, position + 1))
 
 
+def gang_reason(job: Job, reason: str) -> str:
+    """The reason, saying how much of a partly running gang waits for it."""
+    if job.short:
+        return f"waiting for gang {len(job.placement)}/{job.min_available}: {reason}"
+    return reason
+
+
 def no_room_reason(job: Job) -> str:
-    pods = f"{job.min_available} pods" if job.min_available > 1 else "1 pod"
+    count = job.next_pods
+    pods = f"{count} pods" if count > 1 else "1 pod"
     return f"no room for {pods} of {describe_request(job)} on the allowed nodes"
 
 

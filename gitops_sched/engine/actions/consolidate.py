@@ -23,22 +23,22 @@ def consolidate(session: Session) -> None:
     for job in session.running():
         if job.preemptible and job.request.kind is RequestKind.WHOLE:
             for node in sorted({pod.node for pod in job.placement}):
-                on_node.setdefault(node, []).append(job.name)
+                on_node.setdefault(node, []).append(job.key)
     for name in session.projects_by_ratio(queues):
         for job in queues[name]:
-            current = session.jobs[job.name]
-            if current.running or current.request.kind is not RequestKind.WHOLE:
+            current = session.jobs[job.key]
+            if current.missing == 0 or current.request.kind is not RequestKind.WHOLE:
                 continue
             if quota_blocker(session, current) or not may_reclaim(session, current):
                 continue
-            need = current.request.count * current.min_available
+            need = current.request.count * current.next_pods
             if session.free_whole(current) < need:
                 continue
             nodes = sorted(session.candidate_nodes(current), key=lambda n: (-n.free_whole, n.name))
             for node in nodes:
                 movable = [session.jobs[m] for m in on_node.get(node.name, ())]
                 if _make_room(session, current, node, movable):
-                    session.pending_reasons.pop(job.name, None)
+                    session.pending_reasons.pop(job.key, None)
                     break
 
 
@@ -46,15 +46,15 @@ def _make_room(session: Session, job: Job, node: NodeUse, candidates: list[Job])
     """Move `candidates` (preemptible jobs seen on `node`) off it until `job` fits."""
     movable = sorted(
         (j for j in candidates if any(p.node == node.name for p in j.placement)),
-        key=lambda j: (session.job_gpus(j), j.name),
+        key=lambda j: (session.placed_gpus(j), j.key),
     )
     with session.statement() as commit:
-        moved: list[str] = []
+        moved: list[tuple[Job, int]] = []
         for victim in movable:
-            session.evict(victim, EvictReason.CONSOLIDATE, by=job.name)
-            moved.append(victim.name)
-            if place(session, session.jobs[job.name]):
-                if all(place(session, session.jobs[m]) for m in moved):
+            session.evict(victim, EvictReason.CONSOLIDATE, by=job.key)
+            moved.append((victim, len(victim.placement)))
+            if place(session, job):
+                if all(place(session, m, count) for m, count in moved):
                     commit()
                     return True
                 return False

@@ -6,7 +6,7 @@ lower-priority GPUs for the higher-priority job.
 
 from __future__ import annotations
 
-from gitops_sched.engine.actions.victims import evict_until_placed
+from gitops_sched.engine.actions.victims import VictimPool, evict_until_placed
 from gitops_sched.engine.admission import quota_blocker
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason
@@ -14,15 +14,18 @@ from gitops_sched.engine.types import GPU_EPSILON, EvictReason
 
 def preempt(session: Session) -> None:
     queues = session.pending_by_project()
-    running = session.preemptible_by_project()
+    pool = VictimPool(session)
     for name in sorted(queues):
         for job in queues[name]:
-            if session.jobs[job.name].running:
+            job = session.jobs[job.key]
+            if job.missing == 0:
                 continue
             victims = [
                 v
-                for v in running.get(name, ())
-                if v.priority < job.priority and session.jobs[v.name].running
+                for v in pool.by_project.get(name, ())
+                if v.job != job.key
+                and session.jobs[v.job].priority < job.priority
+                and pool.still_running(v)
             ]
             if not victims or quota_blocker(session, job):
                 continue
@@ -35,4 +38,4 @@ def preempt(session: Session) -> None:
                 return session.allocated[name] <= ceiling + GPU_EPSILON
 
             if evict_until_placed(session, job, EvictReason.PREEMPT, next_victim, within_share):
-                session.pending_reasons.pop(job.name, None)
+                session.pending_reasons.pop(job.key, None)

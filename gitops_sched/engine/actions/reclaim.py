@@ -9,7 +9,7 @@ over their own deserved quota, because deserved quota is guaranteed.
 
 from __future__ import annotations
 
-from gitops_sched.engine.actions.victims import VictimPool, evict_until_placed
+from gitops_sched.engine.actions.victims import Victim, VictimPool, evict_until_placed
 from gitops_sched.engine.admission import may_reclaim, quota_blocker
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job
@@ -28,19 +28,20 @@ def reclaim(session: Session) -> None:
         for job in queues[name]:
             if failed >= MAX_FAILED_PER_PROJECT:
                 break
-            if session.jobs[job.name].running or quota_blocker(session, job):
+            job = session.jobs[job.key]
+            if job.missing == 0 or quota_blocker(session, job):
                 continue
             if not may_reclaim(session, job):
                 continue
-            gain = session.job_gpus(job)
+            gain = session.wanted_gpus(job)
             guaranteed = (
                 session.allocated[name] + gain <= session.projects[name].deserved + GPU_EPSILON
             )
-            shape = (job.request, job.pods, job.min_available, job.node_groups, guaranteed)
+            shape = (job.request, job.next_pods, job.node_groups, guaranteed)
             if shape in failed_shapes:
                 continue
             if _reclaim_for(session, job, pool, gain, guaranteed):
-                session.pending_reasons.pop(job.name, None)
+                session.pending_reasons.pop(job.key, None)
             else:
                 failed += 1
                 failed_shapes.add(shape)
@@ -57,12 +58,12 @@ def _reclaim_for(
         and (guaranteed or session.allocated[p] > session.fair_share.get(p, 0.0))
     }
 
-    def next_victim() -> Job | None:
+    def next_victim() -> Victim | None:
         for project in sorted(cursors, key=lambda p: (-session.ratio(p), p)):
             index = pool.first_usable(project, cursors[project], allowed)
             if index is not None:
-                victim = session.jobs[pool.by_project[project][index].name]
-                if _may_lose(session, job, gain, victim, pool.gpus[victim.name], guaranteed):
+                victim = pool.by_project[project][index]
+                if _may_lose(session, job, gain, victim.job, pool.gpus(victim), guaranteed):
                     cursors[project] = index + 1
                     return victim
             # nothing (more) this project can give up for this job
@@ -73,9 +74,10 @@ def _reclaim_for(
 
 
 def _may_lose(
-    session: Session, job: Job, gain: float, victim: Job, amount: float, guaranteed: bool
+    session: Session, job: Job, gain: float, victim_key: str, amount: float, guaranteed: bool
 ) -> bool:
     """Whether the victim's project (and department) stays at or above its floor."""
+    victim = session.jobs[victim_key]
     queues = [(victim.project, job.project)]
     victim_dept = session.department_of(victim.project)
     if victim_dept != session.department_of(job.project):
