@@ -61,9 +61,24 @@ _QUEUE_STATUS = {
 STATUS_FIELDS: dict[str, dict[str, Any]] = {
     "Cluster": {
         "syncedCommit": _string("The config repo commit the cluster was last synced to."),
+        "lastAttemptedCommit": _string("The last commit the reconciler tried, valid or not."),
+        "lastSyncTime": {
+            "type": "string",
+            "format": "date-time",
+            "description": "When the last sync that changed something (or failed) ended.",
+        },
+        "objects": {"type": "integer", "description": "Objects the synced commit renders."},
+        "applied": {"type": "integer", "description": "Objects the last sync applied."},
+        "pruned": {"type": "integer", "description": "Objects the last sync deleted."},
         "drift": {
             "type": "array",
-            "description": "Managed objects whose live state differs from the repo (Kind/ns/name).",
+            "description": "Managed objects whose live state differed from the repo and were "
+            "restored by the last sync (Kind/ns/name: fields).",
+            "items": {"type": "string"},
+        },
+        "errors": {
+            "type": "array",
+            "description": "Why the last sync failed: invalid config or objects not applied.",
             "items": {"type": "string"},
         },
     },

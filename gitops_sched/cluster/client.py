@@ -1,0 +1,215 @@
+"""A small client over the official one's DynamicClient: plain dicts in and out, one
+retrying request path, and request counting.
+
+Resources are found through discovery (the DynamicClient's), refreshed once when a kind is
+missing, since a CRD applied a moment ago adds kinds. Every request goes through
+`_request`, which retries with jittered backoff (see `retry`) and calls the
+`before_request` hooks (tests use them to stop a process between two requests).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import kubernetes
+import urllib3
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
+
+from gitops_sched.cluster.errors import ApiFailure, NotFound
+from gitops_sched.cluster.retry import Backoff
+
+APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
+
+
+@dataclass(frozen=True, order=True)
+class ObjectRef:
+    """An object's identity: apiVersion, kind, namespace ("" when cluster-scoped), name."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+
+    @classmethod
+    def of(cls, obj: dict[str, Any]) -> ObjectRef:
+        meta = obj["metadata"]
+        return cls(obj["apiVersion"], obj["kind"], meta.get("namespace") or "", meta["name"])
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind}/{where}{self.name}"
+
+
+class ClusterClient:
+    def __init__(
+        self,
+        configuration: kubernetes.client.Configuration,
+        backoff: Backoff | None = None,
+        timeout: float = 30.0,
+        user_agent: str = "gitops-sched",
+    ):
+        configuration.retries = False
+        self.api_client = kubernetes.client.ApiClient(configuration)
+        self.api_client.user_agent = user_agent
+        self.backoff = backoff or Backoff()
+        self.timeout = timeout
+        self.before_request: list[Callable[[str, str], None]] = []
+        self.requests: Counter[str] = Counter()  # "read" / "write" requests sent, retries too
+        self._cache_dir = tempfile.mkdtemp(prefix="gitops-sched-discovery-")
+        self._dynamic: DynamicClient | None = None
+
+    def close(self) -> None:
+        self.api_client.close()
+        shutil.rmtree(self._cache_dir, ignore_errors=True)
+
+    # --- discovery -------------------------------------------------------------------
+
+    @property
+    def dynamic(self) -> DynamicClient:
+        if self._dynamic is None:
+            cache = os.path.join(self._cache_dir, "discovery.json")
+            self._dynamic = self._call(lambda: DynamicClient(self.api_client, cache_file=cache))
+        return self._dynamic
+
+    def resource(self, api_version: str, kind: str) -> Any | None:
+        """The DynamicClient resource of a kind, or None when the server does not serve it."""
+
+        def find() -> Any | None:
+            try:
+                return self.dynamic.resources.get(api_version=api_version, kind=kind)
+            except ResourceNotFoundError:  # the discoverer already refreshed once
+                return None
+
+        return self._call(find)
+
+    def is_namespaced(self, api_version: str, kind: str) -> bool:
+        resource = self.resource(api_version, kind)
+        if resource is None:
+            raise NotFound(404, "NotFound", f"{api_version} {kind} is not served")
+        return bool(resource.namespaced)
+
+    def _path(self, ref: ObjectRef, subresource: str | None = None) -> str:
+        resource = self.resource(ref.api_version, ref.kind)
+        if resource is None:
+            raise NotFound(404, "NotFound", f"{ref.api_version} {ref.kind} is not served")
+        path = resource.path(name=ref.name, namespace=ref.namespace or None)
+        return f"{path}/{subresource}" if subresource else path
+
+    # --- requests --------------------------------------------------------------------
+
+    def get(self, ref: ObjectRef) -> dict[str, Any] | None:
+        try:
+            return self._request("GET", self._path(ref))
+        except NotFound:
+            return None
+
+    def list(
+        self,
+        api_version: str,
+        kind: str,
+        label_selector: str | None = None,
+        namespace: str | None = None,
+    ) -> list[dict[str, Any]] | None:
+        """Objects of a kind (in every namespace unless one is given), each with its
+        apiVersion and kind; None when the server does not serve the kind."""
+        resource = self.resource(api_version, kind)
+        if resource is None:
+            return None
+        query = [("labelSelector", label_selector)] if label_selector else []
+        try:
+            body = self._request("GET", resource.path(namespace=namespace), query=query)
+        except NotFound:
+            return None
+        return [{"apiVersion": api_version, "kind": kind, **item} for item in body["items"]]
+
+    def apply(
+        self,
+        obj: dict[str, Any],
+        field_manager: str,
+        force: bool = True,
+        dry_run: bool = False,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        """Server-side apply of `obj` (the fields `field_manager` wants, and only those)."""
+        query = [("fieldManager", field_manager), ("force", "true" if force else "false")]
+        if dry_run:
+            query.append(("dryRun", "All"))
+        path = self._path(ObjectRef.of(obj), subresource)
+        return self._request("PATCH", path, body=obj, query=query, content_type=APPLY_PATCH)
+
+    def create(self, obj: dict[str, Any], field_manager: str | None = None) -> dict[str, Any]:
+        meta = obj["metadata"]
+        resource = self.resource(obj["apiVersion"], obj["kind"])
+        if resource is None:
+            raise NotFound(404, "NotFound", f"{obj['apiVersion']} {obj['kind']} is not served")
+        path = resource.path(namespace=meta.get("namespace"))
+        query = [("fieldManager", field_manager)] if field_manager else []
+        return self._request("POST", path, body=obj, query=query, retry_conflicts=False)
+
+    def replace(self, obj: dict[str, Any], field_manager: str | None = None) -> dict[str, Any]:
+        """PUT with the object's resourceVersion: a 409 means someone else wrote first, and
+        is returned to the caller rather than retried."""
+        query = [("fieldManager", field_manager)] if field_manager else []
+        path = self._path(ObjectRef.of(obj))
+        return self._request("PUT", path, body=obj, query=query, retry_conflicts=False)
+
+    def delete(self, ref: ObjectRef, propagation: str = "Background") -> bool:
+        """Delete an object; False when it was already gone."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
+        try:
+            self._request("DELETE", self._path(ref), body=body)
+        except NotFound:
+            return False
+        return True
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        query: list[tuple[str, str]] | None = None,
+        content_type: str | None = None,
+        retry_conflicts: bool = True,
+    ) -> dict[str, Any]:
+        def send() -> dict[str, Any]:
+            for hook in self.before_request:
+                hook(method, path)
+            self.requests["read" if method == "GET" else "write"] += 1
+            response = self.dynamic.request(
+                method,
+                path,
+                body=body,
+                serialize=False,
+                query_params=list(query or []),
+                content_type=content_type,
+                _request_timeout=self.timeout,
+            )
+            return json.loads(response.data or b"{}")
+
+        return self._call(send, retry_conflicts)
+
+    def _call(self, action: Callable[[], Any], retry_conflicts: bool = True) -> Any:
+        def translated() -> Any:
+            try:
+                return action()
+            except DynamicApiError as exc:
+                raise ApiFailure.from_response(exc.status, exc.body, exc.headers) from exc
+            except kubernetes.client.ApiException as exc:
+                raise ApiFailure.from_response(exc.status, exc.body, exc.headers) from exc
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                raise ApiFailure(0, "Unreachable", f"{type(exc).__name__}: {exc}") from exc
+
+        return self.backoff.call(translated, retry_conflicts)

@@ -1,0 +1,200 @@
+"""The reconciler: fetch, compile, sync, report; on an interval, as the Lease's holder.
+
+A commit that does not compile applies nothing: the cluster keeps the last good state and
+the errors go to the Cluster status and an Event. A compiled commit is kept, so the syncs
+between two commits (which repair drift) do not compile again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gitops_sched.cluster.client import ClusterClient
+from gitops_sched.cluster.errors import ApiFailure
+from gitops_sched.cluster.leader import LeaderElector
+from gitops_sched.compiler import render_repo
+from gitops_sched.config.diagnostics import Severity
+from gitops_sched.config.loader import API_VERSION
+from gitops_sched.config.validate import check_repo
+from gitops_sched.reconciler.metrics import Health, Metrics
+from gitops_sched.reconciler.report import Reporter, cluster_ref
+from gitops_sched.reconciler.source import Checkout, SourceError, open_source
+from gitops_sched.reconciler.sync import NotLeader, SourceConflict, Syncer, SyncResult
+
+log = logging.getLogger(__name__)
+
+
+def default_identity() -> str:
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    repo: str
+    ref: str | None = None
+    path: str | None = None
+    interval: float = 60.0
+    name: str = "gitops-sched"
+    namespace: str = "gitops-sched"
+    dry_run: bool = False
+    prune_namespaces: str = "empty"
+    identity: str = ""
+    workdir: Path | None = None
+
+    @property
+    def source_id(self) -> str:
+        return f"{self.repo}#{self.path or ''}"
+
+
+@dataclass
+class Outcome:
+    revision: str
+    result: SyncResult | None = None  # None when the commit was invalid or not fetched
+    errors: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.result is not None and not self.result.errors and not self.errors
+
+
+class Reconciler:
+    def __init__(
+        self,
+        settings: Settings,
+        client: ClusterClient,
+        elector: LeaderElector | None = None,
+        metrics: Metrics | None = None,
+        health: Health | None = None,
+    ):
+        self.settings = settings
+        self.client = client
+        self.elector = elector
+        self.metrics = metrics or Metrics()
+        self.health = health or Health(stale_after=max(300.0, settings.interval * 5))
+        workdir = settings.workdir or Path(tempfile.mkdtemp(prefix="gitops-sched-reconcile-"))
+        self.source = open_source(settings.repo, settings.ref, workdir)
+        self.syncer = Syncer(
+            client,
+            settings.name,
+            settings.namespace,
+            settings.source_id,
+            prune_namespaces=settings.prune_namespaces,
+        )
+        identity = settings.identity or default_identity()
+        self.reporter = Reporter(client, settings.namespace, identity, settings.dry_run)
+        self._compiled: tuple[str, list[dict[str, Any]] | tuple[str, ...]] | None = None
+        if elector is not None:
+            client.before_request.append(self._guard_writes)
+
+    def _guard_writes(self, method: str, path: str) -> None:
+        if method != "GET" and self.elector is not None and not self.elector.is_leader():
+            raise NotLeader("lost the Lease; stopping before the next write")
+
+    def compile(self, checkout: Checkout) -> list[dict[str, Any]] | tuple[str, ...]:
+        """The rendered objects, or the errors (cached per revision)."""
+        if self._compiled is not None and self._compiled[0] == checkout.revision:
+            return self._compiled[1]
+        repo, diagnostics = check_repo(checkout.config_dir(self.settings.path))
+        if repo is None:
+            compiled: Any = tuple(
+                d.text() for d in diagnostics.sorted() if d.severity is Severity.ERROR
+            )
+        else:
+            compiled = render_repo(repo)
+        self._compiled = (checkout.revision, compiled)
+        return compiled
+
+    def sync_once(self) -> Outcome:
+        started = time.monotonic()
+        try:
+            checkout = self.source.fetch()
+        except SourceError as exc:
+            self.metrics.errors.inc()
+            self.metrics.syncs.labels(outcome="fetch-failed").inc()
+            return Outcome("", errors=(str(exc),))
+        self.health.ready = True
+        compiled = self.compile(checkout)
+        if isinstance(compiled, tuple):
+            return self._invalid(checkout.revision, list(compiled))
+        try:
+            result = self.syncer.sync(compiled, checkout.revision, self.settings.dry_run)
+            self.reporter.synced(result, cluster_ref(compiled))
+        except (ApiFailure, SourceConflict) as exc:
+            self.metrics.errors.inc()
+            self.metrics.syncs.labels(outcome="failed").inc()
+            return Outcome(checkout.revision, errors=(str(exc),))
+        self._record(result, time.monotonic() - started)
+        return Outcome(checkout.revision, result)
+
+    def _invalid(self, revision: str, errors: list[str]) -> Outcome:
+        self.metrics.errors.inc()
+        self.metrics.syncs.labels(outcome="invalid").inc()
+        try:
+            live = self.client.list(API_VERSION, "Cluster", self.syncer.selector) or []
+            self.reporter.invalid(revision, errors, live[0] if live else None)
+        except ApiFailure as exc:
+            log.warning("could not report the invalid commit: %s", exc)
+        return Outcome(revision, errors=tuple(errors))
+
+    def _record(self, result: SyncResult, seconds: float) -> None:
+        m = self.metrics
+        m.sync_duration.observe(seconds)
+        m.applied.inc(result.applied)
+        m.pruned.inc(len(result.pruned))
+        m.drift.set(len(result.drift))
+        m.errors.inc(len(result.errors))
+        m.managed.set(result.objects)
+        m.syncs.labels(outcome="failed" if result.errors else "synced").inc()
+        if not result.errors and not self.settings.dry_run:
+            m.last_sync.set(time.time())
+            m.synced_commit(result.revision)
+
+    def run(self, stop: threading.Event, once: bool = False) -> Outcome | None:
+        """Sync every interval while leading, until `stop` is set (or once with `once`)."""
+        outcome = None
+        while not stop.is_set():
+            self.health.beat()
+            leading = self.elector is None or self.elector.is_leader()
+            if self.elector is not None:
+                self.metrics.leader.set(1 if leading else 0)
+            if leading:
+                try:
+                    outcome = self.sync_once()
+                except NotLeader as exc:
+                    log.info("%s", exc)
+                else:
+                    _log_outcome(outcome)
+                    if once:
+                        return outcome
+            else:
+                self.health.ready = True  # a standby replica is ready: it waits for the Lease
+            stop.wait(self.settings.interval if leading else min(self.settings.interval, 1.0))
+        return outcome
+
+
+def _log_outcome(outcome: Outcome) -> None:
+    result = outcome.result
+    if result is None:
+        log.error("commit %s not synced: %s", outcome.revision[:12], "; ".join(outcome.errors[:10]))
+        return
+    log.info(
+        "commit %s: %d objects, %d created, %d updated, %d pruned, %d drifted, %d errors",
+        outcome.revision[:12],
+        result.objects,
+        len(result.created),
+        len(result.updated),
+        len(result.pruned),
+        len(result.drift),
+        len(result.errors),
+    )
+    for error in result.errors:
+        log.error("%s", error)

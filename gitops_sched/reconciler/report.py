@@ -1,0 +1,167 @@
+"""Telling people what a sync did: the Cluster custom resource's status and Kubernetes
+Events, written only when there is news (a new commit, objects applied or pruned, drift,
+errors that changed), so a sync with nothing to do makes no request at all.
+
+Status (`kubectl get clusters` shows the synced commit): syncedCommit, lastAttemptedCommit,
+lastSyncTime, objects, applied, pruned, drift, errors, and a `Synced` condition.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from gitops_sched.cluster.client import ClusterClient, ObjectRef
+from gitops_sched.cluster.errors import ApiFailure
+from gitops_sched.compiler.meta import GROUP
+from gitops_sched.config.loader import API_VERSION
+from gitops_sched.reconciler.diff import FIELD_MANAGER
+from gitops_sched.reconciler.sync import SyncResult
+
+MAX_LISTED = 50  # drift and errors listed in status and events, at most
+COMPONENT = "gitops-sched-reconciler"
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def cluster_ref(rendered_or_live: list[dict[str, Any]] | dict[ObjectRef, Any]) -> ObjectRef | None:
+    refs = (
+        rendered_or_live
+        if isinstance(rendered_or_live, dict)
+        else [ObjectRef.of(o) for o in rendered_or_live]
+    )
+    return next((r for r in refs if r.kind == "Cluster" and r.group == GROUP), None)
+
+
+class Reporter:
+    def __init__(self, client: ClusterClient, namespace: str, identity: str, dry_run: bool = False):
+        self.client = client
+        self.namespace = namespace
+        self.identity = identity
+        self.dry_run = dry_run
+
+    def synced(self, result: SyncResult, cluster: ObjectRef | None) -> None:
+        """After a sync of a valid commit."""
+        live = result.live.get(cluster) if cluster else None
+        old = (live or {}).get("status") or {}
+        news = (
+            result.changed
+            or old.get("syncedCommit") != result.revision
+            or old.get("errors", []) != result.errors[:MAX_LISTED]
+        )
+        if not news or self.dry_run:
+            return
+        ok = not result.errors
+        status = {
+            "syncedCommit": result.revision if ok else old.get("syncedCommit", ""),
+            "lastAttemptedCommit": result.revision,
+            "lastSyncTime": _now(),
+            "objects": result.objects,
+            "applied": result.applied,
+            "pruned": len(result.pruned),
+            "drift": result.drift[:MAX_LISTED],
+            "errors": result.errors[:MAX_LISTED],
+            "conditions": [_condition(ok, "Synced" if ok else "ApplyFailed", _summary(result))],
+        }
+        self._write_status(cluster, status)
+        self._event(
+            cluster,
+            "Normal" if ok else "Warning",
+            "Synced" if ok else "SyncFailed",
+            _summary(result),
+        )
+        if result.drift:
+            text = "; ".join(result.drift[:MAX_LISTED])
+            self._event(cluster, "Warning", "DriftRepaired", f"{len(result.drift)} drifted: {text}")
+
+    def invalid(
+        self, revision: str, errors: list[str], live_cluster: dict[str, Any] | None
+    ) -> None:
+        """After a commit that does not compile: nothing was applied."""
+        old = (live_cluster or {}).get("status") or {}
+        if old.get("lastAttemptedCommit") == revision and old.get("errors") == errors[:MAX_LISTED]:
+            return
+        if self.dry_run:
+            return
+        ref = ObjectRef.of(live_cluster) if live_cluster else None
+        message = f"commit {revision[:12]} is invalid ({len(errors)} errors); nothing applied"
+        status = {
+            **{k: v for k, v in old.items() if k in ("syncedCommit", "objects")},
+            "lastAttemptedCommit": revision,
+            "lastSyncTime": _now(),
+            "errors": errors[:MAX_LISTED],
+            "conditions": [_condition(False, "InvalidConfig", message)],
+        }
+        if ref is not None:
+            self._write_status(ref, status)
+        self._event(ref, "Warning", "InvalidConfig", message + ": " + "; ".join(errors[:5]))
+
+    def _write_status(self, cluster: ObjectRef | None, status: dict[str, Any]) -> None:
+        if cluster is None:
+            return
+        body = {
+            "apiVersion": API_VERSION,
+            "kind": "Cluster",
+            "metadata": {"name": cluster.name},
+            "status": status,
+        }
+        # the Cluster object may be gone or its CRD not served: the event still tells
+        with contextlib.suppress(ApiFailure):
+            self.client.apply(body, FIELD_MANAGER, force=True, subresource="status")
+
+    def _event(self, about: ObjectRef | None, kind: str, reason: str, message: str) -> None:
+        involved = (
+            {"apiVersion": about.api_version, "kind": about.kind, "name": about.name}
+            if about
+            else {"apiVersion": "v1", "kind": "Namespace", "name": self.namespace}
+        )
+        stamp = _now()
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"gitops-sched.{uuid.uuid4().hex[:16]}",
+                "namespace": self.namespace,
+            },
+            "involvedObject": involved,
+            "reason": reason,
+            "message": message[:1024],
+            "type": kind,
+            "source": {"component": COMPONENT},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self.identity[:128],
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        with contextlib.suppress(ApiFailure):  # events are best effort
+            self.client.create(event)
+
+
+def _condition(ok: bool, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "type": "Synced",
+        "status": "True" if ok else "False",
+        "reason": reason,
+        "message": message[:1024],
+        "lastTransitionTime": _now(),
+    }
+
+
+def _summary(result: SyncResult) -> str:
+    parts = [
+        f"commit {result.revision[:12]}",
+        f"{result.objects} objects",
+        f"{len(result.created)} created",
+        f"{len(result.updated)} updated",
+        f"{len(result.pruned)} pruned",
+    ]
+    if result.drift:
+        parts.append(f"{len(result.drift)} drifted")
+    if result.errors:
+        parts.append(f"{len(result.errors)} errors: " + "; ".join(result.errors[:5]))
+    return ", ".join(parts)

@@ -1,0 +1,864 @@
+"""The API server's behaviour, without HTTP: `Api.handle` takes a request and returns a status
+code and a JSON body. `server.py` puts it on a socket.
+
+Strict where gitops-sched's code relies on the server: resourceVersion preconditions (409),
+server-side apply with field managers and conflicts, dry runs, defaulting and canonical
+quantities, generation, label and field selectors, lists at a resourceVersion (410 or 504
+like a real server when it cannot serve one), namespaces that must exist, CRDs that must be
+Established before their custom resources are served, unknown fields of built-in kinds
+rejected against the official OpenAPI schema (kubernetes-validate) and unknown fields of
+custom resources pruned. Faults (status codes, timeouts) can be injected per request, and
+every request is counted as discovery, read or write.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import re
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from jsonschema import Draft4Validator
+
+from tests.kube_emulator import fields
+from tests.kube_emulator.defaults import apply_defaults, prune_unknown
+from tests.kube_emulator.quantity import QuantityError, parse
+from tests.kube_emulator.resources import BUILTIN_TYPES, ResourceType, custom_types
+from tests.kube_emulator.selectors import SelectorError, parse_field_selector, parse_selector
+
+KUBERNETES_VERSION = "1.32"
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+LABEL_NAMED_KINDS = ("Namespace", "Service")  # names must be DNS-1123 labels
+QUANTITY_PARENTS = ("limits", "requests", "capacity", "allocatable", "hard")
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, reason: str, message: str, **details: Any):
+        super().__init__(message)
+        self.code, self.reason, self.message, self.details = code, reason, message, details
+
+    def status(self) -> dict[str, Any]:
+        body = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details:
+            body["details"] = self.details
+        return body
+
+
+@dataclass
+class Fault:
+    """Answer matching requests with `status` (or hang for `delay` seconds when it is
+    "timeout"), `times` times. With `after`, the request is carried out first and only its
+    response is lost, as when a connection drops after the server committed."""
+
+    status: int | str
+    method: str | None = None  # GET, POST, PUT, PATCH, DELETE; None for any
+    path: str | None = None  # a regular expression searched in the path
+    times: int = 1
+    after: bool = False
+    delay: float = 0.0
+    retry_after: int | None = None
+
+    def matches(self, method: str, path: str) -> bool:
+        if self.times <= 0:
+            return False
+        if self.method is not None and self.method != method:
+            return False
+        return self.path is None or re.search(self.path, path) is not None
+
+
+@dataclass
+class Response:
+    code: int
+    body: Any
+    headers: dict[str, str] = field(default_factory=dict)
+    hang: float = 0.0  # seconds to wait and then drop the connection without an answer
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, str]
+    code: int = 0
+
+    @property
+    def category(self) -> str:
+        if _is_discovery(self.path):
+            return "discovery"
+        return "read" if self.method == "GET" else "write"
+
+
+def _is_discovery(path: str) -> bool:
+    parts = path.strip("/").split("/")
+    return (
+        path in ("/version", "/api", "/apis")
+        or (parts[0] == "api" and len(parts) == 2)
+        or (parts[0] == "apis" and len(parts) == 3)
+    )
+
+
+@dataclass
+class _Route:
+    type: ResourceType
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+
+
+class Api:
+    def __init__(
+        self,
+        validate_builtins: bool = True,
+        crd_establish_delay: float = 0.0,
+        kubernetes_version: str = KUBERNETES_VERSION,
+    ):
+        self.lock = threading.RLock()
+        self.validate_builtins = validate_builtins
+        self.crd_establish_delay = crd_establish_delay
+        self.kubernetes_version = kubernetes_version
+        self.resource_version = 1
+        self.types: dict[tuple[str, str, str], ResourceType] = {}
+        self.store: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = {}
+        self.pending_crds: dict[str, float] = {}  # CRD name -> time it becomes Established
+        self.faults: list[Fault] = []
+        self.requests: list[Request] = []
+        for rtype in BUILTIN_TYPES:
+            self._serve(rtype)
+
+    # --- bookkeeping ---------------------------------------------------------------
+
+    def _serve(self, rtype: ResourceType) -> None:
+        self.types[(rtype.group, rtype.version, rtype.plural)] = rtype
+        self.store.setdefault(rtype.key, {})
+
+    def _next_version(self) -> str:
+        self.resource_version += 1
+        return str(self.resource_version)
+
+    def counts(self) -> Counter:
+        """Requests so far by category (discovery, read, write) and by method."""
+        with self.lock:
+            counter = Counter(r.category for r in self.requests)
+            counter.update(f"{r.method}" for r in self.requests)
+            return counter
+
+    def reset_counts(self) -> None:
+        with self.lock:
+            self.requests.clear()
+
+    def add_fault(self, fault: Fault) -> Fault:
+        with self.lock:
+            self.faults.append(fault)
+        return fault
+
+    def type_for(self, api_version: str, kind: str) -> ResourceType:
+        group, _, version = api_version.rpartition("/")
+        for rtype in self.types.values():
+            if (rtype.group, rtype.version, rtype.kind) == (group, version, kind):
+                return rtype
+        raise KeyError(f"{api_version} {kind} is not served")
+
+    def objects(self, api_version: str, kind: str) -> list[dict[str, Any]]:
+        """Stored objects of a kind (copies), sorted by namespace and name."""
+        with self.lock:
+            rtype = self.type_for(api_version, kind)
+            store = self.store[rtype.key]
+            return [copy.deepcopy(store[k]) for k in sorted(store)]
+
+    def find(self, api_version: str, kind: str, name: str, namespace: str | None = None):
+        with self.lock:
+            try:
+                rtype = self.type_for(api_version, kind)
+            except KeyError:
+                return None
+            obj = self.store[rtype.key].get((namespace or "", name))
+            return copy.deepcopy(obj) if obj is not None else None
+
+    # --- entry point -----------------------------------------------------------------
+
+    def handle(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str],
+        headers: dict[str, str],
+        body: bytes,
+    ) -> Response:
+        record = Request(method, path, query)
+        with self.lock:
+            self.requests.append(record)
+            fault = next((f for f in self.faults if f.matches(method, path)), None)
+            if fault is not None:
+                fault.times -= 1
+        if fault is not None and not fault.after:
+            response = self._fault_response(fault)
+        else:
+            with self.lock:
+                self._establish_due_crds()
+                try:
+                    response = self._dispatch(method, path, query, headers, body)
+                except ApiError as exc:
+                    response = Response(exc.code, exc.status())
+            if fault is not None:
+                response = self._fault_response(fault)
+        record.code = response.code
+        return response
+
+    def _fault_response(self, fault: Fault) -> Response:
+        if fault.status == "timeout":
+            return Response(0, None, hang=fault.delay or 5.0)
+        code = int(fault.status)
+        reasons = {
+            409: "Conflict",
+            429: "TooManyRequests",
+            500: "InternalError",
+            503: "ServiceUnavailable",
+            504: "Timeout",
+        }
+        error = ApiError(code, reasons.get(code, "Unknown"), f"injected fault: {code}")
+        headers = {}
+        if fault.retry_after is not None:
+            headers["Retry-After"] = str(fault.retry_after)
+        return Response(code, error.status(), headers)
+
+    def _dispatch(self, method, path, query, headers, body) -> Response:
+        if path == "/version":
+            major, minor = self.kubernetes_version.split(".")[:2]
+            return Response(
+                200,
+                {
+                    "major": major,
+                    "minor": minor,
+                    "gitVersion": f"v{major}.{minor}.0",
+                    "platform": "linux/amd64",
+                },
+            )
+        if path == "/api":
+            return Response(
+                200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []}
+            )
+        if path == "/apis":
+            return Response(200, self._group_list())
+        parts = [p for p in path.split("/") if p]
+        if _is_discovery(path):
+            return Response(200, self._resource_list(parts))
+        route = self._route(parts)
+        if query.get("watch") in ("true", "1"):
+            raise ApiError(405, "MethodNotAllowed", "the emulator does not serve watches")
+        if method == "GET":
+            if route.name is None:
+                return Response(200, self._list(route, query))
+            return Response(200, self._get(route))
+        dry_run = query.get("dryRun") == "All"
+        if "dryRun" in query and not dry_run:
+            raise ApiError(400, "BadRequest", f"unsupported dryRun value {query['dryRun']!r}")
+        manager = query.get("fieldManager") or _manager_from_agent(headers.get("user-agent", ""))
+        if method == "POST" and route.name is None:
+            return Response(201, self._create(route, _json(body), manager, dry_run))
+        if route.name is None:
+            raise ApiError(405, "MethodNotAllowed", f"{method} needs an object name")
+        if method == "PUT":
+            return Response(200, self._replace(route, _json(body), manager, dry_run))
+        if method == "PATCH":
+            content_type = headers.get("content-type", "").split(";")[0].strip()
+            return self._patch(route, content_type, body, query, manager, dry_run)
+        if method == "DELETE":
+            return Response(200, self._delete(route, dry_run))
+        raise ApiError(405, "MethodNotAllowed", f"{method} is not supported")
+
+    # --- discovery -------------------------------------------------------------------
+
+    def _group_list(self) -> dict[str, Any]:
+        groups: dict[str, list[str]] = {}
+        for group, version, _ in self.types:
+            if group and version not in groups.setdefault(group, []):
+                groups[group].append(version)
+        out = []
+        for group, versions in sorted(groups.items()):
+            entries = [{"groupVersion": f"{group}/{v}", "version": v} for v in versions]
+            out.append({"name": group, "versions": entries, "preferredVersion": dict(entries[0])})
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": out}
+
+    def _resource_list(self, parts: list[str]) -> dict[str, Any]:
+        group, version = ("", parts[1]) if parts[0] == "api" else (parts[1], parts[2])
+        served = [t for (g, v, _), t in sorted(self.types.items()) if (g, v) == (group, version)]
+        if not served:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": f"{group}/{version}" if group else version,
+            "resources": [entry for t in served for entry in t.discovery()],
+        }
+
+    # --- routing ---------------------------------------------------------------------
+
+    def _route(self, parts: list[str]) -> _Route:
+        not_found = ApiError(404, "NotFound", "the server could not find the requested resource")
+        if parts[:1] == ["api"] and len(parts) >= 3:
+            group, version, rest = "", parts[1], parts[2:]
+        elif parts[:1] == ["apis"] and len(parts) >= 4:
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            raise not_found
+        namespace = None
+        if rest[0] == "namespaces" and len(rest) >= 3:
+            candidate = self.types.get((group, version, rest[2]))
+            if candidate is not None and candidate.namespaced:
+                namespace, rest = rest[1], rest[2:]
+        rtype = self.types.get((group, version, rest[0]))
+        if rtype is None or len(rest) > 3:
+            raise not_found
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        if sub is not None and not (sub == "status" and rtype.status_subresource):
+            raise not_found
+        if rtype.namespaced and name is not None and namespace is None:
+            raise not_found
+        return _Route(rtype, namespace, name, sub)
+
+    def _key(self, route: _Route) -> tuple[str, str]:
+        return (route.namespace or "", route.name or "")
+
+    # --- reads -----------------------------------------------------------------------
+
+    def _get(self, route: _Route) -> dict[str, Any]:
+        obj = self.store[route.type.key].get(self._key(route))
+        if obj is None:
+            raise _not_found(route)
+        return copy.deepcopy(obj)
+
+    def _list(self, route: _Route, query: dict[str, str]) -> dict[str, Any]:
+        rtype = route.type
+        current = self.resource_version
+        wanted = query.get("resourceVersion", "")
+        match = query.get("resourceVersionMatch", "")
+        if wanted not in ("", "0"):
+            if not wanted.isdigit():
+                raise ApiError(400, "BadRequest", f"invalid resourceVersion {wanted!r}")
+            if int(wanted) > current:
+                raise ApiError(
+                    504, "Timeout", f"Too large resource version: {wanted}, current: {current}"
+                )
+            if match == "Exact" and int(wanted) != current:
+                raise ApiError(410, "Expired", f"resourceVersion {wanted} is too old")
+        try:
+            labels = parse_selector(query.get("labelSelector"))
+            field_ok = parse_field_selector(query.get("fieldSelector"))
+        except SelectorError as exc:
+            raise ApiError(400, "BadRequest", str(exc)) from exc
+        store = self.store[rtype.key]
+        keys = sorted(k for k in store if route.namespace is None or k[0] == route.namespace)
+        token = query.get("continue")
+        if token:
+            try:
+                start_after = tuple(json.loads(base64.b64decode(token)))
+            except ValueError as exc:
+                raise ApiError(400, "BadRequest", "invalid continue token") from exc
+            keys = [k for k in keys if k > start_after]
+        items, more, last = [], None, None
+        limit = int(query.get("limit") or 0)
+        for key in keys:
+            obj = store[key]
+            if labels(obj["metadata"].get("labels") or {}) and field_ok(obj):
+                if limit and len(items) == limit:
+                    more = base64.b64encode(json.dumps(list(last)).encode()).decode()
+                    break
+                item = copy.deepcopy(obj)
+                if rtype.schema is None:
+                    # typed lists of built-in kinds carry no apiVersion/kind per item
+                    item.pop("apiVersion", None)
+                    item.pop("kind", None)
+                items.append(item)
+                last = key
+        metadata: dict[str, Any] = {"resourceVersion": str(current)}
+        if more:
+            metadata["continue"] = more
+        return {
+            "kind": f"{rtype.kind}List",
+            "apiVersion": rtype.api_version,
+            "metadata": metadata,
+            "items": items,
+        }
+
+    # --- writes ----------------------------------------------------------------------
+
+    def _check_body(self, route: _Route, body: dict[str, Any]) -> None:
+        rtype = route.type
+        if not isinstance(body, dict):
+            raise ApiError(400, "BadRequest", "the body must be a JSON object")
+        if body.get("apiVersion") != rtype.api_version or body.get("kind") != rtype.kind:
+            raise ApiError(
+                400,
+                "BadRequest",
+                f"the API version/kind in the data ({body.get('apiVersion')}/{body.get('kind')}) "
+                f"does not match the expected {rtype.api_version}/{rtype.kind}",
+            )
+        meta = body.setdefault("metadata", {})
+        body_ns = meta.get("namespace")
+        if rtype.namespaced:
+            if body_ns not in (None, "", route.namespace):
+                raise ApiError(
+                    400,
+                    "BadRequest",
+                    "the namespace of the provided object does not match the namespace sent "
+                    "on the request",
+                )
+            meta["namespace"] = route.namespace
+        elif body_ns:
+            meta.pop("namespace")  # cluster-scoped objects have none; the server drops it
+        if route.name is not None and meta.get("name") not in (None, route.name):
+            raise ApiError(400, "BadRequest", "the name of the object does not match the URL")
+
+    def _validate(self, rtype: ResourceType, obj: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        name = meta.get("name", "")
+        pattern = DNS_LABEL if rtype.kind in LABEL_NAMED_KINDS else DNS_SUBDOMAIN
+        limit = 63 if rtype.kind in LABEL_NAMED_KINDS else 253
+        causes = []
+        if not pattern.match(name) or len(name) > limit:
+            causes.append(("metadata.name", f"Invalid value: {name!r}: a lowercase RFC 1123 name"))
+        for key, value in (meta.get("labels") or {}).items():
+            prefix, _, label = key.rpartition("/")
+            if (
+                not LABEL_NAME.match(label)
+                or len(label) > 63
+                or (prefix and not DNS_SUBDOMAIN.match(prefix))
+            ):
+                causes.append(("metadata.labels", f"Invalid value: {key!r}: a qualified name"))
+            if not isinstance(value, str) or not LABEL_VALUE.match(value) or len(value) > 63:
+                causes.append(("metadata.labels", f"Invalid value: {value!r}: a label value"))
+        for key, value in (meta.get("annotations") or {}).items():
+            if not isinstance(value, str):
+                causes.append(("metadata.annotations", f"{key}: annotation values are strings"))
+        if not causes and rtype.schema is None and self.validate_builtins:
+            causes += _schema_causes(obj, self.kubernetes_version)
+        if not causes and rtype.schema is not None:
+            validator = Draft4Validator(rtype.schema)
+            for error in validator.iter_errors(obj):
+                causes.append((".".join(str(p) for p in error.absolute_path), error.message))
+        if causes:
+            raise ApiError(
+                422,
+                "Invalid",
+                f"{rtype.kind} {name!r} is invalid: " + "; ".join(f"{f}: {m}" for f, m in causes),
+                name=name,
+                group=rtype.group,
+                kind=rtype.kind,
+                causes=[{"field": f, "message": m} for f, m in causes],
+            )
+
+    def _finish(
+        self,
+        route: _Route,
+        obj: dict[str, Any],
+        old: dict[str, Any] | None,
+        dry_run: bool,
+    ) -> dict[str, Any]:
+        """Default, canonicalise, validate and store `obj` (a create when `old` is None)."""
+        rtype = route.type
+        meta = obj["metadata"]
+        if old is None:
+            if rtype.namespaced and ("", route.namespace) not in self.store[("", "namespaces")]:
+                raise ApiError(
+                    404,
+                    "NotFound",
+                    f'namespaces "{route.namespace}" not found',
+                    name=route.namespace,
+                    kind="namespaces",
+                )
+            meta["uid"] = str(uuid.uuid4())
+            meta["creationTimestamp"] = fields.now()
+            if rtype.generation:
+                meta["generation"] = 1
+        else:
+            for key in ("uid", "creationTimestamp"):
+                meta[key] = old["metadata"][key]
+        if rtype.schema is not None:
+            kept = {k: obj[k] for k in ("apiVersion", "kind", "metadata")}
+            obj = {**prune_unknown(obj, rtype.schema), **kept}
+        try:
+            apply_defaults(obj)
+        except (QuantityError, KeyError, TypeError) as exc:
+            raise ApiError(
+                422, "Invalid", f"{rtype.kind} {meta.get('name')!r} is invalid: {exc}"
+            ) from exc
+        if old is not None and rtype.generation:
+            changed = _spec_of(obj) != _spec_of(old)
+            meta["generation"] = old["metadata"].get("generation", 1) + changed
+        self._validate(rtype, obj)
+        if old is not None and _content(obj) == _content(old):
+            return copy.deepcopy(old)  # a no-op write keeps its resourceVersion
+        if dry_run:
+            if old is not None:
+                meta["resourceVersion"] = old["metadata"]["resourceVersion"]
+            return obj
+        meta["resourceVersion"] = self._next_version()
+        self.store[rtype.key][(meta.get("namespace", ""), meta["name"])] = obj
+        if rtype.kind == "CustomResourceDefinition":
+            self._crd_changed(obj, created=old is None)
+        return copy.deepcopy(obj)
+
+    def _create(self, route: _Route, body: dict[str, Any], manager: str, dry_run: bool):
+        self._check_body(route, body)
+        meta = body["metadata"]
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        route = _Route(route.type, route.namespace, meta.get("name"), None)
+        if self._key(route) in self.store[route.type.key]:
+            raise ApiError(
+                409,
+                "AlreadyExists",
+                f'{route.type.plural} "{route.name}" already exists',
+                name=route.name,
+                group=route.type.group,
+                kind=route.type.plural,
+            )
+        for key in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
+            meta.pop(key, None)
+        if route.type.status_subresource:
+            body.pop("status", None)
+        meta["managedFields"] = fields.record_update(
+            {"apiVersion": body["apiVersion"], "metadata": {}}, body, manager
+        )
+        return self._finish(route, body, None, dry_run)
+
+    def _replace(self, route: _Route, body: dict[str, Any], manager: str, dry_run: bool):
+        self._check_body(route, body)
+        old = self._get(route)
+        wanted = body["metadata"].get("resourceVersion")
+        if wanted and wanted != old["metadata"]["resourceVersion"]:
+            raise _conflict(route)
+        return self._write(route, old, body, manager, dry_run)
+
+    def _write(self, route, old, new, manager, dry_run):
+        """Store `new` in place of `old` as an update by `manager`."""
+        new = _keep_other_half(route, old, new)
+        new["metadata"]["managedFields"] = fields.record_update(
+            old, new, manager, route.subresource
+        )
+        return self._finish(route, new, old, dry_run)
+
+    def _patch(self, route, content_type, body, query, manager, dry_run) -> Response:
+        if content_type == "application/apply-patch+yaml":
+            return self._apply(route, body, query, dry_run)
+        old = self._get(route)
+        try:
+            patch = json.loads(body or b"null")
+        except ValueError as exc:
+            raise ApiError(400, "BadRequest", f"invalid JSON patch body: {exc}") from exc
+        if content_type in (
+            "application/merge-patch+json",
+            "application/strategic-merge-patch+json",
+        ):
+            if not isinstance(patch, dict):
+                raise ApiError(400, "BadRequest", "a merge patch is a JSON object")
+            new = _merge_patch(copy.deepcopy(old), patch)
+        elif content_type == "application/json-patch+json":
+            new = _json_patch(copy.deepcopy(old), patch)
+        else:
+            raise ApiError(415, "UnsupportedMediaType", f"unsupported patch type {content_type!r}")
+        wanted = new["metadata"].get("resourceVersion")
+        if wanted != old["metadata"]["resourceVersion"]:
+            raise _conflict(route)
+        self._check_body(route, new)
+        return Response(200, self._write(route, old, new, manager, dry_run))
+
+    def _apply(self, route: _Route, body: bytes, query: dict[str, str], dry_run: bool):
+        manager = query.get("fieldManager")
+        if not manager:
+            raise ApiError(400, "BadRequest", "PATCH with apply requires a fieldManager")
+        force = query.get("force") in ("true", "1")
+        try:
+            applied = yaml.safe_load(body)
+        except yaml.YAMLError as exc:
+            raise ApiError(400, "BadRequest", f"invalid apply patch: {exc}") from exc
+        if not isinstance(applied, dict):
+            raise ApiError(400, "BadRequest", "an apply patch is an object")
+        self._check_body(route, applied)
+        for key in ("managedFields", "uid", "creationTimestamp", "generation"):
+            applied["metadata"].pop(key, None)
+        wanted = applied["metadata"].pop("resourceVersion", None)
+        old = self.store[route.type.key].get(self._key(route))
+        if old is None and route.subresource:
+            raise _not_found(route)
+        if wanted and (old is None or wanted != old["metadata"]["resourceVersion"]):
+            raise _conflict(route)
+        if route.subresource == "status":
+            applied = {
+                k: v
+                for k, v in applied.items()
+                if k in ("apiVersion", "kind", "metadata", "status")
+            }
+        elif route.type.status_subresource:
+            applied.pop("status", None)
+        try:
+            merged, managed = fields.apply(
+                old, applied, manager, force, _values_equal, route.subresource
+            )
+        except fields.Conflict as exc:
+            causes = [
+                {
+                    "type": "FieldManagerConflict",
+                    "message": f'conflict with "{m}"',
+                    "field": "." + ".".join(p),
+                }
+                for m, p in exc.conflicts
+            ]
+            raise ApiError(
+                409,
+                "Conflict",
+                str(exc),
+                name=route.name,
+                group=route.type.group,
+                kind=route.type.plural,
+                causes=causes,
+            ) from exc
+        merged["metadata"]["managedFields"] = managed
+        if old is None:
+            return Response(201, self._finish(route, merged, None, dry_run))
+        return Response(200, self._finish(route, merged, old, dry_run))
+
+    def _delete(self, route: _Route, dry_run: bool) -> dict[str, Any]:
+        obj = self._get(route)
+        if dry_run:
+            return obj
+        del self.store[route.type.key][self._key(route)]
+        self._next_version()
+        if route.type.kind == "Namespace":
+            for rtype in {t.key: t for t in self.types.values() if t.namespaced}.values():
+                store = self.store[rtype.key]
+                for key in [k for k in store if k[0] == route.name]:
+                    del store[key]
+        if route.type.kind == "CustomResourceDefinition":
+            self._crd_removed(obj)
+        return obj
+
+    # --- custom resource definitions -------------------------------------------------
+
+    def _crd_changed(self, crd: dict[str, Any], created: bool) -> None:
+        name = crd["metadata"]["name"]
+        if created:
+            self.pending_crds[name] = time.monotonic() + self.crd_establish_delay
+            self._establish_due_crds()
+        elif _condition(crd, "Established"):
+            for rtype in custom_types(crd):
+                self._serve(rtype)
+
+    def _establish_due_crds(self) -> None:
+        now = time.monotonic()
+        for name, due in list(self.pending_crds.items()):
+            if due > now:
+                continue
+            del self.pending_crds[name]
+            store = self.store[("apiextensions.k8s.io", "customresourcedefinitions")]
+            crd = store.get(("", name))
+            if crd is None:
+                continue
+            stamp = fields.now()
+            names = crd["spec"]["names"]
+            crd["status"] = {
+                **crd.get("status", {}),
+                "acceptedNames": {
+                    "kind": names["kind"],
+                    "listKind": names["listKind"],
+                    "plural": names["plural"],
+                    "singular": names["singular"],
+                },
+                "conditions": [
+                    {
+                        "type": t,
+                        "status": "True",
+                        "reason": r,
+                        "message": m,
+                        "lastTransitionTime": stamp,
+                    }
+                    for t, r, m in (
+                        ("NamesAccepted", "NoConflicts", "no conflicts found"),
+                        (
+                            "Established",
+                            "InitialNamesAccepted",
+                            "the initial names have been accepted",
+                        ),
+                    )
+                ],
+            }
+            crd["metadata"]["resourceVersion"] = self._next_version()
+            for rtype in custom_types(crd):
+                self._serve(rtype)
+
+    def _crd_removed(self, crd: dict[str, Any]) -> None:
+        self.pending_crds.pop(crd["metadata"]["name"], None)
+        for rtype in custom_types(crd):
+            self.types.pop((rtype.group, rtype.version, rtype.plural), None)
+            self.store.pop(rtype.key, None)
+
+
+# --- helpers -------------------------------------------------------------------------
+
+
+def _json(body: bytes) -> Any:
+    try:
+        return json.loads(body or b"null")
+    except ValueError as exc:
+        raise ApiError(400, "BadRequest", f"invalid JSON body: {exc}") from exc
+
+
+def _manager_from_agent(agent: str) -> str:
+    """The server's default field manager: the user agent up to its first slash."""
+    return (agent.split("/")[0] or "unknown")[:128]
+
+
+def _not_found(route: _Route) -> ApiError:
+    return ApiError(
+        404,
+        "NotFound",
+        f'{route.type.plural} "{route.name}" not found',
+        name=route.name,
+        group=route.type.group,
+        kind=route.type.plural,
+    )
+
+
+def _conflict(route: _Route) -> ApiError:
+    return ApiError(
+        409,
+        "Conflict",
+        f'Operation cannot be fulfilled on {route.type.plural} "{route.name}": the object has '
+        "been modified; please apply your changes to the latest version and try again",
+        name=route.name,
+        group=route.type.group,
+        kind=route.type.plural,
+    )
+
+
+def _condition(obj: dict[str, Any], kind: str) -> bool:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
+
+
+def _spec_of(obj: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
+
+def _content(obj: dict[str, Any]) -> dict[str, Any]:
+    """What makes a write a change: everything but the bookkeeping metadata."""
+    meta = {
+        k: v
+        for k, v in obj["metadata"].items()
+        if k not in ("resourceVersion", "managedFields", "generation")
+    }
+    managed = [
+        {k: v for k, v in e.items() if k != "time"}
+        for e in obj["metadata"].get("managedFields", [])
+    ]
+    return {**obj, "metadata": {**meta, "managedFields": managed}}
+
+
+def _keep_other_half(route: _Route, old: dict[str, Any], new: dict[str, Any]):
+    """With a status subresource, a write to the object keeps the old status and a write to
+    /status keeps everything else."""
+    if not route.type.status_subresource:
+        return new
+    if route.subresource == "status":
+        kept = copy.deepcopy(old)
+        kept["status"] = new.get("status", {})
+        return kept
+    new = dict(new)
+    if "status" in old:
+        new["status"] = copy.deepcopy(old["status"])
+    else:
+        new.pop("status", None)
+    return new
+
+
+def _values_equal(a: Any, b: Any, parent: str = "") -> bool:
+    """Equal as the server compares them: quantities by value."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_values_equal(a[k], b[k], k) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_values_equal(x, y, parent) for x, y in zip(a, b))
+    if a == b:
+        return True
+    if parent in QUANTITY_PARENTS or parent == "sizeLimit":
+        try:
+            return parse(a)[0] == parse(b)[0]
+        except (QuantityError, TypeError):
+            return False
+    return False
+
+
+def _merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch (strategic merge patches are treated the same: lists are
+    replaced, which is what a strategic patch does to lists without a merge key)."""
+    if not isinstance(patch, dict):
+        return patch
+    if not isinstance(target, dict):
+        target = {}
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        else:
+            target[key] = _merge_patch(target.get(key), value)
+    return target
+
+
+def _json_patch(target: Any, operations: Any) -> Any:
+    """RFC 6902 JSON patch: add, remove, replace, test."""
+    if not isinstance(operations, list):
+        raise ApiError(400, "BadRequest", "a JSON patch is a list of operations")
+    for op in operations:
+        path = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]]
+        parent = target
+        for key in path[:-1]:
+            parent = parent[int(key)] if isinstance(parent, list) else parent.get(key)
+            if parent is None:
+                raise ApiError(422, "Invalid", f"path {op['path']} does not exist")
+        last = path[-1]
+        kind = op["op"]
+        if kind == "test":
+            current = parent[int(last)] if isinstance(parent, list) else parent.get(last)
+            if current != op["value"]:
+                raise ApiError(422, "Invalid", f"test failed at {op['path']}")
+        elif kind == "remove":
+            del parent[int(last) if isinstance(parent, list) else last]
+        elif kind in ("add", "replace"):
+            if isinstance(parent, list):
+                index = len(parent) if last == "-" else int(last)
+                if kind == "add":
+                    parent.insert(index, op["value"])
+                else:
+                    parent[index] = op["value"]
+            else:
+                parent[last] = op["value"]
+        else:
+            raise ApiError(422, "Invalid", f"unsupported JSON patch op {kind!r}")
+    return target
+
+
+def _schema_causes(obj: dict[str, Any], version: str) -> list[tuple[str, str]]:
+    import kubernetes_validate
+
+    try:
+        kubernetes_validate.validate(obj, version, strict=True)
+    except kubernetes_validate.ValidationError as exc:
+        return [(".".join(str(p) for p in exc.absolute_path), exc.message)]
+    return []

@@ -1,0 +1,312 @@
+"""The API emulator behaves like an API server where gitops-sched relies on it, driven
+through the official client over HTTP."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import kubernetes
+import pytest
+from kubernetes.dynamic import DynamicClient
+
+from gitops_sched.cluster import ApiFailure, ClusterClient, Conflict, NotFound, ObjectRef
+from tests.kube_emulator import Fault, KubeEmulator
+from tests.kube_emulator.fixtures import client, connect, kube
+from tests.kube_emulator.quantity import canonical
+
+__all__ = ["client", "kube"]
+
+
+def namespace(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+def config_map(name: str, data: dict, labels: dict | None = None, ns: str = "a") -> dict:
+    meta = {"name": name, "namespace": ns, **({"labels": labels} if labels else {})}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
+
+
+def job(resources: dict) -> dict:
+    container = {"name": "main", "image": "pytorch:2.3", "resources": resources}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": "a"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [container]}}},
+    }
+
+
+CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.io"},
+    "spec": {
+        "group": "example.io",
+        "names": {"kind": "Widget", "plural": "widgets"},
+        "scope": "Cluster",
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {"type": "object", "properties": {"size": {"type": "integer"}}},
+                            "status": {"type": "object", "properties": {"ok": {"type": "boolean"}}},
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+WIDGET = {"apiVersion": "example.io/v1", "kind": "Widget", "metadata": {"name": "w"}}
+
+
+@pytest.mark.parametrize(
+    ("given", "stored"),
+    [
+        ("12000m", "12"),
+        ("1024Mi", "1Gi"),
+        ("0.5", "500m"),
+        ("1000", "1k"),
+        ("1500", "1500"),
+        ("1.5Gi", "1536Mi"),
+        ("100", "100"),
+        (1, "1"),
+        ("512Ki", "512Ki"),
+        ("1e3", "1e3"),
+    ],
+)
+def test_quantities_are_stored_canonically(given, stored) -> None:
+    assert canonical(given) == stored
+
+
+def test_the_official_dynamic_client_discovers_and_uses_the_emulator(kube, tmp_path) -> None:
+    api = kubernetes.client.ApiClient(kube.configuration())
+    dynamic = DynamicClient(api, cache_file=os.path.join(tmp_path, "discovery.json"))
+    assert dynamic.version["kubernetes"]["gitVersion"] == "v1.32.0"
+    namespaces = dynamic.resources.get(api_version="v1", kind="Namespace")
+    dynamic.create(namespaces, body=namespace("a"))
+    jobs = dynamic.resources.get(api_version="batch/v1", kind="Job")
+    applied = dynamic.server_side_apply(jobs, body=job({}), field_manager="me")
+    assert applied.metadata.generation == 1
+    listed = dynamic.get(jobs, namespace="a")
+    assert [j.metadata.name for j in listed.items] == ["train"]
+    assert kube.api.counts()["discovery"] >= 3
+
+
+def test_defaults_and_canonical_quantities_of_a_job(client: ClusterClient) -> None:
+    client.apply(namespace("a"), "me")
+    limits = {"cpu": "12000m", "memory": "1024Mi", "nvidia.com/gpu": 1}
+    stored = client.apply(job({"limits": limits}), "me")
+    spec = stored["spec"]
+    container = spec["template"]["spec"]["containers"][0]
+    assert container["resources"]["limits"] == {"cpu": "12", "memory": "1Gi", "nvidia.com/gpu": "1"}
+    assert container["terminationMessagePath"] == "/dev/termination-log"
+    assert container["imagePullPolicy"] == "IfNotPresent"
+    assert spec["backoffLimit"] == 6 and spec["completionMode"] == "NonIndexed"
+    assert "batch.kubernetes.io/controller-uid" in spec["selector"]["matchLabels"]
+    assert spec["template"]["spec"]["dnsPolicy"] == "ClusterFirst"
+    namespace_labels = client.get(ObjectRef("v1", "Namespace", "", "a"))["metadata"]["labels"]
+    assert namespace_labels == {"kubernetes.io/metadata.name": "a"}
+
+
+def test_resource_version_preconditions_conflict(client: ClusterClient) -> None:
+    client.apply(namespace("a"), "me")
+    created = client.create(config_map("x", {"k": "1"}))
+    first = dict(created, data={"k": "2"})
+    second = dict(created, data={"k": "3"})
+    updated = client.replace(first)
+    assert int(updated["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
+    with pytest.raises(Conflict):
+        client.replace(second)  # carries the old resourceVersion
+    with pytest.raises(ApiFailure) as exists:
+        client.create(config_map("x", {}))
+    assert exists.value.reason == "AlreadyExists"
+
+
+def test_generation_counts_spec_changes_only(client: ClusterClient) -> None:
+    client.apply(namespace("a"), "me")
+    first = client.apply(job({}), "me")
+    relabelled = job({})
+    relabelled["metadata"]["labels"] = {"x": "y"}
+    assert client.apply(relabelled, "me")["metadata"]["generation"] == 1
+    changed = job({"limits": {"cpu": "2"}})
+    assert client.apply(changed, "me")["metadata"]["generation"] == 2
+    assert first["metadata"]["generation"] == 1
+
+
+def test_an_unchanged_apply_keeps_the_resource_version(client: ClusterClient) -> None:
+    client.apply(namespace("a"), "me")
+    first = client.apply(config_map("x", {"k": "1"}), "me")
+    again = client.apply(config_map("x", {"k": "1"}), "me")
+    assert again["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+
+
+def test_label_and_field_selectors(client: ClusterClient) -> None:
+    client.apply(namespace("a"), "me")
+    client.apply(namespace("b"), "me")
+    client.apply(config_map("one", {}, {"team": "x", "tier": "gpu"}), "me")
+    client.apply(config_map("two", {}, {"team": "y"}), "me")
+    client.apply(config_map("three", {}, {"team": "x"}, ns="b"), "me")
+
+    def names(selector: str, ns: str | None = None) -> list[str]:
+        return sorted(o["metadata"]["name"] for o in client.list("v1", "ConfigMap", selector, ns))
+
+    assert names("team=x") == ["one", "three"]
+    assert names("team=x", "a") == ["one"]
+    assert names("team!=x") == ["two"]
+    assert names("team in (x,y),tier") == ["one"]
+    assert names("!tier") == ["three", "two"]
+    assert names("team notin (x)") == ["two"]
+    with pytest.raises(ApiFailure) as bad:
+        client.list("v1", "ConfigMap", "team in x")
+    assert bad.value.status == 400
+
+
+def test_list_at_a_resource_version(kube: KubeEmulator, client: ClusterClient) -> None:
+    client.apply(namespace("a"), "me")
+    path = "/api/v1/namespaces"
+    body = client._request("GET", path)
+    current = int(body["metadata"]["resourceVersion"])
+    assert client._request("GET", path, query=[("resourceVersion", "0")])["items"]
+    with pytest.raises(ApiFailure) as too_new:
+        client._request("GET", path, query=[("resourceVersion", str(current + 5))])
+    assert too_new.value.status == 504
+    client.apply(namespace("b"), "me")
+    old = [("resourceVersion", str(current)), ("resourceVersionMatch", "Exact")]
+    with pytest.raises(ApiFailure) as expired:
+        client._request("GET", path, query=old)
+    assert expired.value.status == 410
+
+
+def test_apply_conflicts_with_another_manager_unless_forced(client: ClusterClient) -> None:
+    client.apply(namespace("a"), "me")
+    client.apply(config_map("x", {"k": "1", "mine": "yes"}), "alice")
+    with pytest.raises(Conflict) as conflict:
+        client.apply(config_map("x", {"k": "2"}), "bob", force=False)
+    assert conflict.value.is_field_conflict
+    # the same value is shared ownership, not a conflict
+    client.apply(config_map("x", {"k": "1"}), "bob", force=False)
+    forced = client.apply(config_map("x", {"k": "2"}), "bob", force=True)
+    assert forced["data"] == {"k": "2", "mine": "yes"}
+    owners = {e["manager"]: e["fieldsV1"] for e in forced["metadata"]["managedFields"]}
+    assert owners["bob"] == {"f:data": {"f:k": {}}}
+    assert owners["alice"] == {"f:data": {"f:mine": {}}}
+
+
+def test_apply_removes_fields_the_manager_no_longer_applies(client: ClusterClient) -> None:
+    client.apply(namespace("a"), "me")
+    client.apply(config_map("x", {"k": "1", "old": "1"}), "me")
+    client.apply(config_map("x", {"extra": "1"}), "other")
+    after = client.apply(config_map("x", {"k": "1"}), "me")
+    assert after["data"] == {"k": "1", "extra": "1"}
+
+
+def test_an_update_takes_ownership_of_the_fields_it_changes(client: ClusterClient) -> None:
+    client.apply(namespace("a"), "me")
+    live = client.apply(config_map("x", {"k": "1"}), "me")
+    live["data"]["k"] = "edited"
+    edited = client.replace(live, field_manager="kubectl-edit")
+    owners = {e["manager"]: e["fieldsV1"] for e in edited["metadata"]["managedFields"]}
+    assert owners == {"kubectl-edit": {"f:data": {"f:k": {}}}}
+
+
+def test_dry_run_changes_nothing(kube: KubeEmulator, client: ClusterClient) -> None:
+    client.apply(namespace("a"), "me")
+    preview = client.apply(config_map("x", {"k": "1"}), "me", dry_run=True)
+    assert preview["data"] == {"k": "1"}
+    assert kube.api.find("v1", "ConfigMap", "x", "a") is None
+
+
+def test_namespaced_objects_need_their_namespace(client: ClusterClient) -> None:
+    with pytest.raises(NotFound) as missing:
+        client.apply(config_map("x", {}), "me")
+    assert 'namespaces "a" not found' in missing.value.message
+
+
+def test_unknown_fields_of_builtin_kinds_are_rejected(client: ClusterClient) -> None:
+    client.apply(namespace("a"), "me")
+    bad = config_map("x", {})
+    bad["spec"] = {"oops": 1}
+    with pytest.raises(ApiFailure) as invalid:
+        client.apply(bad, "me")
+    assert invalid.value.status == 422
+
+
+def test_custom_resources_are_served_once_their_crd_is_established() -> None:
+    with KubeEmulator(crd_establish_delay=1.0) as kube:
+        client = connect(kube)
+        client.apply(CRD, "me")
+        assert client.resource("example.io/v1", "Widget") is None  # not Established yet
+        with pytest.raises(NotFound):
+            client._request("GET", "/apis/example.io/v1/widgets")
+        ref = ObjectRef(
+            "apiextensions.k8s.io/v1", "CustomResourceDefinition", "", CRD["metadata"]["name"]
+        )
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            conditions = client.get(ref).get("status", {}).get("conditions", [])
+            if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                break
+            time.sleep(0.05)
+        widget = {**WIDGET, "spec": {"size": 3, "unknown": "pruned"}, "status": {"ok": True}}
+        stored = client.apply(widget, "me")
+        assert stored["spec"] == {"size": 3}  # unknown fields pruned, status ignored
+        assert "status" not in stored
+        status = client.apply({**WIDGET, "status": {"ok": True}}, "me", subresource="status")
+        assert status["status"] == {"ok": True} and status["spec"] == {"size": 3}
+        client.delete(ref)
+        with pytest.raises(NotFound):  # the custom resources went with their CRD
+            client._request("GET", "/apis/example.io/v1/widgets")
+        client.close()
+
+
+def test_deleting_a_namespace_deletes_its_objects(
+    kube: KubeEmulator, client: ClusterClient
+) -> None:
+    client.apply(namespace("a"), "me")
+    client.apply(config_map("x", {}), "me")
+    assert client.delete(ObjectRef("v1", "Namespace", "", "a"))
+    assert kube.api.find("v1", "ConfigMap", "x", "a") is None
+    assert not client.delete(ObjectRef("v1", "Namespace", "", "a"))
+
+
+def test_injected_faults_and_request_counts(kube: KubeEmulator, client: ClusterClient) -> None:
+    client.apply(namespace("a"), "me")
+    kube.api.reset_counts()
+    kube.api.add_fault(Fault(429, method="PATCH", retry_after=0))
+    kube.api.add_fault(Fault(500, method="PATCH"))
+    kube.api.add_fault(Fault(409, method="PATCH"))
+    client.apply(config_map("x", {"k": "1"}), "me")  # retried three times, then applied
+    assert kube.api.counts()["write"] == 4
+    assert [r.code for r in kube.api.requests if r.method == "PATCH"] == [429, 500, 409, 201]
+
+
+def test_a_timeout_after_the_write_is_retried_safely(kube: KubeEmulator) -> None:
+    client = connect(kube, timeout=0.3)
+    client.apply(namespace("a"), "me")
+    kube.api.add_fault(Fault("timeout", method="PATCH", after=True, delay=0.6))
+    applied = client.apply(config_map("x", {"k": "1"}), "me")
+    assert applied["data"] == {"k": "1"}
+    assert [r.code for r in kube.api.requests if r.method == "PATCH"][-2:] == [0, 200]
+    client.close()
+
+
+def test_leases_are_plain_objects_with_optimistic_concurrency(client: ClusterClient) -> None:
+    client.apply(namespace("a"), "me")
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "l", "namespace": "a"},
+        "spec": {"holderIdentity": "x", "leaseDurationSeconds": 15},
+    }
+    created = client.create(lease)
+    client.replace({**created, "spec": {"holderIdentity": "y"}})
+    with pytest.raises(Conflict):
+        client.replace({**created, "spec": {"holderIdentity": "z"}})
