@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from array import array
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -544,18 +544,32 @@ def iter_yaml_files(root: Path) -> Iterator[Path]:
                 yield Path(dirpath) / name
 
 
-def load_repo(root: Path, diagnostics: Diagnostics) -> list[Document]:
-    """Every gitops-sched document of a repo, files in path order, documents in file order."""
-    documents: list[Document] = []
+Source = Iterable[tuple[str, bytes]]
+"""A config repo as (path, bytes) pairs in load order: a folder (`folder_files`) or a Git
+tree (`gitops_sched.plan.gitsource`) load the same way through `load_files`."""
+
+
+def folder_files(root: Path) -> Iterator[tuple[str, bytes]]:
+    """The YAML files under `root` as (path, bytes), paths as the user named the folder."""
     for path in iter_yaml_files(root):
-        file = path.as_posix()  # as the user named the repo, so editors and CI can open it
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            diagnostics.error(
-                Location(file), f"file is {size} bytes, over the {MAX_FILE_BYTES}-byte limit"
-            )
+        # as the user named the repo, so editors and CI can open it
+        yield path.as_posix(), path.read_bytes()
+
+
+def load_files(files: Source, diagnostics: Diagnostics) -> list[Document]:
+    """Every gitops-sched document of a source, in its order, documents in file order."""
+    documents: list[Document] = []
+    for file, raw in files:
+        if len(raw) > MAX_FILE_BYTES:
+            message = f"file is {len(raw)} bytes, over the {MAX_FILE_BYTES}-byte limit"
+            diagnostics.error(Location(file), message)
             continue
-        text = _decode(path.read_bytes(), file, diagnostics)
+        text = _decode(raw, file, diagnostics)
         if text is not None:
             documents.extend(load_text(text, file, diagnostics))
     return documents
+
+
+def load_repo(root: Path, diagnostics: Diagnostics) -> list[Document]:
+    """Every gitops-sched document of a folder, files in path order, documents in file order."""
+    return load_files(folder_files(root), diagnostics)

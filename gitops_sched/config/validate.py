@@ -7,16 +7,21 @@ from pathlib import Path
 from gitops_sched.config.checks import run_checks
 from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.gcpause import paused_gc
-from gitops_sched.config.loader import load_repo
+from gitops_sched.config.loader import Source, folder_files, load_files
 from gitops_sched.config.model import Repo, build_repo
 from gitops_sched.config.schema import validate_documents
 
 
-@paused_gc()
 def check_repo(root: Path) -> tuple[Repo | None, Diagnostics]:
     """The repo's model and every diagnostic; the model is None when any error was found."""
+    return check_source(folder_files(root))
+
+
+@paused_gc()
+def check_source(files: Source) -> tuple[Repo | None, Diagnostics]:
+    """As `check_repo`, for any source of (path, bytes): a folder or a Git tree."""
     diagnostics = Diagnostics()
-    documents = load_repo(root, diagnostics)
+    documents = load_files(files, diagnostics)
     valid = validate_documents(documents, diagnostics)
     repo = build_repo(valid)
     run_checks(repo, documents, diagnostics)
