@@ -134,3 +134,27 @@ def simulate(path: Path, events: Path | None, fmt: str) -> None:
         console = Console()
         print_table(result, console if console.is_terminal else Console(width=160))
     sys.exit(EXIT_INVALID if result.failures else 0)
+
+
+@main.command()
+@click.option(
+    "--node", envvar="NODE_NAME", help="This node's name (default: NODE_NAME, else the host name)."
+)
+@click.option("--once", is_flag=True, help="Read the GPUs once and exit.")
+@click.option(
+    "--dry-run", is_flag=True, help="Print the node's GPU inventory instead of publishing it."
+)
+@click.option(
+    "--fake",
+    metavar="MODEL:COUNT[,MODEL:COUNT]",
+    help="Fake GPUs with real models' numbers instead of NVML (`A100-80GB:2:mig` for MIG mode).",
+)
+def agent(node: str | None, once: bool, dry_run: bool, fake: str | None) -> None:
+    """The node agent: read the node's GPUs through NVML (or --fake) and show the inventory.
+
+    Exits 1 when there is no NVIDIA driver (and no --fake), 2 on a usage error or when asked
+    to publish to the cluster (not built yet).
+    """
+    from gitops_sched.agent.main import run_agent
+
+    sys.exit(run_agent(node=node, once=once, dry_run=dry_run, fake=fake))
