@@ -16,6 +16,7 @@ from gitops_sched.config.model import Repo
 from gitops_sched.config.validate import check_repo
 
 EXIT_INVALID = 1
+EXIT_USAGE = 2
 
 repo_path = click.argument(
     "path", type=click.Path(exists=True, file_okay=True, dir_okay=True, path_type=Path)
@@ -158,3 +159,46 @@ def agent(node: str | None, once: bool, dry_run: bool, fake: str | None) -> None
     from gitops_sched.agent.main import run_agent
 
     sys.exit(run_agent(node=node, once=once, dry_run=dry_run, fake=fake))
+
+@main.command()
+@repo_path
+@click.option("--base", "base_ref", required=True, help="Git ref of the config before the change.")
+@click.option("--head", "head_ref", help="Git ref of the change (default: the working tree).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["markdown", "json"]),
+    default="markdown",
+    help="Markdown for a pull-request comment, or JSON with the same content.",
+)
+@click.option(
+    "--state",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The cluster now, as `simulate --format json` prints it (default: the repo's "
+    "workloads settled under the base config).",
+)
+def plan(path: Path, base_ref: str, head_ref: str | None, fmt: str, state: Path | None) -> None:
+    """What a change does: objects, quota and capacity deltas, fair-share impact.
+
+    Exits 0 when the head is valid (changes are not failures), 1 when it is invalid,
+    2 for usage errors (not a Git repo, unknown ref, a state that does not fit).
+    """
+    import json
+
+    from gitops_sched.plan.build import PlanInputError, make_plan
+    from gitops_sched.plan.jsonout import to_json
+    from gitops_sched.plan.markdown import render as render_markdown
+
+    try:
+        result = make_plan(path, base_ref, head_ref, state)
+    except PlanInputError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    if not result.head.valid:
+        _print_diagnostics(result.head.diagnostics)
+    if fmt == "json":
+        click.echo(json.dumps(to_json(result), indent=2))
+    else:
+        click.echo(render_markdown(result), nl=False)
+    sys.exit(0 if result.head.valid else EXIT_INVALID)
+

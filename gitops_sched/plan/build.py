@@ -1,0 +1,137 @@
+"""A plan: both sides loaded, checked, compiled and run; the differences collected.
+
+The base is read from Git at a ref, the head from Git or the working tree, each through
+the same loader (`check_source`); nothing here prints or exits: the CLI does.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from gitops_sched.compiler import render_repo
+from gitops_sched.config.diagnostics import Diagnostics
+from gitops_sched.config.model import Repo
+from gitops_sched.config.validate import check_repo, check_source
+from gitops_sched.plan.gitsource import GitError, git_folder, ref_files, resolve
+from gitops_sched.plan.impact import (
+    Scenario,
+    StateError,
+    full_demand,
+    state_simulation,
+    workloads,
+)
+from gitops_sched.plan.objects import ObjectChange, object_changes
+from gitops_sched.plan.quotas import Capacity, QuotaChange, capacity, quota_changes
+from gitops_sched.plan.warnings import (
+    PlanWarning,
+    Problem,
+    fixed_problems,
+    new_problems,
+    warnings,
+)
+
+WORKING_TREE = "working tree"
+
+
+class PlanInputError(Exception):
+    """Input plan cannot use: not a Git repo, unknown ref, a state that does not fit."""
+
+
+@dataclass(frozen=True)
+class Side:
+    ref: str  # as given, or "working tree"
+    commit: str | None
+    repo: Repo | None  # None when invalid
+    diagnostics: Diagnostics
+
+    @property
+    def valid(self) -> bool:
+        return self.repo is not None
+
+    @property
+    def errors(self) -> int:
+        return sum(d.severity.value == "error" for d in self.diagnostics.items)
+
+
+@dataclass(frozen=True)
+class Plan:
+    path: str
+    base: Side
+    head: Side
+    new_problems: tuple[Problem, ...]
+    fixed_problems: tuple[Problem, ...]
+    objects: tuple[ObjectChange, ...] = ()
+    quotas: tuple[QuotaChange, ...] = ()
+    capacity: Capacity | None = None
+    full_demand: Scenario | None = None
+    workloads: Scenario | None = None
+    warnings: tuple[PlanWarning, ...] = ()
+
+    @property
+    def compared(self) -> bool:
+        """Both sides valid: the deltas and the fairness impact are there."""
+        return self.base.valid and self.head.valid
+
+
+def _side(path: Path, ref: str | None) -> Side:
+    if ref is None:
+        repo, diagnostics = check_repo(path)
+        return Side(WORKING_TREE, None, repo, diagnostics)
+    folder = git_folder(path)
+    commit = resolve(folder, ref)
+    repo, diagnostics = check_source(ref_files(folder, commit))
+    return Side(ref, commit, repo, diagnostics)
+
+
+def _state(path: Path | None, base: Repo):
+    if path is None:
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PlanInputError(
+            f"{path}: not a JSON state from `simulate --format json` ({exc})"
+        ) from exc
+    if not isinstance(data, dict) or not isinstance(data.get("workloads"), list):
+        raise PlanInputError(f"{path}: not a `simulate --format json` state (no `workloads` list)")
+    try:
+        return state_simulation(base, data, path.as_posix())
+    except StateError as exc:
+        raise PlanInputError(f"the state does not fit the base config:\n{exc}") from exc
+
+
+def make_plan(
+    path: Path, base_ref: str, head_ref: str | None = None, state: Path | None = None
+) -> Plan:
+    """The plan of the change from `base_ref` to `head_ref` (None: the working tree)."""
+    try:
+        git_folder(path)  # a working-tree head must be in Git too: the base comes from there
+        base = _side(path, base_ref)
+        head = _side(path, head_ref)
+    except GitError as exc:
+        raise PlanInputError(str(exc)) from exc
+    problems = new_problems(base.diagnostics if base.valid else None, head.diagnostics)
+    fixed = fixed_problems(base.diagnostics, head.diagnostics)
+    plan = Plan(path.as_posix(), base, head, problems, fixed)
+    if not (base.valid and head.valid):
+        return plan
+    assert base.repo is not None and head.repo is not None
+    simulation = _state(state, base.repo)
+    scenario = workloads(base.repo, head.repo, simulation)
+    return Plan(
+        path.as_posix(),
+        base,
+        head,
+        problems,
+        fixed,
+        objects=object_changes(
+            render_repo(base.repo), render_repo(head.repo), base.repo, head.repo
+        ),
+        quotas=quota_changes(base.repo, head.repo),
+        capacity=capacity(base.repo, head.repo),
+        full_demand=full_demand(base.repo, head.repo),
+        workloads=scenario,
+        warnings=warnings(base.repo, head.repo, scenario, problems),
+    )

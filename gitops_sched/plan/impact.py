@@ -1,0 +1,299 @@
+"""Fairness impact: the engine run on both configs, per project before -> after.
+
+Two scenarios, both through the code `simulate` runs (`bridge` for the translation,
+`sim.run.simulate` for the engine), so the numbers equal what `simulate` prints:
+
+* full demand: every project asks for the whole cluster; the fair share each would get
+  (the engine's `fair_shares` with the capacity a session counts).
+* workloads: the cluster as it is now — the base config settled with the repo's workloads,
+  or the `--state` a `simulate --format json` run printed — then the head config applied
+  to that state and settled: `simulate(head, running=<that state>)`. What was running and
+  no longer is would be evicted; what was pending and now runs could start.
+
+Carrying the state over: a workload keeps its pods when it still exists, asks the same
+per pod, has no more pods than replicas, and its nodes still exist with the same GPUs;
+otherwise it is queued again (or gone, when the change removes it). Dynamic MIG
+instances that running pods use come along with them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gitops_sched.bridge.build import job_from_workload, nodes_from_repo, policy_from_repo
+from gitops_sched.config.diagnostics import Diagnostics
+from gitops_sched.config.loader import API_VERSION, Document
+from gitops_sched.config.model import Repo
+from gitops_sched.engine.fairshare import fair_shares
+from gitops_sched.engine.requests import pod_gpus
+from gitops_sched.engine.types import Job, Node, PodPlacement
+from gitops_sched.sim.events import Placed, Simulation, parse_simulation
+from gitops_sched.sim.run import SimulationResult, WorkloadState, simulate
+
+RUNNING = "running"
+
+
+class StateError(Exception):
+    """A `--state` file that does not fit the base config (its diagnostics as text)."""
+
+
+@dataclass(frozen=True)
+class ProjectImpact:
+    name: str
+    department: tuple[str | None, str | None]
+    deserved: tuple[float | None, float | None]
+    fair_share: tuple[float | None, float | None]
+    allocated: tuple[float | None, float | None]  # None in the full-demand scenario
+
+    @property
+    def changed(self) -> bool:
+        return (
+            self.fair_share[0] != self.fair_share[1]
+            or self.allocated[0] != self.allocated[1]
+            or self.deserved[0] != self.deserved[1]
+            or self.department[0] != self.department[1]
+        )
+
+
+@dataclass(frozen=True)
+class Moved:
+    """A workload that would stop running (evicted) or start (could start)."""
+
+    workload: str
+    project: str
+    reason: str  # evicted: reclaim, preempt, node removed, removed, ...; started: "" or new
+    gpus: float  # what it holds (evicted) or gets (started)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str  # full-demand | workloads | state
+    projects: tuple[ProjectImpact, ...]  # every project of either side, by name
+    evicted: tuple[Moved, ...] = ()
+    started: tuple[Moved, ...] = ()
+    base_result: SimulationResult | None = None
+    head_result: SimulationResult | None = None
+
+
+def _num(value: float | None) -> float | None:
+    return None if value is None else round(value, 4) + 0.0
+
+
+def full_demand_shares(repo: Repo) -> dict[str, float]:
+    """Fair share of every department and project when each project asks for everything."""
+    policy = policy_from_repo(repo)
+    capacity = float(sum(len(n.gpus) for n in nodes_from_repo(repo) if n.schedulable))
+    demand = {p.name: capacity for p in policy.projects}
+    return fair_shares(capacity, policy.departments, policy.projects, demand)
+
+
+def full_demand(base: Repo, head: Repo) -> Scenario:
+    before, after = full_demand_shares(base), full_demand_shares(head)
+    rows = []
+    for name in sorted({p.name for p in base.projects} | {p.name for p in head.projects}):
+        old, new = base.project(name), head.project(name)
+        rows.append(
+            ProjectImpact(
+                name,
+                (old.department if old else None, new.department if new else None),
+                (
+                    _num(old.quota.gpu or 0.0) if old else None,
+                    _num(new.quota.gpu or 0.0) if new else None,
+                ),
+                (_num(before.get(name)) if old else None, _num(after.get(name)) if new else None),
+                (None, None),
+            )
+        )
+    return Scenario("full-demand", tuple(rows))
+
+
+# --- the state now ---------------------------------------------------------------------
+
+
+def state_simulation(repo: Repo, state: dict[str, Any], file: str) -> Simulation:
+    """The `--state` JSON's workloads as a Simulation's `running:` against `repo` (the
+    parser every Simulation file goes through); StateError with its problems otherwise."""
+    entries = [
+        w
+        for w in state.get("workloads") or ()
+        if isinstance(w, dict) and w.get("status") in (None, "running", "pending")
+    ]
+    data = {
+        "apiVersion": API_VERSION,
+        "kind": "Simulation",
+        "metadata": {"name": str(state.get("simulation") or "state")},
+        "running": [
+            {
+                k: v
+                for k, v in entry.items()
+                if k in ("name", "status", "pods", "workload") and v is not None
+            }
+            for entry in entries
+        ],
+    }
+    # positions: each entry on "line" i + 2, so a problem names the entry it is about
+    positions = {("running", i): (i + 2, 1) for i in range(len(entries))}
+    doc = Document(file, 0, data, {(): (1, 1), **positions}, {})
+    diagnostics = Diagnostics()
+    simulation = parse_simulation(doc, repo, diagnostics)
+    if simulation is None:
+        problems = []
+        for d in diagnostics.sorted():
+            where = d.location.line - 2
+            entry = (
+                f"workloads[{where}] ({entries[where].get('name')}): "
+                if 0 <= where < len(entries)
+                else ""
+            )
+            problems.append(f"{file}: {entry}{d.message}")
+        raise StateError("\n".join(problems) or f"{file}: not a simulate --format json state")
+    return simulation
+
+
+def _same_gpus(old: Node, new: Node | None) -> bool:
+    return (
+        new is not None
+        and new.gpu_model == old.gpu_model
+        and len(new.gpus) == len(old.gpus)
+        and all(
+            a.mig_enabled == b.mig_enabled and a.mig_static == b.mig_static
+            for a, b in zip(old.gpus, new.gpus)
+        )
+    )
+
+
+def carried_over(
+    base_result: SimulationResult, base: Repo, head: Repo
+) -> tuple[Simulation, dict[str, str]]:
+    """The base run's final state as the head's starting state, and why workloads that ran
+    do not keep their pods (workload -> reason)."""
+    nodes = {node.name: node for node in nodes_from_repo(head)}
+    old_nodes = {node.name: node for node in base_result.snapshot.nodes}
+    head_workloads = {w.name: w for w in head.workloads}
+    placed: list[Placed] = []
+    lost: dict[str, str] = {}
+    for state in base_result.workloads:
+        if state.status not in (RUNNING, "pending"):
+            continue
+        workload = head_workloads.get(state.workload.name)
+        if workload is None:
+            lost[state.workload.name] = "removed from the repo"
+            continue
+        pods = state.pods
+        if pods:
+            why = _why_requeued(state, workload, base, head, nodes, old_nodes)
+            if why:
+                lost[workload.name], pods = why, ()
+        placed.append(Placed(workload, pods))
+    for place in placed:
+        for pod in place.pods:
+            if pod.mig is not None:
+                nodes[pod.node] = _with_mig(nodes[pod.node], pod)
+    name = head.cluster.name if head.cluster else ""
+    return Simulation(name, tuple(nodes.values()), tuple(placed), ()), lost
+
+
+def _why_requeued(
+    state: WorkloadState,
+    workload: Any,
+    base: Repo,
+    head: Repo,
+    nodes: dict[str, Node],
+    old_nodes: dict[str, Node],
+) -> str:
+    if any(pod.node not in nodes for pod in state.pods):
+        return "its node is removed"
+    if any(not _same_gpus(old_nodes[pod.node], nodes[pod.node]) for pod in state.pods):
+        return "its node's GPUs change"
+    if job_from_workload(head, workload, 0).request != state.request:
+        return "its GPU request changes"
+    if len(state.pods) > workload.replicas:
+        return "its replicas shrink"
+    if base.project_namespace(state.workload.project) != head.project_namespace(workload.project):
+        return "it moves to another project"
+    return ""
+
+
+def _with_mig(node: Node, pod: PodPlacement) -> Node:
+    gpus = list(node.gpus)
+    gpu = gpus[pod.gpus[0]]
+    if pod.mig not in gpu.mig_instances:
+        gpus[gpu.index] = replace(gpu, mig_instances=(*gpu.mig_instances, pod.mig))
+    return replace(node, gpus=tuple(gpus))
+
+
+# --- the scenario ------------------------------------------------------------------------
+
+
+def held_gpus(job: Job | None, nodes: dict[str, Node]) -> float:
+    """GPUs a job holds, as the engine counts them toward quota."""
+    if job is None:
+        return 0.0
+    total = 0.0
+    for pod in job.placement:
+        node = nodes.get(pod.node)
+        if node is not None:
+            memory = node.gpus[pod.gpus[0]].memory_mib if pod.gpus else 0
+            total += pod_gpus(job, pod, node.gpu_model, memory)
+    return _num(total) or 0.0
+
+
+def _evictions(result: SimulationResult) -> dict[str, str]:
+    """Why each workload was evicted in the run (its last eviction), with what it made room for."""
+    why = {}
+    for entry in result.log:
+        if entry.action == "evict":
+            why[entry.workload] = entry.reason + (f" by {entry.by}" if entry.by else "")
+    return why
+
+
+def workloads(base: Repo, head: Repo, state: Simulation | None = None) -> Scenario:
+    """The declared workloads (or the state) under the base config, then the head's."""
+    base_result = simulate(base, state)
+    simulation, lost = carried_over(base_result, base, head)
+    head_result = simulate(head, simulation)
+    before = {s.workload.name: s for s in base_result.workloads}
+    after = {s.workload.name: s for s in head_result.workloads}
+    old_jobs = {j.name: j for j in base_result.snapshot.jobs}
+    new_jobs = {j.name: j for j in head_result.snapshot.jobs}
+    old_nodes = {n.name: n for n in base_result.snapshot.nodes}
+    new_nodes = {n.name: n for n in head_result.snapshot.nodes}
+    evicted_by = _evictions(head_result)
+    evicted, started = [], []
+    for name in sorted(before.keys() | after.keys()):
+        was, now = before.get(name), after.get(name)
+        ran = was is not None and was.status == RUNNING
+        runs = now is not None and now.status == RUNNING
+        if ran and not runs:
+            reason = lost.get(name) or evicted_by.get(name) or (now.reason if now else "removed")
+            gpus = held_gpus(old_jobs.get(name), old_nodes)
+            evicted.append(Moved(name, was.workload.project, reason, gpus))
+        elif runs and not ran:
+            reason = "new" if was is None else ""
+            started.append(
+                Moved(name, now.workload.project, reason, held_gpus(new_jobs.get(name), new_nodes))
+            )
+    old_status = {q.name: q for q in base_result.projects}
+    new_status = {q.name: q for q in head_result.projects}
+    rows = []
+    for name in sorted(old_status.keys() | new_status.keys()):
+        old, new = old_status.get(name), new_status.get(name)
+        old_p, new_p = base.project(name), head.project(name)
+        rows.append(
+            ProjectImpact(
+                name,
+                (old_p.department if old_p else None, new_p.department if new_p else None),
+                (_num(old.deserved) if old else None, _num(new.deserved) if new else None),
+                (_num(old.fair_share) if old else None, _num(new.fair_share) if new else None),
+                (_num(old.allocated) if old else None, _num(new.allocated) if new else None),
+            )
+        )
+    return Scenario(
+        "state" if state is not None else "workloads",
+        tuple(rows),
+        tuple(evicted),
+        tuple(started),
+        base_result,
+        head_result,
+    )

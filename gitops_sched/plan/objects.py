@@ -1,0 +1,125 @@
+"""Which Kubernetes objects a change adds, changes or removes, field by field.
+
+Both configs are rendered by the compiler; objects pair up by kind, namespace and name.
+Fields compare as the reconciler compares them (`reconciler.diff`): by value, quantities
+as numbers (`12000m` is `12`), mappings by key, so ordering and formatting in the YAML
+never show as changes, and a change here is exactly what the reconciler would apply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from gitops_sched.compiler.meta import PROJECT_LABEL
+from gitops_sched.config.model import Repo
+from gitops_sched.reconciler.diff import compared, differences
+
+ObjectKey = tuple[str, str, str]  # kind, namespace ("" when cluster-scoped), name
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    path: str  # dotted, list items by index: spec.template.spec.containers.0.resources
+    before: Any  # None where the field is new
+    after: Any  # None where the field is gone
+
+
+@dataclass(frozen=True)
+class ObjectChange:
+    action: str  # added | changed | removed
+    kind: str
+    namespace: str
+    name: str
+    project: str  # the project it belongs to, "" for cluster-wide objects
+    fields: tuple[FieldChange, ...] = ()  # changed objects only
+
+
+def _key(obj: dict[str, Any]) -> ObjectKey:
+    meta = obj["metadata"]
+    return obj["kind"], meta.get("namespace") or "", meta["name"]
+
+
+def _project(obj: dict[str, Any], namespaces: dict[str, str]) -> str:
+    meta = obj["metadata"]
+    if project := meta.get("labels", {}).get(PROJECT_LABEL):
+        return project
+    if obj["kind"] == "Project":
+        return meta["name"]
+    namespace = meta["name"] if obj["kind"] == "Namespace" else meta.get("namespace")
+    return namespaces.get(namespace or "", "")
+
+
+def _at(value: Any, path: tuple[str, ...]) -> Any:
+    for part in path:
+        if isinstance(value, dict):
+            value = value.get(part)
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return None
+    return value
+
+
+def field_changes(before: dict[str, Any], after: dict[str, Any]) -> tuple[FieldChange, ...]:
+    """The fields whose value differs, both ways (a field removed is a change too)."""
+    return tuple(_changes(compared(before), compared(after), ""))
+
+
+def _changes(old: Any, new: Any, prefix: str) -> list[FieldChange]:
+    paths = set(differences(new, old)) | set(differences(old, new))
+    changes = []
+    for path in sorted(paths):
+        was, now = _at(old, path), _at(new, path)
+        name = prefix + ".".join(path)
+        embedded = _embedded(was), _embedded(now)
+        if None not in embedded:  # a YAML document in a string: compare what it says
+            changes += _changes(*embedded, f"{name}:")
+        else:
+            changes.append(FieldChange(name, was, now))
+    return changes
+
+
+def _embedded(value: Any) -> dict | list | None:
+    """The mapping or list a multi-line string holds as YAML (a ConfigMap's policy.yaml)."""
+    if not isinstance(value, str) or "\n" not in value:
+        return None
+    try:
+        data = yaml.safe_load(value)
+    except yaml.YAMLError:
+        return None
+    return data if isinstance(data, dict | list) else None
+
+
+def _namespaces(*repos: Repo) -> dict[str, str]:
+    return {
+        repo.project_namespace(project.name): project.name
+        for repo in repos
+        for project in repo.projects
+    }
+
+
+def object_changes(
+    before: list[dict[str, Any]], after: list[dict[str, Any]], base: Repo, head: Repo
+) -> tuple[ObjectChange, ...]:
+    """Added, changed and removed objects, sorted by kind, project, namespace and name."""
+    old = {_key(obj): obj for obj in before}
+    new = {_key(obj): obj for obj in after}
+    namespaces = _namespaces(base, head)
+    changes = []
+    for key in old.keys() | new.keys():
+        was, now = old.get(key), new.get(key)
+        if was is None:
+            action, fields = "added", ()
+        elif now is None:
+            action, fields = "removed", ()
+        else:
+            fields = field_changes(was, now)
+            if not fields:
+                continue
+            action = "changed"
+        project = _project(now if now is not None else was, namespaces)
+        changes.append(ObjectChange(action, key[0], key[1], key[2], project, fields))
+    return tuple(sorted(changes, key=lambda c: (c.kind, c.project, c.namespace, c.name)))

@@ -1,0 +1,67 @@
+"""The plan in one line, for the top of the comment: who gains or loses what.
+
+team-b +2 GPUs guaranteed; 3 jobs of team-c would be evicted; 1 pending job could start
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from gitops_sched.plan.build import Plan
+
+MAX_NAMED = 3  # projects named one by one before "and N more"
+
+
+def _gpus(value: float) -> str:
+    return f"{value:+g} GPU" + ("" if abs(value) == 1 else "s")
+
+
+def _listed(parts: list[str]) -> list[str]:
+    if len(parts) <= MAX_NAMED:
+        return parts
+    return [*parts[:MAX_NAMED], f"{len(parts) - MAX_NAMED} more"]
+
+
+def _jobs(count: int) -> str:
+    return f"{count} job" + ("" if count == 1 else "s")
+
+
+def summary(plan: Plan) -> str:
+    if not plan.head.valid:
+        return f"Invalid: {plan.head.errors} error(s) in the config at {plan.head.ref}"
+    if not plan.base.valid:
+        return f"The base {plan.base.ref} does not validate; nothing to compare the head with"
+    parts: list[str] = []
+    guaranteed = []
+    for change in plan.quotas:
+        if change.kind != "Project":
+            continue
+        before, after = change.delta("quotaGpu")
+        if change.status == "added":
+            guaranteed.append(f"{change.name} added ({after:g} GPUs guaranteed)")
+        elif change.status == "removed":
+            guaranteed.append(f"{change.name} removed ({before:g} GPUs guaranteed)")
+        elif before != after:
+            guaranteed.append(f"{change.name} {_gpus(after - before)} guaranteed")
+        else:
+            old, new = change.delta("department")
+            if old != new:
+                guaranteed.append(f"{change.name} moves from {old} to {new}")
+    parts += _listed(guaranteed)
+    if plan.capacity and plan.capacity.gpus[0] != plan.capacity.gpus[1]:
+        parts.append(f"capacity {plan.capacity.gpus[0]} -> {plan.capacity.gpus[1]} GPUs")
+    scenario = plan.workloads
+    if scenario is not None:
+        by_project = Counter(moved.project for moved in scenario.evicted)
+        evicted = [f"{_jobs(n)} of {p}" for p, n in sorted(by_project.items())]
+        if evicted:
+            parts.append("; ".join(_listed(evicted)) + " would be evicted")
+        if scenario.started:
+            count = len(scenario.started)
+            parts.append(f"{_jobs(count)} could start")
+    if not parts:
+        objects = len(plan.objects)
+        if objects:
+            return f"No change to quotas, capacity or fair share; {objects} object(s) change"
+        return "No change"
+    return "; ".join(parts)
