@@ -96,3 +96,17 @@ def test_unmet_expectation_exits_1_with_expected_and_actual(tmp_path):
     assert result.exit_code == 1
     assert "allocated" in result.output
     assert "5" in result.output and "6" in result.output
+
+
+def test_a_gang_in_flight_gets_its_missing_pod_first_and_a_stale_one_is_evicted_whole():
+    output = run_scenario("gang-in-flight")
+    placed = [
+        (e["workload"], [(p["node"], p["gpus"], p["index"]) for p in e["pods"]])
+        for e in decisions(output, "bind", step=0)
+    ]
+    assert placed == [("gang-a", [("v100-0", [2, 3], 0)])]  # only the missing pod, beside pod 1
+    evictions = [
+        (e["step"], e["time"], e["workload"], e["reason"], len(e["pods"]))
+        for e in decisions(output, "evict")
+    ]
+    assert evictions == [(4, 60.0, "gang-b", "stale-gang", 1)]  # not at 59s: at the grace

@@ -426,6 +426,55 @@ def test_running_pods_may_not_share_more_than_a_gpu(here: Path) -> None:
     assert pointed(diagnostics[0]) == "node: dgx-0"
 
 
+GANG = doc("Workload", "gang", project="vision", gpu=8, replicas=3)  # minAvailable 3
+
+
+def node_gpus(node: str, index: int | None = None) -> dict[str, Any]:
+    pod: dict[str, Any] = {"node": node, "gpus": list(range(8))}
+    return pod if index is None else {**pod, "index": index}
+
+
+def test_a_running_gang_may_list_fewer_pods_than_its_min_available(here: Path) -> None:
+    entry = {"name": "gang", "pods": [node_gpus("dgx-0", index=2)], "workload": GANG}
+    simulation, diagnostics = load_data(here, running=[entry])
+    assert simulation is not None, messages(diagnostics)
+    assert simulation.running[0].pods == (PodPlacement("dgx-0", tuple(range(8)), index=2),)
+
+
+def test_running_pods_are_indexed_by_position_unless_they_say(here: Path) -> None:
+    pods = [node_gpus("dgx-0"), node_gpus("dgx-1", index=2)]
+    entry = {"name": "gang", "pods": pods, "workload": GANG}
+    simulation, _ = load_data(here, running=[entry])
+    assert simulation is not None
+    assert [pod.index for pod in simulation.running[0].pods] == [0, 2]
+
+
+@pytest.mark.parametrize(
+    ("indexes", "message"),
+    [
+        ((0, 0), "pod index 0 is listed twice"),
+        ((None, 0), "pod index 0 is listed twice"),
+        ((3, None), "pod index 3 is past the last replica (2)"),
+    ],
+)
+def test_running_pod_indexes_are_distinct_replicas(
+    here: Path, indexes: tuple[int | None, int | None], message: str
+) -> None:
+    pods = [node_gpus("dgx-0", indexes[0]), node_gpus("dgx-1", indexes[1])]
+    _, diagnostics = load_data(here, running=[{"name": "gang", "pods": pods, "workload": GANG}])
+    assert messages(diagnostics) == [message]
+
+
+def test_a_pending_entry_with_a_whole_gang_is_a_contradiction(here: Path) -> None:
+    pods = [node_gpus("dgx-0")]
+    entry = {"name": "train-a", "status": "pending", "pods": pods}
+    _, diagnostics = load_data(here, running=[entry])
+    assert messages(diagnostics) == [
+        "a pending workload runs fewer pods than its minAvailable (1), not 1"
+    ]
+    assert pointed(diagnostics[0]) == "pending"
+
+
 def test_a_running_workload_document_must_match_its_name(here: Path) -> None:
     other = doc("Workload", "other", project="vision", gpu=1)
     entry = {"name": "mine", "pods": [{"node": "dgx-0", "gpus": [0]}], "workload": other}
@@ -531,6 +580,23 @@ def test_json_output_seeds_the_next_run_with_the_same_placements(here: Path) -> 
     assert second["nodes"] == first["nodes"]
     assert second["projects"] == first["projects"]
     assert [e["action"] for e in second["log"]] == []  # nothing to decide: all placed already
+
+
+def test_a_gang_in_flight_seeds_the_next_run_still_in_flight(here: Path) -> None:
+    entry = {"name": "gang", "pods": [node_gpus("dgx-0", index=2)], "workload": GANG}
+    steps = [{"advance": "10s"}]  # within the grace period; no repo workload submitted
+    first = json_of(run_file(here, running=[entry], steps=steps))
+    (gang,) = first["workloads"]
+    assert (gang["status"], gang["reason"]) == (
+        "pending",
+        "waiting for gang 1/3: no room for 2 pods of 8 GPU(s) on the allowed nodes",
+    )
+    pod = {"node": "dgx-0", "gpus": list(range(8)), "fraction": None, "mig": None, "index": 2}
+    assert gang["pods"] == [pod]
+
+    second = json_of(run_file(here, running=first["workloads"], steps=steps))
+    assert second["workloads"] == first["workloads"]
+    assert second["log"] == []
 
 
 def test_json_output_has_fixed_keys_and_sorted_lists(here: Path) -> None:

@@ -15,6 +15,12 @@ every problem is reported at its `FILE:LINE:COL` before anything runs:
       - expect: {workloads: {train-big: pending, infer: {status: running, node: dgx-0}}}
       - node-down: dgx-0
       - advance: 2h
+
+A `running` entry may list fewer pods than its gang's `minAvailable`: a gang in flight,
+whose missing pods are pending work (placed when there is room, the gang evicted whole
+when they have not started within the policy's stale-gang grace period). A pod's `index`
+is its ordinal in the workload (default: its position in the list); pods are read with
+the engine codec's `pod_from_dict`, the shape `simulate --format json` prints them in.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from gitops_sched.config.diagnostics import Diagnostics, Location
 from gitops_sched.config.loader import Document, Path_, load_repo
 from gitops_sched.config.model import Repo, Workload, build_workload, duration_seconds, quantity
 from gitops_sched.config.schema import schema_problems, validate_documents
+from gitops_sched.engine.codec import pod_from_dict
 from gitops_sched.engine.types import (
     GPU_EPSILON,
     Gpu,
@@ -241,8 +248,14 @@ def _running(
         workload = _running_workload(doc, repo, entry, ("running", i), problems)
         if workload is None:
             continue
-        pending = status == "pending"
-        pods = () if pending else _pods(repo, workload, entry, use, ("running", i), problems)
+        pods: tuple[PodPlacement, ...] = ()
+        if status == "running" or entry.get("pods"):
+            # pending with pods: a gang in flight, as `--format json` prints one
+            pods = _pods(repo, workload, entry, use, ("running", i), problems)
+        if status == "pending" and len(pods) >= workload.min_available > 0:
+            gang = workload.min_available
+            message = f"a pending workload runs fewer pods than its minAvailable ({gang})"
+            problems.at(("running", i, "status"), f"{message}, not {len(pods)}")
         placed.append(Placed(workload, pods))
     return tuple(placed), tuple(use.nodes[node.name] for node in nodes)
 
@@ -270,14 +283,16 @@ def _pods(
         problems.at(path, f"a running workload has 1 to {workload.replicas} pods, not {len(pods)}")
     request = gpu_request(repo.pod_spec(workload))
     placements = []
+    indexes: set[int] = set()
     for j, pod in enumerate(pods):
-        mig = pod.get("mig")
-        placement = PodPlacement(
-            node=pod["node"],
-            gpus=tuple(pod.get("gpus", ())),
-            fraction=pod.get("fraction") or 0.0,
-            mig=MigInstance(mig["profile"], mig["start"]) if mig else None,
-        )
+        placement = pod_from_dict(pod, index=j)  # no `index`: its position in the list
+        where = (*path, "pods", j, "index") if "index" in pod else (*path, "pods", j)
+        if placement.index >= workload.replicas:
+            last = workload.replicas - 1
+            problems.at(where, f"pod index {placement.index} is past the last replica ({last})")
+        elif placement.index in indexes:
+            problems.at(where, f"pod index {placement.index} is listed twice")
+        indexes.add(placement.index)
         problem = _pod_problem(request, placement, use.nodes.get(placement.node))
         if problem := problem or use.add(placement):
             problems.at((*path, "pods", j), problem)

@@ -3,7 +3,9 @@
 The JSON is meant to be diffed and fed back: every object has the same keys whatever
 its state (null where a value does not apply), lists are sorted by name, GPU numbers
 are rounded to 4 decimals, and `workloads` is exactly the shape a Simulation file's
-`running:` accepts, so one run's output can seed the next.
+`running:` accepts, so one run's output can seed the next. Pods (of workloads and of the
+log) are the engine codec's pod placements (`engine.codec.pod_to_dict`), the shape the
+Simulation parser reads back.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from typing import Any, NamedTuple
 from rich.console import Console
 from rich.table import Table
 
+from gitops_sched.engine.codec import mig_instance_to_dict, pod_to_dict
 from gitops_sched.engine.requests import mig_share
-from gitops_sched.engine.types import GpuRequest, Node, PodPlacement, QueueStatus, RequestKind
+from gitops_sched.engine.types import GpuRequest, Node, QueueStatus, RequestKind
 from gitops_sched.hardware.mig import MigInstance
 from gitops_sched.sim.run import (
     ExpectationFailure,
@@ -78,15 +81,6 @@ def _queue(queue: QueueStatus) -> dict[str, Any]:
     }
 
 
-def _pod(pod: PodPlacement) -> dict[str, Any]:
-    return {
-        "node": pod.node,
-        "gpus": list(pod.gpus),
-        "fraction": pod.fraction or None,  # exact, not rounded: placements round-trip
-        "mig": {"profile": pod.mig.profile, "start": pod.mig.start} if pod.mig else None,
-    }
-
-
 def _workload(state: WorkloadState) -> dict[str, Any]:
     return {
         "name": state.workload.name,
@@ -94,7 +88,7 @@ def _workload(state: WorkloadState) -> dict[str, Any]:
         "type": state.workload.type,
         "status": state.status,
         "reason": _or_none(state.reason),
-        "pods": [_pod(pod) for pod in state.pods],
+        "pods": [pod_to_dict(pod) for pod in state.pods],
         "workload": state.document,
     }
 
@@ -108,7 +102,7 @@ def _entry(entry: LogEntry) -> dict[str, Any]:
         "workload": _or_none(entry.workload),
         "reason": _or_none(entry.reason),
         "by": _or_none(entry.by),
-        "pods": [_pod(pod) for pod in entry.pods],
+        "pods": [pod_to_dict(pod) for pod in entry.pods],
     }
 
 
@@ -180,7 +174,7 @@ def _gpu(node: Node, index: int, holds: list[Held]) -> dict[str, Any]:
             for hold in sorted(holds, key=lambda hold: (hold.workload, hold.share))
         ],
         "mig": [
-            {"profile": i.profile, "start": i.start, "workload": by_instance.get(i)}
+            {**mig_instance_to_dict(i), "workload": by_instance.get(i)}
             for i in sorted(gpu.mig_instances, key=lambda i: (i.start, i.profile))
         ],
     }

@@ -152,8 +152,10 @@ class _Run:
     def submit(self, workload: Workload, pods: tuple[PodPlacement, ...] = ()) -> None:
         job = job_from_workload(self.repo, workload, self.submitted)
         if pods:
-            placement = tuple(replace(pod, index=i) for i, pod in enumerate(pods))
+            placement = tuple(sorted(pods, key=lambda pod: pod.index))
             job = replace(job, placement=placement, started_at=self.snapshot.now)
+            if job.short:  # a gang in flight: its grace period starts now
+                job = replace(job, short_since=self.snapshot.now)
         self.submitted += 1
         self.names[job.key] = workload.name
         self.workloads[workload.name] = workload

@@ -1,0 +1,331 @@
+"""One versioned encoding of the engine's input: a `Snapshot` as plain JSON-able data.
+
+Whatever writes or reads engine state as data goes through here, so there is one shape
+for each part: the Simulation file's `running:` pods and `simulate --format json` share
+`pod_to_dict` / `pod_from_dict`; a whole snapshot (what a benchmark or the in-cluster
+scheduler saves and loads) is `snapshot_to_dict` / `snapshot_from_dict`:
+
+    {"version": 1, "now": 120.0,
+     "policy": {"reclaimThreshold": 0.0, "consolidation": true, "staleGangGraceSeconds": 60.0,
+                "departments": [QUEUE], "projects": [QUEUE]},
+     "nodes": [{"name": "dgx-0", "nodeGroup": "dgx", "model": "H100-SXM5-80GB",
+                "topology": null, "schedulable": true, "labels": {},
+                "gpus": [{"index": 0, "memoryMiB": 81920, "migEnabled": false,
+                          "migStatic": false, "mig": [{"profile": "3g.40gb", "start": 0}]}]}],
+     "jobs": [{"name": "train", "namespace": "team-a", "uid": null, "project": "team-a",
+               "type": "train", "priority": 50, "preemptible": true,
+               "request": {"kind": "whole", "count": 2, "fraction": null,
+                           "memoryMiB": null, "migProfile": null},
+               "pods": 2, "minAvailable": 2, "nodeGroups": [], "submitted": 0,
+               "placement": [POD], "startedAt": 0.0, "idleSince": null, "shortSince": null}],
+     "releasing": [{"job": "team-a/old", "project": "team-a", "pod": POD}]}
+
+    POD   = {"node": "dgx-0", "gpus": [0, 1], "fraction": null, "mig": null, "index": 0}
+    QUEUE = {"name": "team-a", "deserved": 4.0, "overQuotaWeight": 4.0,
+             "overQuotaAllowed": true, "overQuotaRank": 0, "limit": null, "parent": "research",
+             "interactiveTimeLimitSeconds": null, "idleTimeoutSeconds": null}
+
+Keys are camelCase, as in the config repo and the JSON report; every object has the same
+keys whatever its values (null where a value is unset), so outputs diff cleanly. Floats
+are written exactly (JSON keeps Python's shortest repr), so a snapshot survives
+`json.dumps`/`json.loads` unchanged: `snapshot_from_dict(snapshot_to_dict(s)) == s`.
+
+The readers take the engine's defaults for keys that are left out (a hand-written pod
+may give only its node and GPUs). `snapshot_from_dict` refuses any other `version` than
+the one it reads, and says where a malformed snapshot went wrong (`jobs[3].request: ...`).
+Pure and standard-library only: no I/O, no third-party imports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from gitops_sched.engine.types import (
+    STALE_GANG_GRACE_S,
+    Gpu,
+    GpuRequest,
+    Job,
+    Node,
+    PodPlacement,
+    Policy,
+    QueueSpec,
+    ReleasingPod,
+    RequestKind,
+    Snapshot,
+)
+from gitops_sched.hardware.mig import MigInstance
+
+VERSION = 1  # bump on any change a version-1 reader could misread; add readers, keep old ones
+
+T = TypeVar("T")
+
+
+class SnapshotFormatError(ValueError):
+    """The data is not a snapshot this version of gitops-sched can read."""
+
+
+def _or_none(value: Any) -> Any:
+    """Unset values (0, 0.0, "") as null."""
+    return value or None
+
+
+# --- pods ----------------------------------------------------------------------------------
+
+
+def mig_instance_to_dict(instance: MigInstance) -> dict[str, Any]:
+    return {"profile": instance.profile, "start": instance.start}
+
+
+def mig_instance_from_dict(data: dict[str, Any]) -> MigInstance:
+    return MigInstance(data["profile"], data["start"])
+
+
+def pod_to_dict(pod: PodPlacement) -> dict[str, Any]:
+    """Where one pod runs: the shape of a Simulation file's `running:` pods and of the
+    pods `simulate --format json` prints."""
+    return {
+        "node": pod.node,
+        "gpus": list(pod.gpus),
+        "fraction": _or_none(pod.fraction),  # exact, not rounded: placements round-trip
+        "mig": mig_instance_to_dict(pod.mig) if pod.mig else None,
+        "index": pod.index,
+    }
+
+
+def pod_from_dict(data: dict[str, Any], index: int = 0) -> PodPlacement:
+    """A pod placement; `index` is used where the data gives none (a hand-written pod)."""
+    mig = data.get("mig")
+    at = data.get("index")
+    return PodPlacement(
+        node=data["node"],
+        gpus=tuple(data.get("gpus") or ()),
+        fraction=data.get("fraction") or 0.0,
+        mig=mig_instance_from_dict(mig) if mig else None,
+        index=index if at is None else at,
+    )
+
+
+def releasing_to_dict(releasing: ReleasingPod) -> dict[str, Any]:
+    return {"job": releasing.job, "project": releasing.project, "pod": pod_to_dict(releasing.pod)}
+
+
+def releasing_from_dict(data: dict[str, Any]) -> ReleasingPod:
+    return ReleasingPod(data["job"], data["project"], pod_from_dict(data["pod"]))
+
+
+# --- jobs ----------------------------------------------------------------------------------
+
+
+def request_to_dict(request: GpuRequest) -> dict[str, Any]:
+    return {
+        "kind": request.kind.value,
+        "count": _or_none(request.count),
+        "fraction": _or_none(request.fraction),
+        "memoryMiB": _or_none(request.memory_mib),
+        "migProfile": _or_none(request.mig_profile),
+    }
+
+
+def request_from_dict(data: dict[str, Any]) -> GpuRequest:
+    return GpuRequest(
+        kind=RequestKind(data["kind"]),
+        count=data.get("count") or 0,
+        fraction=data.get("fraction") or 0.0,
+        memory_mib=data.get("memoryMiB") or 0,
+        mig_profile=data.get("migProfile") or "",
+    )
+
+
+def job_to_dict(job: Job) -> dict[str, Any]:
+    return {
+        "name": job.name,
+        "namespace": _or_none(job.namespace),
+        "uid": _or_none(job.uid),
+        "project": job.project,
+        "type": job.type,
+        "priority": job.priority,
+        "preemptible": job.preemptible,
+        "request": request_to_dict(job.request),
+        "pods": job.pods,
+        "minAvailable": job.min_available,
+        "nodeGroups": list(job.node_groups),
+        "submitted": job.submitted,
+        "placement": [pod_to_dict(pod) for pod in job.placement],
+        "startedAt": job.started_at,
+        "idleSince": job.idle_since,
+        "shortSince": job.short_since,
+    }
+
+
+def job_from_dict(data: dict[str, Any]) -> Job:
+    return Job(
+        name=data["name"],
+        namespace=data.get("namespace") or "",
+        uid=data.get("uid") or "",
+        project=data["project"],
+        type=data["type"],
+        priority=data["priority"],
+        preemptible=data["preemptible"],
+        request=request_from_dict(data["request"]),
+        pods=data.get("pods", 1),
+        min_available=data.get("minAvailable", 1),
+        node_groups=tuple(data.get("nodeGroups") or ()),
+        submitted=data.get("submitted", 0),
+        placement=tuple(pod_from_dict(pod, i) for i, pod in enumerate(data.get("placement") or ())),
+        started_at=data.get("startedAt"),
+        idle_since=data.get("idleSince"),
+        short_since=data.get("shortSince"),
+    )
+
+
+# --- nodes ---------------------------------------------------------------------------------
+
+
+def gpu_to_dict(gpu: Gpu) -> dict[str, Any]:
+    return {
+        "index": gpu.index,
+        "memoryMiB": gpu.memory_mib,
+        "migEnabled": gpu.mig_enabled,
+        "migStatic": gpu.mig_static,
+        "mig": [mig_instance_to_dict(instance) for instance in gpu.mig_instances],
+    }
+
+
+def gpu_from_dict(data: dict[str, Any]) -> Gpu:
+    return Gpu(
+        index=data["index"],
+        memory_mib=data["memoryMiB"],
+        mig_enabled=data.get("migEnabled", False),
+        mig_instances=tuple(mig_instance_from_dict(i) for i in data.get("mig") or ()),
+        mig_static=data.get("migStatic", False),
+    )
+
+
+def node_to_dict(node: Node) -> dict[str, Any]:
+    return {
+        "name": node.name,
+        "nodeGroup": node.node_group,
+        "model": node.gpu_model,
+        "topology": _or_none(node.topology),
+        "schedulable": node.schedulable,
+        "labels": dict(node.labels),
+        "gpus": [gpu_to_dict(gpu) for gpu in node.gpus],
+    }
+
+
+def node_from_dict(data: dict[str, Any]) -> Node:
+    return Node(
+        name=data["name"],
+        node_group=data.get("nodeGroup") or "",
+        gpu_model=data["model"],
+        gpus=tuple(gpu_from_dict(gpu) for gpu in data["gpus"]),
+        topology=data.get("topology") or "",
+        schedulable=data.get("schedulable", True),
+        labels=tuple((data.get("labels") or {}).items()),
+    )
+
+
+# --- policy --------------------------------------------------------------------------------
+
+
+def queue_to_dict(queue: QueueSpec) -> dict[str, Any]:
+    return {
+        "name": queue.name,
+        "deserved": queue.deserved,
+        "overQuotaWeight": queue.over_quota_weight,
+        "overQuotaAllowed": queue.over_quota_allowed,
+        "overQuotaRank": queue.over_quota_rank,
+        "limit": queue.limit,
+        "parent": _or_none(queue.parent),
+        "interactiveTimeLimitSeconds": queue.interactive_time_limit_s,
+        "idleTimeoutSeconds": queue.idle_timeout_s,
+    }
+
+
+def queue_from_dict(data: dict[str, Any]) -> QueueSpec:
+    return QueueSpec(
+        name=data["name"],
+        deserved=data["deserved"],
+        over_quota_weight=data["overQuotaWeight"],
+        over_quota_allowed=data.get("overQuotaAllowed", True),
+        over_quota_rank=data.get("overQuotaRank", 0),
+        limit=data.get("limit"),
+        parent=data.get("parent") or "",
+        interactive_time_limit_s=data.get("interactiveTimeLimitSeconds"),
+        idle_timeout_s=data.get("idleTimeoutSeconds"),
+    )
+
+
+def policy_to_dict(policy: Policy) -> dict[str, Any]:
+    return {
+        "reclaimThreshold": policy.reclaim_threshold,
+        "consolidation": policy.consolidation,
+        "staleGangGraceSeconds": policy.stale_gang_grace_s,
+        "departments": [queue_to_dict(queue) for queue in policy.departments],
+        "projects": [queue_to_dict(queue) for queue in policy.projects],
+    }
+
+
+def policy_from_dict(data: dict[str, Any]) -> Policy:
+    return Policy(
+        departments=_each(data.get("departments") or (), queue_from_dict, "departments"),
+        projects=_each(data.get("projects") or (), queue_from_dict, "projects"),
+        reclaim_threshold=data.get("reclaimThreshold", 0.0),
+        consolidation=data.get("consolidation", True),
+        stale_gang_grace_s=data.get("staleGangGraceSeconds", STALE_GANG_GRACE_S),
+    )
+
+
+# --- the snapshot --------------------------------------------------------------------------
+
+
+def snapshot_to_dict(snapshot: Snapshot) -> dict[str, Any]:
+    """The snapshot as JSON-able data, with this codec's `version`."""
+    return {
+        "version": VERSION,
+        "now": snapshot.now,
+        "policy": policy_to_dict(snapshot.policy),
+        "nodes": [node_to_dict(node) for node in snapshot.nodes],
+        "jobs": [job_to_dict(job) for job in snapshot.jobs],
+        "releasing": [releasing_to_dict(pod) for pod in snapshot.releasing],
+    }
+
+
+def snapshot_from_dict(data: dict[str, Any]) -> Snapshot:
+    """The snapshot `snapshot_to_dict` wrote; SnapshotFormatError (a ValueError) when the
+    data is of another version or malformed, saying where."""
+    if not isinstance(data, dict):
+        raise SnapshotFormatError(f"a snapshot is a mapping, not {type(data).__name__}")
+    version = data.get("version")
+    if version != VERSION:
+        found = "no `version`" if version is None else f"version {version!r}"
+        raise SnapshotFormatError(
+            f"snapshot has {found}; this gitops-sched reads snapshot version {VERSION}"
+        )
+    policy = _part(data.get("policy"), policy_from_dict, "policy")
+    return Snapshot(
+        policy=policy,
+        nodes=_each(data.get("nodes") or (), node_from_dict, "nodes"),
+        jobs=_each(data.get("jobs") or (), job_from_dict, "jobs"),
+        now=data.get("now", 0.0),
+        releasing=_each(data.get("releasing") or (), releasing_from_dict, "releasing"),
+    )
+
+
+def _each(items: Iterable[Any], read: Callable[[Any], T], where: str) -> tuple[T, ...]:
+    return tuple(_part(item, read, f"{where}[{i}]") for i, item in enumerate(items))
+
+
+def _part(data: Any, read: Callable[[Any], T], where: str) -> T:
+    """One part read, a failure reported with the path to it."""
+    if not isinstance(data, dict):
+        raise SnapshotFormatError(f"{where}: expected a mapping, not {type(data).__name__}")
+    try:
+        return read(data)
+    except SnapshotFormatError as error:
+        raise SnapshotFormatError(f"{where}.{error}") from None
+    except KeyError as error:
+        raise SnapshotFormatError(f"{where}: missing key {error}") from None
+    except (TypeError, ValueError, AttributeError) as error:
+        raise SnapshotFormatError(f"{where}: {error}") from None
