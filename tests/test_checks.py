@@ -87,6 +87,25 @@ def test_limits_below_quota(repo_dir: Path) -> None:
     assert [key_line(d) for d in diagnostics] == ["gpu: 8", "gpu: 2", "memory: 64Gi"]
 
 
+@pytest.mark.parametrize(
+    ("grace", "warned"), [("5s", True), ("0s", False), ("10s", False), (None, False)]
+)
+def test_a_stale_gang_grace_shorter_than_a_cycle_is_a_warning(
+    repo_dir: Path, grace: str | None, warned: bool
+) -> None:
+    policy = {"cyclePeriod": "10s"} | ({"staleGangGrace": grace} if grace else {})
+    cluster = doc("Cluster", "lab", policy=policy)
+    diagnostics = check(repo_dir, base=(cluster, A100, DEPARTMENT, PROJECT))
+    message = (
+        "staleGangGrace (5s) is shorter than cyclePeriod (10s): a gang in flight gets one "
+        "cycle to start its missing pods before it is evicted whole "
+        "(0s evicts at once without this warning)"
+    )
+    assert found(diagnostics) == ([("Cluster/lab", "warning", message)] if warned else [])
+    if warned:
+        assert line_at(diagnostics[0]) == "5s"  # the value
+
+
 @pytest.mark.parametrize("allow", [True, False])
 def test_departments_over_capacity_warn_when_oversubscription_is_allowed(
     repo_dir: Path, allow: bool

@@ -339,6 +339,7 @@ def test_policy_config_map_holds_the_tree(tmp_path: Path) -> None:
     assert config_map["metadata"]["namespace"] == "gitops-sched-system"
     policy = yaml.safe_load(config_map["data"]["policy.yaml"])
     assert policy["schedulerName"] == "gitops-sched"
+    assert policy["staleGangGraceSeconds"] == 60  # the default, KAI's
     (department,) = policy["departments"]
     assert [p["name"] for p in department["projects"]] == ["nlp", "vision"]
     vision = department["projects"][1]
@@ -346,6 +347,15 @@ def test_policy_config_map_holds_the_tree(tmp_path: Path) -> None:
     assert vision["interactiveTimeLimitSeconds"] == 8 * 3600
     assert vision["nodeGroupsByType"] == {"interactive": ["a10"]}
     assert [g["name"] for g in policy["nodeGroups"]] == ["a10", "a100"]
+
+
+def test_policy_config_map_carries_the_stale_gang_grace_in_seconds(tmp_path: Path) -> None:
+    cluster = doc("Cluster", "lab", policy={"staleGangGrace": "2m30s"})
+    (tmp_path / "repo.yaml").write_text(yaml.safe_dump_all([cluster, *BASE[1:]], sort_keys=False))
+    repo, diagnostics = check_repo(tmp_path)
+    assert repo is not None, [d.text() for d in diagnostics.sorted()]
+    config_map = find(render_repo(repo), "ConfigMap", "gitops-sched-policy")
+    assert yaml.safe_load(config_map["data"]["policy.yaml"])["staleGangGraceSeconds"] == 150
 
 
 def test_objects_come_in_apply_order(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.loader import KINDS, Document, load_repo
 from gitops_sched.config.model import POD_FIELDS, build_cluster
 from gitops_sched.config.schema import schema_for, validate_documents
+from gitops_sched.engine.types import STALE_GANG_GRACE_S
 
 HEADER = "apiVersion: gitops-sched.io/v1alpha1\nkind: {kind}\nmetadata:\n  name: {name}\n"
 
@@ -33,6 +34,7 @@ spec:
     cyclePeriod: 1m30s
     reclaimThreshold: 0.5
     consolidation: true
+    staleGangGrace: 2m
     defaultOverQuotaWeight: equal
     allowOversubscription: false
 """,
@@ -361,6 +363,14 @@ def test_bad_duration(tmp_path: Path) -> None:
     ]
 
 
+def test_a_stale_gang_grace_is_a_duration(tmp_path: Path) -> None:
+    spec = "spec:\n  policy: {staleGangGrace: a minute}\n"
+    assert problems(tmp_path, text_of("Cluster", spec)) == [
+        "repo.yaml:6:28: Cluster/x: spec.policy.staleGangGrace: 'a minute' is not a duration "
+        "(e.g. 90s, 30m, 8h, 1h30m, 2d, or seconds)"
+    ]
+
+
 def test_unquoted_kubernetes_version(tmp_path: Path) -> None:
     assert problems(tmp_path, text_of("Cluster", "spec:\n  kubernetesVersion: 1.30\n")) == [
         "repo.yaml:6:22: Cluster/x: spec.kubernetesVersion: 1.3 is not a quoted Kubernetes "
@@ -482,6 +492,8 @@ def test_cluster_defaults_are_the_models() -> None:
     )
     assert cluster.policy.cycle_period_s == 10
     assert policy["cyclePeriod"]["default"] == "10s"
+    assert cluster.policy.stale_gang_grace_s == 60 == STALE_GANG_GRACE_S  # KAI's default
+    assert policy["staleGangGrace"]["default"] == "60s"
     assert (
         cluster.policy.reclaim_threshold,
         cluster.policy.consolidation,

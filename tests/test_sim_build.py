@@ -87,6 +87,15 @@ def test_queues_carry_quota_limits_parents_and_time_limits() -> None:
     assert (policy.reclaim_threshold, policy.consolidation) == (0.5, False)
 
 
+@pytest.mark.parametrize(("grace", "seconds"), [(None, 60.0), ("5m", 300.0), ("0s", 0.0)])
+def test_the_stale_gang_grace_reaches_the_engine_in_seconds(
+    grace: str | None, seconds: float
+) -> None:
+    policy = {} if grace is None else {"staleGangGrace": grace}
+    repo = repo_of(doc("Cluster", "lab", policy=policy), *DEPARTMENTS, *PROJECTS)
+    assert policy_from_repo(repo).stale_gang_grace_s == seconds
+
+
 def test_nodes_per_worker_group_with_topology_domains() -> None:
     repo = repo_of(
         cluster(),

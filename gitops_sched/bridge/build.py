@@ -64,6 +64,7 @@ def policy_from_repo(repo: Repo) -> Policy:
         projects=tuple(_project_queue(p, rule) for p in repo.projects),
         reclaim_threshold=policy.reclaim_threshold,
         consolidation=policy.consolidation,
+        stale_gang_grace_s=float(policy.stale_gang_grace_s),
     )
 
 

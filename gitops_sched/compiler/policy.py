@@ -58,6 +58,7 @@ def policy_document(repo: Repo) -> dict[str, Any]:
         "cyclePeriodSeconds": policy.cycle_period_s,
         "reclaimThreshold": _number(policy.reclaim_threshold),
         "consolidation": policy.consolidation,
+        "staleGangGraceSeconds": policy.stale_gang_grace_s,
         "defaultOverQuotaWeight": policy.over_quota_weight,
         "allowOversubscription": policy.allow_oversubscription,
         "departments": [

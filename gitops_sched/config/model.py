@@ -73,6 +73,8 @@ class SchedulerPolicy:
     # A project reclaims only when it is below its fair share by more than this many GPUs.
     reclaim_threshold: float = 0.0
     consolidation: bool = True
+    # A gang running fewer than minAvailable pods this long is evicted whole (KAI's default).
+    stale_gang_grace_s: int = 60
     # "quota": spare GPUs split by quota (Run:ai default); "equal": equal weights.
     over_quota_weight: str = "quota"
     # Department quotas may add up to more than the cluster has (a warning, not an error).
@@ -374,6 +376,7 @@ def build_cluster(doc: Document) -> Cluster:
             cycle_period_s=duration_seconds(policy.get("cyclePeriod", "10s")) or 10,
             reclaim_threshold=float(policy.get("reclaimThreshold", 0)),
             consolidation=bool(policy.get("consolidation", True)),
+            stale_gang_grace_s=duration_seconds(policy.get("staleGangGrace", "60s")) or 0,
             over_quota_weight=policy.get("defaultOverQuotaWeight", "quota"),
             allow_oversubscription=bool(policy.get("allowOversubscription", False)),
         ),

@@ -6,8 +6,8 @@ documents; the raw documents tell which names exist at all, so an object that fa
 the schema is not reported a second time as a dangling reference.
 
 The checks live in modules named for what they check (structure, references, quotas,
-gpus, mig, names, expressions), with `common` and `pods` holding the helpers they share; this
-module only runs them, in a fixed order.
+gpus, mig, names, expressions, policy), with `common` and `pods` holding the helpers they
+share; this module only runs them, in a fixed order.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from gitops_sched.config.checks.gpus import (
 )
 from gitops_sched.config.checks.mig import check_mig_layouts, check_mig_profiles
 from gitops_sched.config.checks.names import check_derived_names, check_node_labels
+from gitops_sched.config.checks.policy import check_stale_gang_grace
 from gitops_sched.config.checks.quotas import (
     check_cluster_capacity,
     check_department_quotas,
@@ -61,6 +62,7 @@ MODEL_CHECKS: tuple[Callable[[Repo], Iterable[Diagnostic]], ...] = (
     check_node_group_models,
     check_mig_layouts,
     check_gang_sizes,
+    check_stale_gang_grace,
     check_derived_names,
     check_node_labels,
     check_template_expressions,
