@@ -149,13 +149,13 @@ class FakeBackend:
         del gpu.instances[start]
 
     def processes(self, gpu_index: int) -> tuple[GpuProcess, ...]:
-        self._gpu(gpu_index)
-        return tuple(
-            sorted(
-                (p for p in self._processes.values() if p.gpu_index == gpu_index),
-                key=lambda p: p.pid,
-            )
+        gpu = self._gpu(gpu_index)
+        found = sorted(
+            (p for p in self._processes.values() if p.gpu_index == gpu_index),
+            key=lambda p: p.pid,
         )
+        # like the driver: no per-process utilisation in MIG mode
+        return tuple(replace(p, sm_util=None) if gpu.mig else p for p in found)
 
     def close(self) -> None:
         self._closed = True
