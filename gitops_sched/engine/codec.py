@@ -12,12 +12,10 @@ scheduler saves and loads) is `snapshot_to_dict` / `snapshot_from_dict`:
                 "topology": null, "schedulable": true, "labels": {},
                 "gpus": [{"index": 0, "memoryMiB": 81920, "migEnabled": false,
                           "migStatic": false, "mig": [{"profile": "3g.40gb", "start": 0}]}]}],
-     "jobs": [{"name": "train", "namespace": "team-a", "uid": null, "project": "team-a",
-               "type": "train", "priority": 50, "preemptible": true,
-               "request": {"kind": "whole", "count": 2, "fraction": null,
-                           "memoryMiB": null, "migProfile": null},
-               "pods": 2, "minAvailable": 2, "nodeGroups": [], "submitted": 0,
-               "placement": [POD], "startedAt": 0.0, "idleSince": null, "shortSince": null}],
+     "jobs": [{"name": "train", "namespace": "team-a", "project": "team-a", "type": "train",
+               "priority": 50, "preemptible": true, "request": {"kind": "whole", "count": 2},
+               "pods": 2, "minAvailable": 2, "submitted": 0, "placement": [POD],
+               "startedAt": 0.0}],
      "releasing": [{"job": "team-a/old", "project": "team-a", "pod": POD}]}
 
     POD   = {"node": "dgx-0", "gpus": [0, 1], "fraction": null, "mig": null, "index": 0}
@@ -25,10 +23,14 @@ scheduler saves and loads) is `snapshot_to_dict` / `snapshot_from_dict`:
              "overQuotaAllowed": true, "overQuotaRank": 0, "limit": null, "parent": "research",
              "interactiveTimeLimitSeconds": null, "idleTimeoutSeconds": null}
 
-Keys are camelCase, as in the config repo and the JSON report; every object has the same
-keys whatever its values (null where a value is unset), so outputs diff cleanly. Floats
-are written exactly (JSON keeps Python's shortest repr), so a snapshot survives
-`json.dumps`/`json.loads` unchanged: `snapshot_from_dict(snapshot_to_dict(s)) == s`.
+Keys are camelCase, as in the config repo and the JSON report. Pods, nodes and queues
+have the same keys whatever their values (null where a value is unset), so outputs diff
+cleanly; jobs, the bulk of a live cluster's snapshot, leave out what is unset (namespace,
+uid, nodeGroups, placement, startedAt, idleSince, shortSince, and a request's fields other
+than those its kind sets), as Kubernetes objects do, which keeps a 40,000-job snapshot
+quick to load. Floats are written exactly (JSON keeps Python's shortest repr), so a
+snapshot survives `json.dumps`/`json.loads` unchanged:
+`snapshot_from_dict(snapshot_to_dict(s)) == s`.
 
 The readers take the engine's defaults for keys that are left out (a hand-written pod
 may give only its node and GPUs). `snapshot_from_dict` refuses any other `version` than
@@ -39,6 +41,7 @@ Pure and standard-library only: no I/O, no third-party imports.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 from typing import Any, TypeVar
 
 from gitops_sched.engine.types import (
@@ -118,30 +121,39 @@ def releasing_from_dict(data: dict[str, Any]) -> ReleasingPod:
 
 
 def request_to_dict(request: GpuRequest) -> dict[str, Any]:
-    return {
+    """The kind and the fields it sets: `{"kind": "whole", "count": 2}`."""
+    data = {
         "kind": request.kind.value,
-        "count": _or_none(request.count),
-        "fraction": _or_none(request.fraction),
-        "memoryMiB": _or_none(request.memory_mib),
-        "migProfile": _or_none(request.mig_profile),
+        "count": request.count,
+        "fraction": request.fraction,
+        "memoryMiB": request.memory_mib,
+        "migProfile": request.mig_profile,
     }
+    return {key: value for key, value in data.items() if value}
 
 
 def request_from_dict(data: dict[str, Any]) -> GpuRequest:
-    return GpuRequest(
-        kind=RequestKind(data["kind"]),
-        count=data.get("count") or 0,
-        fraction=data.get("fraction") or 0.0,
-        memory_mib=data.get("memoryMiB") or 0,
-        mig_profile=data.get("migProfile") or "",
+    return _request(
+        data["kind"],
+        data.get("count") or 0,
+        data.get("fraction") or 0.0,
+        data.get("memoryMiB") or 0,
+        data.get("migProfile") or "",
     )
 
 
+@lru_cache(maxsize=4096)
+def _request(kind: str, count: int, fraction: float, memory_mib: int, mig: str) -> GpuRequest:
+    """Jobs share a few request shapes: one frozen object each (and a faster load)."""
+    return GpuRequest(RequestKind(kind), count, fraction, memory_mib, mig)
+
+
 def job_to_dict(job: Job) -> dict[str, Any]:
-    return {
+    """A job; what is unset is left out (no namespace or UID, not running, no times)."""
+    data = {
         "name": job.name,
-        "namespace": _or_none(job.namespace),
-        "uid": _or_none(job.uid),
+        "namespace": job.namespace,
+        "uid": job.uid,
         "project": job.project,
         "type": job.type,
         "priority": job.priority,
@@ -156,6 +168,17 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         "idleSince": job.idle_since,
         "shortSince": job.short_since,
     }
+    return {
+        key: value
+        for key, value in data.items()
+        if key not in _JOB_OPTIONAL or value not in (None, "", [])  # a time of 0.0 is set
+    }
+
+
+# what a job's data leaves out when unset; a reader takes the engine's defaults for them
+_JOB_OPTIONAL = frozenset(
+    ("namespace", "uid", "nodeGroups", "placement", "startedAt", "idleSince", "shortSince")
+)
 
 
 def job_from_dict(data: dict[str, Any]) -> Job:
