@@ -49,13 +49,15 @@ def summary(plan: Plan) -> str:
                 guaranteed.append(f"{change.name} moves from {old} to {new}")
     parts += _listed(guaranteed)
     if plan.capacity and plan.capacity.gpus[0] != plan.capacity.gpus[1]:
-        parts.append(f"capacity {plan.capacity.gpus[0]} -> {plan.capacity.gpus[1]} GPUs")
+        parts.append(f"capacity {plan.capacity.gpus[0]} → {plan.capacity.gpus[1]} GPUs")
     scenario = plan.workloads
     if scenario is not None:
         by_project = Counter(moved.project for moved in scenario.evicted)
         evicted = [f"{_jobs(n)} of {p}" for p, n in sorted(by_project.items())]
         if evicted:
-            parts.append("; ".join(_listed(evicted)) + " would be evicted")
+            named = _listed(evicted)
+            text = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+            parts.append(text + " would be evicted")
         if scenario.started:
             count = len(scenario.started)
             parts.append(f"{_jobs(count)} could start")

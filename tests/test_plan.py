@@ -1,0 +1,511 @@
+"""`gitops-sched plan` on temporary Git repos: each kind of change, stated exactly.
+
+The Markdown of each case is compared with `tests/golden/plan/<case>.md`; after an
+intended change to the output, regenerate and review:
+
+    UPDATE_GOLDEN=1 .venv/bin/pytest tests/test_plan.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from gitops_sched.cli import main
+from tests.config_builders import doc
+
+GOLDEN = Path(__file__).resolve().parent / "golden" / "plan"
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
+    "GIT_AUTHOR_DATE": "2025-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2025-01-01T00:00:00Z",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, **GIT_ENV}
+    return subprocess.run(
+        ["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True
+    ).stdout
+
+
+def train(name: str, project: str, gpu: int = 2) -> dict[str, Any]:
+    return doc("Workload", name, project=project, type="train", gpu=gpu, image="pytorch:2")
+
+
+def base_config() -> dict[str, list[dict[str, Any]]]:
+    """16 GPUs, two departments, four projects; team-c runs over its quota."""
+    return {
+        "cluster.yaml": [
+            doc(
+                "Cluster",
+                "lab",
+                kubernetesVersion="1.32",
+                systemNamespace="gitops-sched-system",
+                policy={"allowOversubscription": True},
+            )
+        ],
+        "node-groups/dgx.yaml": [
+            doc(
+                "NodeGroup",
+                "dgx",
+                role="gpu-worker",
+                nodeSelector={"matchLabels": {"pool": "dgx"}},
+                nodeLabel={"key": "gitops-sched.io/node-group", "value": "dgx"},
+                nodeCount=2,
+                gpusPerNode=8,
+                gpu={"model": "A100-SXM4-80GB"},
+            )
+        ],
+        "departments.yaml": [
+            doc("Department", "research", quota={"gpu": 12}),
+            doc("Department", "prod", quota={"gpu": 4}),
+        ],
+        "projects/team-a.yaml": [doc("Project", "team-a", department="research", quota={"gpu": 4})],
+        "projects/team-b.yaml": [doc("Project", "team-b", department="research", quota={"gpu": 2})],
+        "projects/team-c.yaml": [doc("Project", "team-c", department="research", quota={"gpu": 4})],
+        "projects/team-d.yaml": [doc("Project", "team-d", department="prod", quota={"gpu": 2})],
+        "workloads/team-a.yaml": [train("a-1", "team-a")],
+        "workloads/team-b.yaml": [train("b-1", "team-b"), train("b-2", "team-b")],
+        "workloads/team-c.yaml": [train(f"c-{i}", "team-c") for i in range(1, 6)],
+        "workloads/team-d.yaml": [train("d-1", "team-d")],
+    }
+
+
+def write(root: Path, files: dict[str, list[dict[str, Any]]]) -> None:
+    for name, docs in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+
+
+def spec(files: dict, name: str, index: int = 0) -> dict[str, Any]:
+    return files[name][index]["spec"]
+
+
+def raise_quota(files: dict) -> None:
+    spec(files, "projects/team-b.yaml")["quota"]["gpu"] = 4
+
+
+def move_project(files: dict) -> None:
+    spec(files, "projects/team-d.yaml")["department"] = "research"
+
+
+def add_node_group(files: dict) -> None:
+    files["node-groups/l40s.yaml"] = [
+        doc(
+            "NodeGroup",
+            "l40s",
+            role="gpu-worker",
+            nodeSelector={"matchLabels": {"pool": "l40s"}},
+            nodeLabel={"key": "gitops-sched.io/node-group", "value": "l40s"},
+            nodeCount=1,
+            gpusPerNode=4,
+            gpu={"model": "L40S"},
+        )
+    ]
+
+
+def shrink_capacity(files: dict) -> None:
+    spec(files, "node-groups/dgx.yaml")["nodeCount"] = 1
+
+
+def remove_project(files: dict) -> None:
+    del files["projects/team-d.yaml"], files["workloads/team-d.yaml"]
+
+
+def break_validation(files: dict) -> None:
+    spec(files, "projects/team-b.yaml")["department"] = "nowhere"
+
+
+CHANGES = {
+    "raise-quota": raise_quota,
+    "move-project": move_project,
+    "add-node-group": add_node_group,
+    "shrink-capacity": shrink_capacity,
+    "remove-project": remove_project,
+    "break-validation": break_validation,
+}
+
+
+@pytest.fixture
+def config_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A Git repo whose `main` holds the base config in `cfg/`; the cwd is the repo."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    write(repo / "cfg", base_config())
+    git(repo, "add", "cfg")
+    git(repo, "commit", "-q", "-m", "base")
+    monkeypatch.chdir(repo)
+    return repo
+
+
+def change(repo: Path, name: str, commit: bool = False) -> None:
+    files = base_config()
+    CHANGES[name](files)
+    for path in (repo / "cfg").rglob("*.yaml"):
+        path.unlink()
+    write(repo / "cfg", files)
+    if commit:
+        git(repo, "add", "-A", "cfg")
+        git(repo, "commit", "-q", "-m", name)
+
+
+def plan(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, ["plan", *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result.exit_code, result.stdout, result.stderr
+
+
+def plan_json(*args: str) -> tuple[int, dict[str, Any]]:
+    code, out, _ = plan(*args, "--format", "json")
+    return code, json.loads(out)
+
+
+def quotas(data: dict) -> dict[str, dict]:
+    return {
+        f"{q['kind']}/{q['name']}": {"status": q["status"], **q["changes"]} for q in data["quotas"]
+    }
+
+
+def pair(before: Any, after: Any) -> dict[str, Any]:
+    return {"before": before, "after": after}
+
+
+# --- each change, stated exactly ---------------------------------------------------------
+
+
+def test_raising_one_quota_states_the_quota_its_weight_and_share(config_repo: Path) -> None:
+    change(config_repo, "raise-quota")
+    code, data = plan_json("cfg", "--base", "main")
+    assert code == 0
+    assert quotas(data) == {
+        "Project/team-b": {
+            "status": "changed",
+            "quotaGpu": pair(2, 4),
+            "clusterSharePct": pair(12.5, 25.0),
+            "overQuotaWeight": pair(2.0, 4.0),
+        }
+    }
+    changed = {(o["kind"], o["name"]): o for o in data["objects"]["items"]}
+    assert set(changed) == {("ConfigMap", "gitops-sched-policy"), ("Project", "team-b")}
+    assert changed[("Project", "team-b")]["fields"] == [
+        {"path": "spec.quota.gpu", "before": 2, "after": 4}
+    ]
+    full = {p["name"]: p for p in data["fairness"]["fullDemand"]["projects"]}
+    assert full["team-b"]["deserved"] == pair(2, 4)
+    assert data["summary"].startswith("team-b +2 GPUs guaranteed")
+    assert data["capacity"]["gpus"] == pair(16, 16)
+
+
+def test_moving_a_project_states_both_departments(config_repo: Path) -> None:
+    change(config_repo, "move-project")
+    code, data = plan_json("cfg", "--base", "main")
+    assert code == 0
+    assert quotas(data) == {
+        "Project/team-d": {"status": "changed", "department": pair("prod", "research")}
+    }
+    full = {p["name"]: p for p in data["fairness"]["fullDemand"]["projects"]}
+    assert full["team-d"]["department"] == pair("prod", "research")
+    assert "team-d moves from prod to research" in data["summary"]
+
+
+def test_adding_a_node_group_states_the_capacity(config_repo: Path) -> None:
+    change(config_repo, "add-node-group")
+    code, data = plan_json("cfg", "--base", "main")
+    assert code == 0
+    assert quotas(data)["NodeGroup/l40s"] == {
+        "status": "added",
+        "role": pair(None, "gpu-worker"),
+        "nodes": pair(None, 1),
+        "gpusPerNode": pair(None, 4),
+        "gpuModel": pair(None, "L40S"),
+        "gpus": pair(None, 4),
+    }
+    assert data["capacity"]["gpus"] == pair(16, 20)
+    assert data["capacity"]["oversubscribed"] == pair(False, False)
+    added = {(o["kind"], o["name"]) for o in data["objects"]["items"] if o["action"] == "added"}
+    assert ("NodeGroup", "l40s") in added
+
+
+def test_shrinking_capacity_evicts_the_work_on_the_removed_node(config_repo: Path) -> None:
+    change(config_repo, "shrink-capacity")
+    code, data = plan_json("cfg", "--base", "main")
+    assert code == 0
+    assert quotas(data)["NodeGroup/dgx"] == {
+        "status": "changed",
+        "nodes": pair(2, 1),
+        "gpus": pair(16, 8),
+    }
+    assert data["capacity"] == {
+        "gpus": pair(16, 8),
+        "departmentQuotaGpus": pair(16, 16),
+        "oversubscribed": pair(False, True),
+    }
+    evicted = data["fairness"]["workloads"]["evicted"]
+    assert evicted and all(e["reason"] for e in evicted)
+    assert sum(e["gpus"] for e in evicted) == 8  # the removed node's 8 GPUs were all in use
+    kinds = {w["kind"] for w in data["warnings"]}
+    assert {"department-over-capacity", "node-group-under-work"} <= kinds
+
+
+def test_removing_a_project_with_workloads_warns_and_lists_its_jobs(config_repo: Path) -> None:
+    change(config_repo, "remove-project")
+    code, data = plan_json("cfg", "--base", "main")
+    assert code == 0
+    assert quotas(data)["Project/team-d"]["status"] == "removed"
+    warnings = [w for w in data["warnings"] if w["kind"] == "removed-project-with-workloads"]
+    assert warnings == [
+        {
+            "kind": "removed-project-with-workloads",
+            "subject": "Project/team-d",
+            "message": "removed while it has 1 workload(s), 1 running",
+        }
+    ]
+    evicted = data["fairness"]["workloads"]["evicted"]
+    assert {
+        "workload": "d-1",
+        "project": "team-d",
+        "reason": "removed from the repo",
+        "gpus": 2.0,
+    } in evicted
+    removed = {(o["kind"], o["name"]) for o in data["objects"]["items"] if o["action"] == "removed"}
+    assert {("Project", "team-d"), ("Namespace", "project-team-d"), ("Job", "d-1")} <= removed
+
+
+def test_breaking_validation_exits_1_with_the_new_problem(config_repo: Path) -> None:
+    change(config_repo, "break-validation")
+    code, data = plan_json("cfg", "--base", "main")
+    assert code == 1
+    assert data["valid"] is False and data["compared"] is False
+    new = data["validation"]["new"]
+    assert [p["object"] for p in new if p["severity"] == "error"] == ["Project/team-b"]
+    assert "nowhere" in new[0]["message"]
+    code, out, err = plan("cfg", "--base", "main")
+    assert code == 1 and "nowhere" in err and out.startswith("<!-- gitops-sched-plan -->")
+
+
+@pytest.mark.parametrize("name", sorted(CHANGES))
+def test_markdown_matches_golden(config_repo: Path, name: str) -> None:
+    change(config_repo, name, commit=True)
+    code, text, _ = plan("cfg", "--base", "main~1", "--head", "main")
+    assert code == (1 if name == "break-validation" else 0)
+    golden = GOLDEN / f"{name}.md"
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        golden.write_text(text, encoding="utf-8")
+    assert golden.exists(), f"no {golden.name}: run with UPDATE_GOLDEN=1 to create it"
+    assert text == golden.read_text(encoding="utf-8")
+
+
+def test_no_change_is_stated_as_none(config_repo: Path) -> None:
+    code, data = plan_json("cfg", "--base", "main")
+    assert code == 0
+    assert data["summary"] == "No change"
+    assert data["objects"]["items"] == [] and data["quotas"] == [] and data["warnings"] == []
+
+
+def test_formatting_and_order_are_no_change(config_repo: Path) -> None:
+    """Keys reordered, flow style, a quantity spelt another way: nothing changes."""
+    path = config_repo / "cfg" / "projects" / "team-a.yaml"
+    path.write_text(
+        "kind: Project\napiVersion: gitops-sched.io/v1alpha1\n"
+        "spec: {quota: {gpu: 4}, department: research}\nmetadata: {name: team-a}\n"
+    )
+    code, data = plan_json("cfg", "--base", "main")
+    assert code == 0 and data["objects"]["items"] == [] and data["quotas"] == []
+
+
+# --- the numbers are simulate's ------------------------------------------------------------
+
+
+def simulate_json(*args: str) -> dict[str, Any]:
+    result = CliRunner().invoke(main, ["simulate", *args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def by_name(items: list[dict]) -> dict[str, dict]:
+    return {item["name"]: item for item in items}
+
+
+def test_fairness_numbers_equal_simulate_for_the_same_config_and_state(
+    config_repo: Path, tmp_path: Path
+) -> None:
+    base_dir = tmp_path / "base"
+    write(base_dir, base_config())
+    change(config_repo, "raise-quota")
+    _, data = plan_json("cfg", "--base", "main")
+    rows = by_name(data["fairness"]["workloads"]["projects"])
+    before = simulate_json(str(base_dir))
+    for project in before["projects"]:
+        row = rows[project["name"]]
+        assert row["fairShare"]["before"] == project["fairShare"]
+        assert row["allocated"]["before"] == project["allocated"]
+    # the head from the base's state: `simulate --events` seeded with the base's workloads
+    events = tmp_path / "state.yaml"
+    events.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "gitops-sched.io/v1alpha1",
+                "kind": "Simulation",
+                "metadata": {"name": "state"},
+                "running": [
+                    {k: v for k, v in w.items() if k in ("name", "status", "pods")}
+                    for w in before["workloads"]
+                ],
+            }
+        )
+    )
+    after = simulate_json("cfg", "--events", str(events))
+    for project in after["projects"]:
+        row = rows[project["name"]]
+        assert row["fairShare"]["after"] == project["fairShare"]
+        assert row["allocated"]["after"] == project["allocated"]
+    evicted = {e["workload"] for e in data["fairness"]["workloads"]["evicted"]}
+    ran = {w["name"] for w in before["workloads"] if w["status"] == "running"}
+    runs = {w["name"] for w in after["workloads"] if w["status"] == "running"}
+    assert evicted == ran - runs
+
+
+def test_state_file_seeds_both_sides(config_repo: Path, tmp_path: Path) -> None:
+    base_dir = tmp_path / "base"
+    write(base_dir, base_config())
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps(simulate_json(str(base_dir))))
+    change(config_repo, "raise-quota")
+    code, with_state = plan_json("cfg", "--base", "main", "--state", str(state))
+    _, without = plan_json("cfg", "--base", "main")
+    assert code == 0 and with_state["fairness"]["workloads"]["source"] == "state"
+    # the state is what the base settles to, so the plan's numbers are the same
+    assert (
+        with_state["fairness"]["workloads"]["projects"]
+        == without["fairness"]["workloads"]["projects"]
+    )
+
+
+def test_full_demand_equals_the_engine_with_every_project_asking_for_everything(
+    config_repo: Path,
+) -> None:
+    from gitops_sched.config.validate import check_repo
+    from gitops_sched.plan.impact import full_demand_shares
+    from gitops_sched.sim.run import simulate
+
+    change(config_repo, "raise-quota")
+    repo, _ = check_repo(Path("cfg"))
+    assert repo is not None
+    # every project asks for the whole cluster: 2 pods of 8 GPUs each, never all running
+    greedy = [w for p in repo.projects for w in [_greedy(repo, p.name)]]
+    from dataclasses import replace
+
+    result = simulate(replace(repo, workloads=greedy))
+    shares = full_demand_shares(repo)
+    assert {q.name: q.fair_share for q in result.projects} == {
+        p.name: shares[p.name] for p in repo.projects
+    }
+
+
+def _greedy(repo: Any, project: str) -> Any:
+    from gitops_sched.config.loader import Document
+    from gitops_sched.config.model import build_workload
+
+    data = doc("Workload", f"{project}-all", project=project, type="train", gpu=8, replicas=2)
+    return build_workload(Document("greedy.yaml", 0, data, {(): (1, 1)}))
+
+
+# --- bad input -------------------------------------------------------------------------------
+
+
+def test_unknown_ref_is_a_usage_error(config_repo: Path) -> None:
+    code, out, err = plan("cfg", "--base", "no-such-branch")
+    assert code == 2 and out == ""
+    assert (
+        err
+        == "Error: unknown Git ref 'no-such-branch' (not a branch, tag or commit of "
+        + str(config_repo.resolve())
+        + ")\n"
+    )
+
+
+def test_invalid_base_is_stated_and_the_head_still_decides_the_exit_code(config_repo: Path) -> None:
+    change(config_repo, "break-validation", commit=True)
+    git(config_repo, "checkout", "-q", "-b", "fix", "main")
+    change(config_repo, "raise-quota")
+    code, data = plan_json("cfg", "--base", "main")
+    assert code == 0
+    assert data["base"]["valid"] is False and data["compared"] is False
+    assert "does not validate" in data["summary"]
+    assert [p["object"] for p in data["validation"]["fixed"]] == ["Project/team-b"]
+
+
+def test_invalid_head_ref_exits_1(config_repo: Path) -> None:
+    change(config_repo, "break-validation", commit=True)
+    code, data = plan_json("cfg", "--base", "main~1", "--head", "main")
+    assert code == 1 and data["head"]["valid"] is False
+
+
+def test_not_a_git_repo_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path / "cfg", base_config())
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))
+    code, out, err = plan("cfg", "--base", "main")
+    assert code == 2 and out == ""
+    assert err == "Error: cfg: not inside a Git repository (plan compares Git refs)\n"
+
+
+def test_shallow_clone_without_the_base_says_so(
+    config_repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    change(config_repo, "raise-quota", commit=True)
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--depth", "1", f"file://{config_repo}", str(clone))
+    monkeypatch.chdir(clone)
+    code, _, err = plan("cfg", "--base", "main~1")
+    assert code == 2
+    assert "shallow clone" in err and "fetch-depth: 0" in err
+    assert "Traceback" not in err
+
+
+def test_state_that_does_not_fit_is_a_usage_error(config_repo: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    state.write_text(
+        json.dumps({"workloads": [{"name": "ghost", "status": "running", "pods": []}]})
+    )
+    code, _, err = plan("cfg", "--base", "main", "--state", str(state))
+    assert code == 2 and "ghost" in err and "Traceback" not in err
+    state.write_text("not json")
+    code, _, err = plan("cfg", "--base", "main", "--state", str(state))
+    assert code == 2 and "not a JSON state" in err
+
+
+def test_the_working_tree_and_index_are_untouched(config_repo: Path) -> None:
+    change(config_repo, "raise-quota")
+    status = git(config_repo, "status", "--porcelain")
+    plan("cfg", "--base", "main")
+    assert git(config_repo, "status", "--porcelain") == status
+    assert git(config_repo, "rev-parse", "HEAD") == git(config_repo, "rev-parse", "main")
+
+
+def test_a_ref_and_a_folder_load_the_same(config_repo: Path) -> None:
+    from gitops_sched.config.loader import folder_files
+    from gitops_sched.plan.gitsource import git_folder, ref_files, resolve
+
+    (config_repo / "cfg" / "z.yaml").write_text("# nothing\n")
+    (config_repo / "cfg" / ".hidden").mkdir()
+    (config_repo / "cfg" / ".hidden" / "x.yaml").write_text("a: 1\n")
+    git(config_repo, "add", "cfg")
+    git(config_repo, "commit", "-q", "-m", "more files")
+    folder = git_folder(Path("cfg"))
+    assert list(ref_files(folder, resolve(folder, "HEAD"))) == list(folder_files(Path("cfg")))
