@@ -1,0 +1,129 @@
+"""Scale benchmark for `gitops-sched plan` (not a test): prints one JSON object.
+
+    .venv/bin/python benchmarks/plan_scale.py [--seed 1] [--departments 50]
+        [--projects 1000] [--workloads 10000] [--repeat 3]
+
+The repo is compile_scale.py's generated one (imported, same seed, same sizes), committed
+to a temporary Git repo; the working tree then raises one project's GPU quota by one
+(a project whose department has the slack, so the head stays valid). Measured, best of
+`--repeat` (``time.perf_counter``):
+
+* ``validate_s``: ``check_repo`` of the working tree, what ``gitops-sched validate`` does;
+* ``plan_s``: ``make_plan(path, base="HEAD")`` — the base read from Git, both sides
+  validated, compiled and simulated (the repo's workloads settled under the base, then
+  the head applied), objects diffed — and its Markdown and JSON written in memory;
+* ``ratio_plan_over_validate``: the figure the goal is stated in (<= 6).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from compile_scale import generate, write_repo
+
+from gitops_sched.config.validate import check_repo
+from gitops_sched.plan.build import make_plan
+from gitops_sched.plan.jsonout import to_json
+from gitops_sched.plan.markdown import render
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "bench",
+    "GIT_AUTHOR_EMAIL": "bench@example.com",
+    "GIT_COMMITTER_NAME": "bench",
+    "GIT_COMMITTER_EMAIL": "bench@example.com",
+}
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", *args], cwd=cwd, env={**os.environ, **GIT_ENV}, check=True, capture_output=True
+    )
+
+
+def raise_one_quota(files: dict[str, list[dict[str, Any]]]) -> str:
+    """+1 GPU for the first project whose department's quota has room; its name."""
+    for name, docs in sorted(files.items()):
+        if not name.startswith("projects/"):
+            continue
+        department = files[name.replace("projects/", "departments/")][0]["spec"]["quota"]["gpu"]
+        used = sum(d["spec"].get("quota", {}).get("gpu", 0) for d in docs)
+        for project in docs:
+            quota = project["spec"].get("quota")
+            if quota and "gpu" in quota and used + 1 <= department:
+                quota["gpu"] += 1
+                return project["metadata"]["name"]
+    raise SystemExit("no department with slack for one more GPU")
+
+
+def best(repeat: int, fn: Callable[[], Any]) -> tuple[float, Any]:
+    times, result = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return min(times), result
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--departments", type=int, default=50)
+    parser.add_argument("--projects", type=int, default=1000)
+    parser.add_argument("--workloads", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="plan-scale-") as tmp:
+        root = Path(tmp)
+        files = generate(args)
+        write_repo(files, root / "cfg")
+        git(root, "init", "-q")
+        git(root, "add", "cfg")
+        git(root, "commit", "-q", "-m", "base")
+        changed = raise_one_quota(files)
+        write_repo(files, root / "cfg")
+        os.chdir(root)
+        validate_s, (repo, _) = best(args.repeat, lambda: check_repo(Path("cfg")))
+        assert repo is not None, "the changed repo must validate"
+
+        def plan() -> Any:
+            result = make_plan(Path("cfg"), "HEAD")
+            return result, render(result), json.dumps(to_json(result))
+
+        plan_s, (result, _, _) = best(args.repeat, plan)
+        data = to_json(result)
+    json.dump(
+        {
+            "benchmark": "plan_scale",
+            "projects": args.projects,
+            "workloads": args.workloads,
+            "changed_project": changed,
+            "summary": data["summary"],
+            "objects_changed": data["objects"]["changed"],
+            "evicted": len(data["fairness"]["workloads"]["evicted"]),
+            "validate_s": round(validate_s, 3),
+            "plan_s": round(plan_s, 3),
+            "ratio_plan_over_validate": round(plan_s / validate_s, 2),
+            "goal": "ratio <= 6",
+            "repeat": args.repeat,
+            "machine": {"cpus": os.cpu_count(), "load_average_1m": os.getloadavg()[0]},
+        },
+        sys.stdout,
+        indent=2,
+    )
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()
