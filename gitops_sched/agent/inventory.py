@@ -10,10 +10,9 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gitops_sched.agent.gpus import Gpu
+from gitops_sched.agent.gpus import MIB, Gpu
 
 INVENTORY_VERSION = 1
-MIB = 1024 * 1024
 
 
 def node_inventory(gpus: Iterable[Gpu]) -> dict[str, Any]:
