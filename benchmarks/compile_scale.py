@@ -7,7 +7,7 @@ What it writes, deterministically from `--seed` (``random.Random(seed)`` only, n
 into a temporary directory (or `--keep DIR`):
 
 * one Cluster; GPU node groups ``h100`` (H100-SXM5-80GB, racks as topology domains),
-  ``a100`` (A100-SXM4-80GB), ``a100-mig`` (A100-SXM4-80GB, MIG mixed) and ``l40s`` (L40S,
+  ``a100`` (A100-SXM4-80GB), ``a100-mig`` (A100-SXM4-80GB, MIG dynamic) and ``l40s`` (L40S,
   for fractions and notebooks), plus a ``cpu`` worker group. Node counts are sized so the
   departments' quotas, and the per-node-group quotas, fit the capacity.
 * `--departments` departments, each quota the sum of its projects' plus some slack; some
@@ -238,7 +238,7 @@ def gpu_group_doc(group: GroupSpec, nodes: int) -> dict[str, Any]:
         "memoryPerNode": "2000Gi",
     }
     if group.mig:
-        spec["mig"] = {"enabled": True, "strategy": "mixed"}
+        spec["mig"] = {"enabled": True, "strategy": "dynamic"}
     if group.rack:
         spec["topology"] = {"label": "topology.example.com/rack", "nodesPerDomain": 16}
     return doc("NodeGroup", group.name, spec)

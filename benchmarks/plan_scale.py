@@ -52,16 +52,6 @@ def git(cwd: Path, *args: str) -> None:
     )
 
 
-def dynamic_mig(files: dict[str, list[dict[str, Any]]]) -> None:
-    """compile_scale still writes MIG strategy `mixed`, which NodeGroup no longer takes
-    (dynamic | static since static MIG landed): the same groups, as `dynamic`."""
-    for docs in files.values():
-        for doc in docs:
-            mig = doc["spec"].get("mig") if doc["kind"] == "NodeGroup" else None
-            if mig and mig.get("strategy") == "mixed":
-                mig["strategy"] = "dynamic"
-
-
 def raise_one_quota(files: dict[str, list[dict[str, Any]]]) -> str:
     """+1 GPU for the first project whose department's quota has room; its name."""
     for name, docs in sorted(files.items()):
@@ -97,7 +87,6 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="plan-scale-") as tmp:
         root = Path(tmp)
         files = generate(args)
-        dynamic_mig(files)
         write_repo(files, root / "cfg")
         git(root, "init", "-q")
         git(root, "add", "cfg")
