@@ -1081,13 +1081,10 @@ def compile_scale_module() -> Any:
     return compile_scale
 
 
-def write_benchmark_repo(args: argparse.Namespace, root: Path) -> list[str]:
-    """Write compile_scale's repo into `root` and check it validates clean.
+def repo_section(args: argparse.Namespace) -> dict[str, Any]:
+    """`simulate` of compile_scale's repo: every workload arrives on the empty cluster."""
+    from gitops_sched.sim.run import simulate
 
-    Should it not, and only for that, its MIG strategy `mixed` (which the config stopped
-    accepting) is written again as `dynamic`, the same behaviour under its new name; the
-    node groups so changed are returned.
-    """
     compile_scale = compile_scale_module()
     params = argparse.Namespace(
         seed=args.seed,
@@ -1095,31 +1092,8 @@ def write_benchmark_repo(args: argparse.Namespace, root: Path) -> list[str]:
         projects=args.repo_projects,
         workloads=args.repo_workloads,
     )
-    files = compile_scale.generate(params)
-    compile_scale.write_repo(files, root)
-    try:
-        compile_scale.validate(root)
-        return []
-    except AssertionError:
-        adapted = []
-        for doc in (doc for docs in files.values() for doc in docs):
-            mig = doc["spec"].get("mig") if doc["kind"] == "NodeGroup" else None
-            if mig and mig.get("strategy") == "mixed":
-                mig["strategy"] = "dynamic"
-                adapted.append(doc["metadata"]["name"])
-        if not adapted:
-            raise
-        compile_scale.write_repo(files, root)
-        return adapted
-
-
-def repo_section(args: argparse.Namespace) -> dict[str, Any]:
-    """`simulate` of compile_scale's repo: every workload arrives on the empty cluster."""
-    from gitops_sched.sim.run import simulate
-
-    compile_scale = compile_scale_module()
     with tempfile.TemporaryDirectory(prefix="schedule-scale-repo-") as tmp:
-        adapted = write_benchmark_repo(args, Path(tmp))
+        compile_scale.write_repo(compile_scale.generate(params), Path(tmp))
         validate_s, repo = best_of(args.repeat, lambda: compile_scale.validate(Path(tmp)))
     simulate_s, cpu_s, sim = timed_runs(args.repo_repeat, lambda: simulate(repo))
     # settle's last cycle changes nothing and logs nothing: it settled if one more cycle
@@ -1155,8 +1129,6 @@ def repo_section(args: argparse.Namespace) -> dict[str, Any]:
         "per_cycle": per_cycle,
         "goal": {"max_ratio": GOAL_SETTLE_OVER_VALIDATE, "met": ratio <= GOAL_SETTLE_OVER_VALIDATE},
     }
-    if adapted:
-        result["mig_strategy_mixed_as_dynamic"] = adapted
     if args.profile_dir:
         result["hotspots"] = profile_into(args, "repo", lambda: simulate(repo))
     return result
