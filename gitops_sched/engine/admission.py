@@ -6,6 +6,7 @@ consolidate), so they live in one place and return the reason shown on pending w
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gitops_sched.engine.session import Session
@@ -19,6 +20,8 @@ class Bound:
     used: float
     cap: float
     rule: str  # completes "... ({used + amount} > {cap} GPUs)"
+    queue: str = ""
+    evictable: bool = True  # preemptible work counts in `used`: evicting it makes room
 
 
 def bounds(session: Session, job: Job) -> list[Bound]:
@@ -29,28 +32,43 @@ def bounds(session: Session, job: Job) -> list[Bound]:
     for queue, level in ((project, "project"), (department, "department")):
         if queue is None:
             continue
+        name = queue.name
         if not job.preemptible:
             rule = f"non-preemptible work must fit in the {level}'s deserved quota"
-            found.append(Bound(session.fixed[queue.name], queue.deserved, rule))
+            found.append(Bound(session.fixed[name], queue.deserved, rule, name, False))
         if queue.limit is not None:
             rule = f"{level} hard limit reached"
-            found.append(Bound(session.allocated[queue.name], queue.limit, rule))
+            found.append(Bound(session.allocated[name], queue.limit, rule, name))
     if not project.over_quota_allowed:
         rule = "project may not go over quota"
-        found.append(Bound(session.allocated[project.name], project.deserved, rule))
+        found.append(Bound(session.allocated[project.name], project.deserved, rule, project.name))
     return found
 
 
-def quota_blocker(session: Session, job: Job) -> str | None:
-    """Why the job's project (or department) may not grow by this job now; None if it may."""
+def quota_blocker(
+    session: Session, job: Job, freeable: Mapping[str, float] | None = None
+) -> str | None:
+    """Why the job's project (or department) may not grow by this job now; None if it may.
+
+    `freeable`: GPUs per queue that evicting the job's possible victims would give back
+    (preempt and reclaim): a rule they can satisfy does not block the job before they
+    leave; `fits_quota` checks it once they have.
+    """
     if job.project not in session.projects:
         return f"project {job.project!r} is not in the policy"
     amount = session.wanted_gpus(job)
     for bound in bounds(session, job):
         total = bound.used + amount
-        if total > bound.cap + GPU_EPSILON:
+        freed = freeable.get(bound.queue, 0.0) if freeable and bound.evictable else 0.0
+        if total - freed > bound.cap + GPU_EPSILON:
             return f"{bound.rule} ({_gpus(total)} > {_gpus(bound.cap)} GPUs)"
     return None
+
+
+def fits_quota(session: Session, job: Job) -> bool:
+    """Whether every quota rule holds with the job placed: what preempt and reclaim check
+    after their victims have left (KAI: the preemptor must fit its queue's quota)."""
+    return all(bound.used <= bound.cap + GPU_EPSILON for bound in bounds(session, job))
 
 
 def headroom(session: Session, job: Job) -> float:

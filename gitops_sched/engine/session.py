@@ -7,7 +7,7 @@ session mutates; the snapshot it starts from stays frozen.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -40,8 +40,11 @@ def job_order(job: Job) -> tuple:
 
 
 def victim_order(job: Job) -> tuple:
-    """Cheapest to lose first: lowest priority, then the most recently submitted."""
-    return (job.priority, -job.submitted, job.key)
+    """Cheapest to lose first: lowest priority, then the youngest -- the latest start (least
+    work lost), then the latest submission -- then the key. KAI's victim order is its job
+    order reversed; it ages jobs by creation, the engine by start first."""
+    started = job.started_at if job.started_at is not None else float("-inf")
+    return (job.priority, -started, -job.submitted, job.key)
 
 
 def releasing_holder(index: int, job: str) -> str:
@@ -102,17 +105,57 @@ class Session:
             queues.setdefault(job.project, []).append(job)
         return queues
 
-    def projects_by_ratio(self, names: Iterable[str]) -> list[str]:
-        return sorted(names, key=lambda name: (self.ratio(name), name))
+    def queue_key(self, name: str, job: Job | None = None, age: float = 0.0) -> tuple:
+        """The order projects are served in (lowest first), as KAI's proportion plugin
+        orders queues: those at or below their fair share before those above it; those
+        still within their deserved quota with `job` before the rest; higher over-quota
+        rank first; then allocated/fair share with the job, and without it; the larger
+        deserved quota; `age` (the earliest submission of its pending work); the name."""
+        spec = self.projects.get(name)
+        deserved, rank = (spec.deserved, spec.over_quota_rank) if spec else (0.0, 0)
+        allocated = self.allocated.get(name, 0.0)
+        gain = self.wanted_gpus(job) if job is not None else 0.0
+        return (
+            allocated > self.fair_share.get(name, 0.0) + GPU_EPSILON,
+            allocated + gain > deserved + GPU_EPSILON,
+            -rank,
+            self.ratio(name, gain),
+            self.ratio(name),
+            -deserved,
+            age,
+            name,
+        )
+
+    def serve_order(self, queues: dict[str, list[Job]]) -> list[str]:
+        """Projects with pending work (in queue order, see pending_by_project), in the
+        order they are served: by queue_key of their first job."""
+        return sorted(
+            queues,
+            key=lambda name: self.queue_key(
+                name, queues[name][0], min(j.submitted for j in queues[name])
+            ),
+        )
+
+    def victim_queue_key(self, name: str) -> tuple:
+        """The order projects give up work in (lowest first), KAI's queue order reversed:
+        those over their fair share first, lower over-quota rank first, then the furthest
+        over their fair share, then the name."""
+        spec = self.projects.get(name)
+        return (
+            self.allocated.get(name, 0.0) <= self.fair_share.get(name, 0.0) + GPU_EPSILON,
+            spec.over_quota_rank if spec else 0,
+            -self.ratio(name),
+            name,
+        )
 
     def department_of(self, project: str) -> str:
         spec = self.projects.get(project)
         return spec.parent if spec else ""
 
-    def ratio(self, queue: str) -> float:
-        """Allocated over fair share: the queue order (lowest first) and reclaim order."""
+    def ratio(self, queue: str, gain: float = 0.0) -> float:
+        """Allocated (plus `gain`) over fair share: the queue and reclaim orders."""
         share = self.fair_share.get(queue, 0.0)
-        allocated = self.allocated.get(queue, 0.0)
+        allocated = self.allocated.get(queue, 0.0) + gain
         if share <= GPU_EPSILON:
             return float("inf") if allocated > GPU_EPSILON else 0.0
         return allocated / share
@@ -211,11 +254,17 @@ class Session:
         if self._undo is not None:
             self._undo.append(action)
 
-    def bind(self, job: Job, pods: tuple[PodPlacement, ...]) -> None:
-        """Start `pods` more pods of the job (their `index` says which)."""
+    def bind(
+        self, job: Job, pods: tuple[PodPlacement, ...], started_at: float | None = None
+    ) -> None:
+        """Start `pods` more pods of the job (their `index` says which); `started_at` keeps
+        the start of a victim given its place back."""
         current = self.jobs[job.key]
         placement = tuple(sorted((*current.placement, *pods), key=lambda p: p.index))
-        started = current.started_at if current.running else self.now
+        if current.running:
+            started = current.started_at
+        else:
+            started = self.now if started_at is None else started_at
         placed = replace(current, placement=placement, started_at=started)
         self._set_job(placed)
         self._occupy(placed, pods)

@@ -1,11 +1,14 @@
 """Allocate: place pending work on free GPUs, the queue furthest below its fair share first.
 
-Projects are served by allocated/fair-share (lowest first), one job at a time, so free
-GPUs spread in proportion to fair shares; within a project by priority, then
-submission time. A job places its gang (or the rest of a gang in flight) at once, then
-each elastic pod queues again like a job of its own. A job shape that found no room is
-not tried again in a pass, since allocation only ever takes GPUs away. Releasing pods'
-GPUs are used only by a second pass, once the free ones are spent (pipelining).
+Projects are served one job at a time in KAI's queue order (Session.queue_key): those at
+or below their fair share first, then those still within their deserved quota with the
+job, higher over-quota rank first, then lowest allocated/fair-share with the job, the
+larger deserved quota, the oldest pending work, the name -- so free GPUs spread in
+proportion to fair shares; within a project by priority, then submission time. A job
+places its gang (or the rest of a gang in flight) at once, then each elastic pod queues
+again like a job of its own. A job shape that found no room is not tried again in a pass,
+since allocation only ever takes GPUs away. Releasing pods' GPUs are used only by a
+second pass, once the free ones are spent (pipelining).
 """
 
 from __future__ import annotations
@@ -27,11 +30,19 @@ def allocate(session: Session) -> None:
 
 def _allocate_free(session: Session) -> None:
     queues = session.pending_by_project()
-    heap = [(session.ratio(name), name, 0) for name in queues]
+    # the age of a queue at each position: the earliest submission of its work left
+    ages = {name: _suffix_minima([j.submitted for j in jobs]) for name, jobs in queues.items()}
+
+    def entry(name: str, position: int) -> tuple:
+        job = session.jobs[queues[name][position].key]
+        return (session.queue_key(name, job, ages[name][position]), position)
+
+    heap = [entry(name, 0) for name in queues]
     heapq.heapify(heap)
     no_room: set[tuple] = set()
     while heap:
-        _, name, position = heapq.heappop(heap)
+        key, position = heapq.heappop(heap)
+        name = key[-1]
         job = session.jobs[queues[name][position].key]
         reason = quota_blocker(session, job)
         placed = False
@@ -48,7 +59,14 @@ def _allocate_free(session: Session) -> None:
         if placed and session.jobs[job.key].missing > 0:
             position -= 1  # its next elastic pod queues again, behind the project's ratio
         if position + 1 < len(queues[name]):
-            heapq.heappush(heap, (session.ratio(name), name, position + 1))
+            heapq.heappush(heap, entry(name, position + 1))
+
+
+def _suffix_minima(values: list[int]) -> list[int]:
+    minima = list(values)
+    for i in range(len(minima) - 2, -1, -1):
+        minima[i] = min(minima[i], minima[i + 1])
+    return minima
 
 
 def gang_reason(job: Job, reason: str) -> str:

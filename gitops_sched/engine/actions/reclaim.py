@@ -1,17 +1,28 @@
 """Reclaim: a project below its fair share (or its deserved quota) takes GPUs back.
 
-Victims are preemptible jobs of projects above their fair share, taken one at a time
-from the project furthest above it, so the order of projects by allocated/fair-share
-is kept, and never so many that a victim project (or its department) drops below its
-fair share. A project still below its deserved quota may take any work of projects
-over their own deserved quota, because deserved quota is guaranteed.
+Reclaimers are served in allocate's queue order. Victims are preemptible jobs of projects
+above their fair share, taken one at a time: from projects over their fair share first,
+lower over-quota rank first, then the project furthest above its share (recomputed after
+each eviction), so the order of projects by allocated/fair-share is kept; within a project
+the cheapest to lose first (lowest priority, then youngest). Never so many that a victim
+project (or its department) drops below its fair share. A project still below its deserved
+quota may take any work of projects over their own deserved quota, because deserved quota
+is guaranteed.
+
+When the projects that may lose work cannot make room on their own, preemptible work of
+any other project on the nodes they freed may be moved (never stopped) -- consolidation
+inside reclaim, as KAI's consolidating reclaim does. Victims the job turns out not to need
+get their place back (see victims.give_back). Quota and hard limits are checked once the
+victims have left: a department at its hard limit can reclaim from a sibling project.
 """
 
 from __future__ import annotations
 
+import bisect
+
 from gitops_sched.engine.actions.victims import Victim, VictimPool, evict_until_placed
-from gitops_sched.engine.admission import may_reclaim, quota_blocker
-from gitops_sched.engine.session import Session
+from gitops_sched.engine.admission import fits_quota, may_reclaim, quota_blocker
+from gitops_sched.engine.session import Session, victim_order
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job
 
 MAX_FAILED_PER_PROJECT = 2  # a queue whose first jobs cannot reclaim waits for next cycle
@@ -20,16 +31,17 @@ MAX_FAILED_PER_PROJECT = 2  # a queue whose first jobs cannot reclaim waits for 
 def reclaim(session: Session) -> None:
     queues = session.pending_by_project()
     pool = VictimPool(session)
+    order = _VictimQueues(session, list(pool.by_project))
     # A job shape that could not reclaim is not tried again this cycle: every reclaim
     # only lowers what victims can still give, so a later try would fail the same way.
     failed_shapes: set[tuple] = set()
-    for name in session.projects_by_ratio(queues):
+    for name in session.serve_order(queues):
         failed = 0
         for job in queues[name]:
             if failed >= MAX_FAILED_PER_PROJECT:
                 break
             job = session.jobs[job.key]
-            if job.missing == 0 or quota_blocker(session, job):
+            if job.missing == 0 or quota_blocker(session, job, _freeable(session, job)):
                 continue
             if not may_reclaim(session, job):
                 continue
@@ -40,37 +52,116 @@ def reclaim(session: Session) -> None:
             shape = (job.request, job.next_pods, job.node_groups, guaranteed)
             if shape in failed_shapes:
                 continue
-            if _reclaim_for(session, job, pool, gain, guaranteed):
+            if _reclaim_for(session, job, pool, order, gain, guaranteed):
                 session.pending_reasons.pop(job.key, None)
             else:
                 failed += 1
                 failed_shapes.add(shape)
 
 
+def _freeable(session: Session, job: Job) -> dict[str, float]:
+    """The most reclaim could free in the job's department: its sibling projects'
+    preemptible work (victims are never in the job's own project)."""
+    department = session.department_of(job.project)
+    if department not in session.allocated:
+        return {}
+    others = session.allocated[department] - session.allocated[job.project]
+    fixed = session.fixed[department] - session.fixed[job.project]
+    return {department: max(others - fixed, 0.0)}
+
+
+class _VictimQueues:
+    """The projects that have preemptible work, kept sorted by Session.victim_queue_key.
+
+    A project's key changes only with its allocation, so after a reclaim only the projects
+    whose allocation moved are put back in place, instead of sorting them all per job.
+    """
+
+    def __init__(self, session: Session, projects: list[str]) -> None:
+        self.session = session
+        self.allocated = {p: session.allocated.get(p, 0.0) for p in projects}
+        self.keys = {p: session.victim_queue_key(p) for p in projects}
+        self.sorted = sorted(self.keys.values())  # each key ends with its project's name
+
+    def refresh(self, projects: list[str] | None = None) -> None:
+        """Re-place the projects (default: all) whose allocation changed."""
+        for project in self.allocated if projects is None else projects:
+            allocated = self.session.allocated.get(project, 0.0)
+            if allocated != self.allocated[project]:
+                del self.sorted[bisect.bisect_left(self.sorted, self.keys[project])]
+                self.allocated[project] = allocated
+                self.keys[project] = self.session.victim_queue_key(project)
+                bisect.insort(self.sorted, self.keys[project])
+
+
 def _reclaim_for(
-    session: Session, job: Job, pool: VictimPool, gain: float, guaranteed: bool
+    session: Session,
+    job: Job,
+    pool: VictimPool,
+    order: _VictimQueues,
+    gain: float,
+    guaranteed: bool,
 ) -> bool:
     allowed = set(job.node_groups) or None
-    cursors = {
-        p: 0
-        for p in pool.by_project
-        if p != job.project
-        and (guaranteed or session.allocated[p] > session.fair_share.get(p, 0.0))
-    }
+    order.refresh()
+    cursors: dict[str, int] = {}  # project -> its next victim to consider for this job
+    done = {job.project}  # projects with nothing (more) to give this job
+    last: list[str] = []  # the project that gave the last victim: its key has changed
+    freed_nodes: set[str] = set()  # where the victims that may be stopped ran
+    movable: list[Victim] | None = None
 
     def next_victim() -> Victim | None:
-        for project in sorted(cursors, key=lambda p: (-session.ratio(p), p)):
-            index = pool.first_usable(project, cursors[project], allowed)
+        nonlocal movable
+        order.refresh(last)
+        last.clear()
+        for key in order.sorted:
+            project = key[-1]
+            if project in done:
+                continue
+            if not guaranteed and key[0]:
+                break  # at or below its fair share, as are the rest (see the key)
+            index = pool.first_usable(project, cursors.get(project, 0), allowed)
             if index is not None:
                 victim = pool.by_project[project][index]
                 if _may_lose(session, job, gain, victim.job, pool.gpus(victim), guaranteed):
                     cursors[project] = index + 1
+                    last.append(project)
+                    freed_nodes.update(_nodes(session, victim))
                     return victim
-            # nothing (more) this project can give up for this job
-            del cursors[project]
+            done.add(project)
+        if movable is None:
+            movable = _movable(session, job, pool, freed_nodes, allowed) if freed_nodes else []
+        while movable:
+            victim = movable.pop()
+            if pool.still_running(victim):
+                return victim
         return None
 
-    return evict_until_placed(session, job, EvictReason.RECLAIM, next_victim)
+    return evict_until_placed(
+        session, job, EvictReason.RECLAIM, next_victim, lambda: fits_quota(session, job)
+    )
+
+
+def _nodes(session: Session, victim: Victim) -> set[str]:
+    current = session.jobs[victim.job]
+    pods = current.placement if victim.pods is None else victim.pods
+    return {pod.node for pod in pods}
+
+
+def _movable(
+    session: Session, job: Job, pool: VictimPool, nodes: set[str], allowed: set[str] | None
+) -> list[Victim]:
+    """Move-only victims, the next one last: other projects' preemptible jobs running on
+    `nodes` (where stopped victims made room), youngest first."""
+    found: dict[str, Job] = {}
+    for victim in pool.on_nodes(nodes):
+        current = session.jobs[victim.job]
+        if current.project == job.project or not pool.still_running(victim):
+            continue
+        if allowed is None or not victim.groups.isdisjoint(allowed):
+            found[victim.job] = current
+    ordered = sorted(found.values(), key=victim_order, reverse=True)
+    return [Victim(j.key, None, pool.groups(j), move_only=True) for j in ordered]
 
 
 def _may_lose(

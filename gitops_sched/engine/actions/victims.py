@@ -1,4 +1,11 @@
-"""Choosing running work to evict, shared by reclaim, preempt and consolidate."""
+"""Choosing running work to evict, shared by reclaim, preempt and consolidate.
+
+Victims are evicted one at a time until the job fits and its action's rules hold; then
+every victim is offered its place back, the last taken first, as KAI's solvers re-allocate
+their victims once the preemptor is placed: a victim whose GPUs the job did not take stays
+where it was (no decision at all), one that fits elsewhere is moved (evicted and bound in
+the same cycle), and only the rest are stopped.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,7 @@ from dataclasses import dataclass
 
 from gitops_sched.engine.placement import place
 from gitops_sched.engine.session import Session, victim_order
-from gitops_sched.engine.types import EvictReason, Job, PodPlacement
+from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job, PodPlacement
 
 MAX_VICTIMS = 32
 
@@ -27,6 +34,17 @@ class Victim:
     job: str  # key
     pods: tuple[PodPlacement, ...] | None  # None: every pod the job still runs
     groups: frozenset[str]  # node groups it runs on
+    move_only: bool = False  # may be moved to make room, never stopped
+
+
+@dataclass(frozen=True)
+class Taken:
+    """An eviction made for a job: whose pods, which, since when they ran."""
+
+    job: str
+    pods: tuple[PodPlacement, ...]
+    started_at: float | None
+    move_only: bool
 
 
 def evict_until_placed(
@@ -36,25 +54,87 @@ def evict_until_placed(
     next_victim: Callable[[], Victim | None],
     accept: Callable[[], bool] = lambda: True,
 ) -> bool:
-    """Evict victims one at a time until `job` fits and `accept()` holds; else undo all.
+    """Evict victims one at a time until `job` fits and `accept()` holds (none if it fits
+    already); then give back what it does not need (see give_back). Undo everything if
+    that fails.
 
     At most MAX_VICTIMS evictions are tried for one job, which bounds a cycle's work
     when a job cannot fit however much is evicted.
     """
     with session.statement() as commit:
+        if place_within(session, job, accept):  # room freed earlier in the cycle
+            commit()
+            return True
+        taken: list[Taken] = []
         for _ in range(MAX_VICTIMS):
             victim = next_victim()
             if victim is None:
                 break
             if not still_running(session, victim):
                 continue
-            session.evict(session.jobs[victim.job], reason, by=job.key, pods=victim.pods)
-            if place(session, job):
-                if accept():
+            taken.append(evict(session, victim, reason, job))
+            if place_within(session, job, accept):
+                if give_back(session, taken, accept):
                     commit()
                     return True
                 return False
     return False
+
+
+def evict(session: Session, victim: Victim, reason: EvictReason, job: Job) -> Taken:
+    current = session.jobs[victim.job]
+    pods = current.placement if victim.pods is None else victim.pods
+    session.evict(current, reason, by=job.key, pods=pods)
+    return Taken(victim.job, pods, current.started_at, victim.move_only)
+
+
+def place_within(session: Session, job: Job, accept: Callable[[], bool]) -> bool:
+    """Place the job's next pods if they fit and `accept()` holds with them; else nothing."""
+    with session.statement() as commit:
+        if place(session, job) and accept():
+            commit()
+            return True
+    return False
+
+
+def give_back(session: Session, taken: list[Taken], accept: Callable[[], bool]) -> bool:
+    """Offer each victim its place back, the last taken first: where it ran if its GPUs are
+    still free, else anywhere it fits (a move), as long as `accept()` still holds. False
+    when a move-only victim finds no place."""
+    for victim in reversed(taken):
+        with session.statement() as keep:
+            if (
+                restore(session, victim)
+                or place(session, session.jobs[victim.job], len(victim.pods))
+            ) and accept():
+                keep()
+                continue
+        if victim.move_only:
+            return False
+    return True
+
+
+def restore(session: Session, victim: Taken) -> bool:
+    """Run the victim's pods again exactly where they ran, if nothing took their GPUs."""
+    shared: dict[tuple[str, int], float] = {}  # what the victim's own pods add per GPU
+    for pod in victim.pods:
+        use = session.nodes.get(pod.node)
+        if use is None:
+            return False
+        gpus = [use.gpus[i] for i in pod.gpus]
+        if pod.mig is not None:
+            if gpus[0].mig.get(pod.mig) != "":
+                return False
+        elif pod.fraction:
+            gpu = gpus[0]
+            key = (pod.node, gpu.index)
+            shared[key] = shared.get(key, gpu.used) + pod.fraction
+            if gpu.whole or gpu.mig_enabled or shared[key] > 1 + GPU_EPSILON:
+                return False
+        elif not all(gpu.is_free for gpu in gpus):
+            return False
+    session.bind(session.jobs[victim.job], victim.pods, started_at=victim.started_at)
+    return True
 
 
 class VictimPool:
@@ -68,21 +148,32 @@ class VictimPool:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.by_project: dict[str, list[Victim]] = {}
+        self._by_node: dict[str, list[Victim]] = {}  # whole jobs by the nodes they run on
         for job in sorted(session.running(), key=victim_order):
             if job.preemptible:
-                self.by_project.setdefault(job.project, []).extend(self._victims(job))
+                victims = self._victims(job)
+                self.by_project.setdefault(job.project, []).extend(victims)
+                for node in sorted({pod.node for pod in job.placement}):
+                    self._by_node.setdefault(node, []).append(victims[-1])
 
-    def _victims(self, job: Job) -> list[Victim]:
+    def groups(self, job: Job) -> frozenset[str]:
         session = self.session
-        groups = frozenset(
+        return frozenset(
             session.nodes[p.node].node.node_group for p in job.placement if p.node in session.nodes
         )
+
+    def _victims(self, job: Job) -> list[Victim]:
+        groups = self.groups(job)
         extra = sorted(job.placement, key=lambda p: -p.index)[
             : len(job.placement) - job.min_available
         ]
         victims = [Victim(job.key, (pod,), groups) for pod in extra]
         victims.append(Victim(job.key, None, groups))
         return victims
+
+    def on_nodes(self, nodes: set[str]) -> list[Victim]:
+        """The whole-job victims that ran on one of `nodes` when the action began."""
+        return [victim for node in sorted(nodes) for victim in self._by_node.get(node, ())]
 
     def gpus(self, victim: Victim) -> float:
         """What evicting the victim now gives back."""
