@@ -138,29 +138,6 @@ def simulate(path: Path, events: Path | None, fmt: str) -> None:
 
 
 @main.command()
-@click.option(
-    "--node", envvar="NODE_NAME", help="This node's name (default: NODE_NAME, else the host name)."
-)
-@click.option("--once", is_flag=True, help="Read the GPUs once and exit.")
-@click.option(
-    "--dry-run", is_flag=True, help="Print the node's GPU inventory instead of publishing it."
-)
-@click.option(
-    "--fake",
-    metavar="MODEL:COUNT[,MODEL:COUNT]",
-    help="Fake GPUs with real models' numbers instead of NVML (`A100-80GB:2:mig` for MIG mode).",
-)
-def agent(node: str | None, once: bool, dry_run: bool, fake: str | None) -> None:
-    """The node agent: read the node's GPUs through NVML (or --fake) and show the inventory.
-
-    Exits 1 when there is no NVIDIA driver (and no --fake), 2 on a usage error or when asked
-    to publish to the cluster (not built yet).
-    """
-    from gitops_sched.agent.main import run_agent
-
-    sys.exit(run_agent(node=node, once=once, dry_run=dry_run, fake=fake))
-
-@main.command()
 @repo_path
 @click.option("--base", "base_ref", required=True, help="Git ref of the config before the change.")
 @click.option("--head", "head_ref", help="Git ref of the change (default: the working tree).")
@@ -202,3 +179,97 @@ def plan(path: Path, base_ref: str, head_ref: str | None, fmt: str, state: Path 
         click.echo(render_markdown(result), nl=False)
     sys.exit(0 if result.head.valid else EXIT_INVALID)
 
+
+def _duration(text: str) -> float:
+    """`60`, `60s`, `5m`, `1h` as seconds."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    try:
+        if text[-1:] in units:
+            return float(text[:-1]) * units[text[-1]]
+        return float(text)
+    except ValueError as exc:
+        raise click.BadParameter(f"{text!r} is not a duration like 60s, 5m or 1h") from exc
+
+
+@main.command()
+@click.option("--repo", required=True, help="Config repo: a Git URL (HTTPS/SSH) or a local path.")
+@click.option("--ref", help="Branch, tag or commit to sync (default: the remote's HEAD).")
+@click.option("--path", "subdir", help="Folder of the config inside the repo.")
+@click.option("--interval", default="60s", show_default=True, help="Time between syncs.")
+@click.option("--once", is_flag=True, help="Sync once and exit (1 when the sync failed).")
+@click.option("--dry-run", is_flag=True, help="Print what one sync would change, and exit.")
+@click.option("--name", default="gitops-sched", show_default=True, help="This reconciler's name.")
+@click.option(
+    "--namespace",
+    envvar="POD_NAMESPACE",
+    default="gitops-sched",
+    show_default=True,
+    help="Namespace of the inventory, Lease and Events.",
+)
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Default: KUBECONFIG.")
+@click.option(
+    "--prune-namespaces",
+    type=click.Choice(["empty", "always", "never"]),
+    default="empty",
+    show_default=True,
+    help="Delete removed projects' namespaces only when they hold nothing else.",
+)
+@click.option("--leader-elect/--no-leader-elect", default=True, show_default=True)
+@click.option("--listen", default=":8080", show_default=True, help="/metrics, /healthz, /readyz.")
+def reconcile(
+    repo: str,
+    ref: str | None,
+    subdir: str | None,
+    interval: str,
+    once: bool,
+    dry_run: bool,
+    name: str,
+    namespace: str,
+    kubeconfig: str | None,
+    prune_namespaces: str,
+    leader_elect: bool,
+    listen: str,
+) -> None:
+    """Keep the cluster equal to the config repo (the in-cluster reconciler)."""
+    from gitops_sched.reconciler.main import run_reconciler
+
+    sys.exit(
+        run_reconciler(
+            repo=repo,
+            ref=ref,
+            path=subdir,
+            interval=_duration(interval),
+            once=once or dry_run,  # a dry run prints what one sync would do, and exits
+            dry_run=dry_run,
+            name=name,
+            namespace=namespace,
+            kubeconfig=kubeconfig,
+            prune_namespaces=prune_namespaces,
+            leader_elect=leader_elect and not (once or dry_run),
+            listen=listen,
+        )
+    )
+
+
+@main.command()
+@click.option(
+    "--node", envvar="NODE_NAME", help="This node's name (default: NODE_NAME, else the host name)."
+)
+@click.option("--once", is_flag=True, help="Read the GPUs once and exit.")
+@click.option(
+    "--dry-run", is_flag=True, help="Print the node's GPU inventory instead of publishing it."
+)
+@click.option(
+    "--fake",
+    metavar="MODEL:COUNT[,MODEL:COUNT]",
+    help="Fake GPUs with real models' numbers instead of NVML (`A100-80GB:2:mig` for MIG mode).",
+)
+def agent(node: str | None, once: bool, dry_run: bool, fake: str | None) -> None:
+    """The node agent: read the node's GPUs through NVML (or --fake) and show the inventory.
+
+    Exits 1 when there is no NVIDIA driver (and no --fake), 2 on a usage error or when asked
+    to publish to the cluster (not built yet).
+    """
+    from gitops_sched.agent.main import run_agent
+
+    sys.exit(run_agent(node=node, once=once, dry_run=dry_run, fake=fake))

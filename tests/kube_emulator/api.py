@@ -164,6 +164,20 @@ class Api:
         with self.lock:
             self.requests.clear()
 
+    def snapshot(self) -> dict[str, Any]:
+        """The stored state, to `restore` later (tests that replay a sync many times)."""
+        with self.lock:
+            return copy.deepcopy(
+                {"rv": self.resource_version, "types": self.types, "store": self.store}
+            )
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        with self.lock:
+            state = copy.deepcopy(snapshot)
+            self.resource_version = state["rv"]
+            self.types, self.store = state["types"], state["store"]
+            self.pending_crds.clear()
+
     def add_fault(self, fault: Fault) -> Fault:
         with self.lock:
             self.faults.append(fault)

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,6 +28,11 @@ from tests.kube_emulator.api import Api
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     api: Api  # set on the per-server subclass
+
+    def setup(self) -> None:
+        super().setup()
+        # answers go out as written: no Nagle delay waiting on the client's delayed ACK
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def _serve(self) -> None:
         url = urlsplit(self.path)
