@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import threading
 import time
@@ -505,3 +506,30 @@ def test_the_reconcile_command_syncs_once(kube, tmp_path):
         ],
     )
     assert dry.exit_code == 0, dry.output
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_the_rendered_folder_applies_in_one_pass_crds_first(kube, tmp_path):
+    from gitops_sched.compiler import render_repo
+    from gitops_sched.compiler.output import write_directory
+    from gitops_sched.config.validate import check_repo
+    from gitops_sched.reconciler import Syncer
+
+    repo, _ = check_repo(Path(__file__).resolve().parent.parent / "examples/clusters/netapp-dgx")
+    write_directory(render_repo(repo), tmp_path / "out")
+    built = subprocess.run(
+        ["kubectl", "kustomize", str(tmp_path / "out")], capture_output=True, text=True, check=True
+    ).stdout
+    objects = list(yaml.safe_load_all(built))
+    crds = subprocess.run(
+        ["kubectl", "kustomize", str(tmp_path / "out" / "crds")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert {o["kind"] for o in yaml.safe_load_all(crds)} == {"CustomResourceDefinition"}
+    client = connect(kube)
+    result = Syncer(client, "gitops-sched", SYSTEM, "rendered").sync(objects, "r1")
+    assert result.errors == []
+    assert len(result.created) == len(objects)
+    client.close()

@@ -379,17 +379,42 @@ def test_output_directory_lists_every_file_in_kustomization(tmp_path: Path) -> N
     kustomization_text = (out / "kustomization.yaml").read_text()
     assert kustomization_text.startswith(HEADER)
     kustomization = yaml.safe_load(kustomization_text)
+    crds = yaml.safe_load((out / "crds" / "kustomization.yaml").read_text())["resources"]
     files = sorted(
         p.relative_to(out).as_posix() for p in out.rglob("*.yaml") if p.name != "kustomization.yaml"
     )
-    assert kustomization["resources"] == files
+    # the CRDs are a kustomization of their own, listed first
+    assert kustomization["resources"][0] == "crds"
+    assert kustomization["resources"][1:] + [f"crds/{c}" for c in crds] == sorted(
+        files, key=lambda f: f.startswith("crds/")
+    )
     assert len(files) == len(objects)
+    assert {yaml.safe_load((out / "crds" / c).read_text())["kind"] for c in crds} == {
+        "CustomResourceDefinition"
+    }
     assert yaml.safe_load((out / "team-vision/job/nb.yaml").read_text()) == find(
         objects, "Job", "nb"
     )
     write_directory(objects[:3], out)  # a render replaces the previous one
-    assert len(list(out.rglob("*.yaml"))) == 4
+    assert len(list(out.rglob("*.yaml"))) == 5  # 3 CRDs and two kustomizations
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "repo.yaml"]  # no leftovers
+
+
+def test_rerendering_into_a_git_checkout_keeps_what_render_did_not_write(tmp_path: Path) -> None:
+    objects = render(tmp_path, workload("nb", type="interactive", template="notebook", gpu=0.5))
+    deploy = tmp_path / "deploy"
+    (deploy / ".git").mkdir(parents=True)
+    (deploy / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (deploy / ".github" / "workflows").mkdir(parents=True)
+    (deploy / ".github" / "workflows" / "ci.yaml").write_text("on: push\n")
+    (deploy / "README.md").write_text("rendered manifests\n")
+    write_directory(objects, deploy)
+    write_directory([o for o in objects if o["kind"] != "Job"], deploy)  # the job went away
+    assert (deploy / ".git" / "HEAD").read_text() == "ref: refs/heads/main\n"
+    assert (deploy / ".github" / "workflows" / "ci.yaml").read_text() == "on: push\n"
+    assert (deploy / "README.md").read_text() == "rendered manifests\n"
+    assert not (deploy / "team-vision" / "job").exists()
+    assert (deploy / "team-vision" / "service" / "nb.yaml").is_file()
 
 
 def test_render_refuses_to_replace_what_it_did_not_write(tmp_path: Path) -> None:
@@ -397,10 +422,16 @@ def test_render_refuses_to_replace_what_it_did_not_write(tmp_path: Path) -> None
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("precious")
+    (mine / "kustomization.yaml").write_text("resources: [app.yaml]\n")
     result = CliRunner().invoke(main, ["render", str(tmp_path / "repo.yaml"), "-o", str(mine)])
     assert result.exit_code == 2
     assert "refusing to replace" in result.output
-    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    assert sorted(p.name for p in mine.iterdir()) == ["kustomization.yaml", "notes.txt"]
+    assert (mine / "kustomization.yaml").read_text() == "resources: [app.yaml]\n"
+    (mine / "kustomization.yaml").unlink()
+    result = CliRunner().invoke(main, ["render", str(tmp_path / "repo.yaml"), "-o", str(mine)])
+    assert result.exit_code == 0  # files of its own beside the user's
+    assert (mine / "notes.txt").read_text() == "precious"
     a_file = tmp_path / "file.yaml"
     a_file.write_text("x: 1\n")
     result = CliRunner().invoke(main, ["render", str(tmp_path / "repo.yaml"), "-o", str(a_file)])
