@@ -106,7 +106,23 @@ def test_train_job_is_a_gang_for_the_gitops_scheduler_with_whole_gpus(tmp_path: 
     assert labels["gitops-sched.io/workload"] == "ddp"
     assert labels["gitops-sched.io/type"] == "train"
     assert "activeDeadlineSeconds" not in job["spec"]
+    # its pods find each other: a headless Service, a subdomain and torchrun's variables
+    service = find(objects, "Service", "ddp")
+    assert service["spec"]["clusterIP"] == "None"
+    assert service["spec"]["publishNotReadyAddresses"] is True
+    assert service["spec"]["selector"] == {"gitops-sched.io/workload": "ddp"}
+    assert pod["subdomain"] == "ddp"
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container(job)["env"]}
+    assert env["MASTER_ADDR"] == env["PET_MASTER_ADDR"] == "ddp-0.ddp"
+    assert env["NNODES"] == "3" and env["MASTER_PORT"] == "29500"
+    index = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    assert env["NODE_RANK"] == {"fieldRef": {"fieldPath": index}}
+
+
+def test_a_single_pod_train_job_has_no_headless_service(tmp_path: Path) -> None:
+    objects = render(tmp_path, workload("solo", gpu=1))
     assert not any(o["kind"] == "Service" for o in objects)
+    assert "subdomain" not in find(objects, "Job", "solo")["spec"]["template"]["spec"]
 
 
 def test_interactive_job_stops_at_the_project_limit_and_serves_its_ports(tmp_path: Path) -> None:
@@ -233,7 +249,7 @@ def test_members_get_least_privilege_in_their_namespace(tmp_path: Path) -> None:
     assert by_resource["jobs"] == by_resource["deployments"] == READ_VERBS
     assert by_resource["pods/log"] == READ_VERBS
 
-    bindings = [o for o in objects if o["kind"] == "RoleBinding"]
+    bindings = [o for o in objects if o["kind"] == "RoleBinding" and o["roleRef"]["kind"] == "Role"]
     (binding,) = bindings  # nlp has no members, so nothing to bind
     assert binding["metadata"]["namespace"] == "team-vision"
     assert binding["roleRef"] == {
@@ -265,9 +281,28 @@ def test_department_admins_read_only_their_projects(tmp_path: Path) -> None:
         },
     ]
     binding = find(objects, "ClusterRoleBinding", "gitops-sched-department-research")
-    assert binding["subjects"] == [
-        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "boss@example.com"}
+    admin = {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "boss@example.com"}
+    assert binding["subjects"] == [admin]
+
+
+def test_department_admins_read_what_runs_in_their_projects_namespaces(tmp_path: Path) -> None:
+    objects = render(tmp_path)
+    reader = find(objects, "ClusterRole", "gitops-sched-namespace-reader")
+    for rule in reader["rules"]:
+        assert set(rule["verbs"]) <= READ_VERBS  # no exec, no port-forward, no writes
+    resources = {r for rule in reader["rules"] for r in rule["resources"]}
+    assert {"pods", "pods/log", "jobs", "events"} <= resources
+    bindings = [
+        o
+        for o in objects
+        if o["kind"] == "RoleBinding" and o["metadata"]["name"] == "gitops-sched-department-admins"
     ]
+    assert {b["metadata"]["namespace"] for b in bindings} == {"team-vision", "team-nlp"}
+    for binding in bindings:  # bound in the namespace only: a RoleBinding, not cluster-wide
+        assert binding["roleRef"]["name"] == "gitops-sched-namespace-reader"
+        assert binding["subjects"] == [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "boss@example.com"}
+        ]
 
 
 def test_network_policy_admits_only_the_namespace_and_the_system(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """Least-privilege access: project members use their workloads, department admins read
-their department's projects.
+their department's projects and what runs in the projects' namespaces.
 
 Members may read what their workloads consist of (pods and logs, jobs, deployments, services,
 events, Workload objects) and open a shell or port-forward into their pods for interactive
@@ -22,6 +22,7 @@ from gitops_sched.config.model import Department, Members, Project, Repo
 
 RBAC_API = "rbac.authorization.k8s.io"
 MEMBER_ROLE = "gitops-sched-member"
+NAMESPACE_READER = "gitops-sched-namespace-reader"
 READ = ["get", "list", "watch"]
 
 MEMBER_RULES = [
@@ -43,7 +44,39 @@ def render_rbac(repo: Repo) -> list[dict[str, Any]]:
         by_department.setdefault(project.department, []).append(project.name)
     for department in repo.departments:
         objects += admin_access(department, by_department.get(department.name, []))
+    objects += admin_namespace_access(repo)
     return objects
+
+
+def admin_namespace_access(repo: Repo) -> list[dict[str, Any]]:
+    """Department admins read what runs in their projects' namespaces (pods and logs, jobs,
+    deployments, services, events, workloads): one reader ClusterRole, bound per namespace."""
+    admins = {d.name: d for d in repo.departments if d.admins}
+    if not admins:
+        return []
+    reader = {
+        "apiVersion": f"{RBAC_API}/v1",
+        "kind": "ClusterRole",
+        "metadata": object_meta(NAMESPACE_READER),
+        "rules": [rule for rule in MEMBER_RULES if rule["verbs"] == READ],
+    }
+    bindings = []
+    for project in repo.projects:
+        department = admins.get(project.department)
+        if department is None:
+            continue
+        labels = {PROJECT_LABEL: project.name, DEPARTMENT_LABEL: department.name}
+        namespace = project_namespace(repo.cluster, project.name)
+        bindings.append(
+            {
+                "apiVersion": f"{RBAC_API}/v1",
+                "kind": "RoleBinding",
+                "metadata": object_meta("gitops-sched-department-admins", namespace, labels),
+                "roleRef": {"apiGroup": RBAC_API, "kind": "ClusterRole", "name": NAMESPACE_READER},
+                "subjects": _subjects(Members(users=department.admins)),
+            }
+        )
+    return [reader, *bindings]
 
 
 def member_access(namespace: str, project: Project) -> list[dict[str, Any]]:

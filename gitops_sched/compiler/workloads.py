@@ -6,6 +6,10 @@ plus a Service. Pods name the gitops-sched scheduler, which places them by quota
 share, and carry what it needs as labels and annotations: project, workload, type, gang size,
 priority, preemptible, and GPU shares that are not an extended resource.
 
+A train workload of several pods (a gang) also gets a headless Service and `subdomain`, so
+its pods resolve each other as `<job>-<rank>.<workload>`, and the rendezvous variables
+torchrun reads (MASTER_ADDR, MASTER_PORT, NNODES, NODE_RANK and their PET_ forms).
+
 GPU requests: whole GPUs are the device plugin's `nvidia.com/gpu`; a MIG profile is
 `nvidia.com/mig-<profile>` (the mixed strategy's resource); a fraction or an amount of GPU
 memory is only an annotation, because several pods share one GPU: the scheduler picks the
@@ -37,6 +41,8 @@ GPU_MEMORY = f"{GROUP}/gpu-memory"
 GPU_RESOURCE = "nvidia.com/gpu"
 SERVICE_TYPES = ("interactive", "inference")
 SHM_VOLUME = "dshm"
+RENDEZVOUS_PORT = 29500  # torchrun's default
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 # Retries of a failing job; an eviction (preemption, reclaim) is no failure: see _job.
 BACKOFF_LIMIT = 3
 
@@ -69,6 +75,10 @@ def render_workload(
         **_affinity(node_groups),
         **_containers(workload, spec),
     }
+    gang = workload.type == "train" and workload.replicas > 1
+    if gang:  # pods find each other as <job>-<rank>.<workload>: a headless Service names them
+        pod_spec["subdomain"] = workload.name
+        _add_rendezvous_env(pod_spec["containers"][0], workload)
     pod = {"metadata": pod_meta, "spec": pod_spec}
     meta = object_meta(
         workload.name, project_namespace(cluster, project.name), labels, source=workload.doc
@@ -80,7 +90,49 @@ def render_workload(
         objects = [_job(workload, meta, pod, deadline)]
     if workload.type in SERVICE_TYPES and spec.get("ports"):
         objects.append(_service(workload, meta, spec["ports"]))
+    if gang:
+        objects.append(_headless_service(workload, meta))
     return objects
+
+
+def _add_rendezvous_env(container: dict[str, Any], workload: Workload) -> None:
+    """What torchrun (and launchers reading the same names) needs to form the gang: rank 0's
+    address and port, the number of pods and this pod's rank (its completion index). The
+    user's own variables of the same names win."""
+    rank = {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX}']"}}
+    ours = {
+        "MASTER_ADDR": {"value": f"{workload.name}-0.{workload.name}"},
+        "MASTER_PORT": {"value": str(RENDEZVOUS_PORT)},
+        "NNODES": {"value": str(workload.replicas)},
+        "NODE_RANK": {"valueFrom": rank},
+    }
+    ours |= {f"PET_{name}": value for name, value in ours.items()}  # torchrun's own names
+    env = container.setdefault("env", [])
+    taken = {e["name"] for e in env}
+    env += [{"name": name, **value} for name, value in sorted(ours.items()) if name not in taken]
+
+
+def _headless_service(workload: Workload, meta: dict[str, Any]) -> dict[str, Any]:
+    """DNS names for a gang's pods (`<job>-<rank>.<workload>`), ready or not: ranks must
+    resolve each other before any of them is ready."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta,
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {WORKLOAD_LABEL: workload.name},
+            "ports": [
+                {
+                    "name": "rendezvous",
+                    "port": RENDEZVOUS_PORT,
+                    "targetPort": RENDEZVOUS_PORT,
+                    "protocol": "TCP",
+                }
+            ],
+        },
+    }
 
 
 def _pod_annotations(workload: Workload, spec: dict[str, Any]) -> dict[str, str]:
