@@ -533,3 +533,40 @@ def test_the_rendered_folder_applies_in_one_pass_crds_first(kube, tmp_path):
     assert result.errors == []
     assert len(result.created) == len(objects)
     client.close()
+
+
+def test_health_readiness_and_metrics_endpoints(kube, tmp_path):
+    import urllib.error
+    import urllib.request
+
+    from gitops_sched.reconciler.metrics import Health, Metrics, serve
+
+    repo = tmp_path / "repo"
+    revision = commit(repo, config({"vision": 8}))
+    metrics, health = Metrics(), Health(stale_after=60)
+    server = serve(metrics, health, "127.0.0.1", 0)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+
+    def get(path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(base + path) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, ""
+
+    assert get("/healthz")[0] == 200
+    assert get("/readyz")[0] == 503  # nothing fetched yet
+    settings = Settings(repo=str(repo), namespace=SYSTEM, identity="m")
+    outcome = Reconciler(settings, connect(kube), metrics=metrics, health=health).sync_once()
+    assert outcome.ok
+    assert get("/readyz")[0] == 200
+    text = get("/metrics")[1]
+    assert f'gitops_sched_reconcile_synced_commit_info{{commit="{revision}"}} 1.0' in text
+    applied = next(
+        line
+        for line in text.splitlines()
+        if line.startswith("gitops_sched_reconcile_objects_applied_total")
+    )
+    assert float(applied.split()[-1]) == outcome.result.objects
+    assert "gitops_sched_reconcile_duration_seconds_count 1.0" in text
+    server.shutdown()
