@@ -10,15 +10,17 @@ only if every pod fits, preferring a single topology domain.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+import heapq
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
+from functools import lru_cache
 
 from gitops_sched.engine.admission import headroom
 from gitops_sched.engine.requests import mig_share
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import GPU_EPSILON, Job, PodPlacement, RequestKind
-from gitops_sched.engine.usage import GpuKey, NodeUse, Usage
-from gitops_sched.hardware.mig import MigInstance, find_placement, layout_with
+from gitops_sched.engine.usage import GpuKey, NodeUse, PackEntry
+from gitops_sched.hardware.mig import MigInstance, layout_with
 
 
 def place(session: Session, job: Job, count: int | None = None) -> bool:
@@ -50,9 +52,9 @@ def _domains(session: Session, job: Job, count: int) -> list[str | None]:
     if count <= 1 or job.request.kind is RequestKind.NONE:
         return [None]
     free: dict[str, int] = {}
-    for use in session.candidate_nodes(job):
-        if use.node.topology:
-            free[use.node.topology] = free.get(use.node.topology, 0) + use.free_whole
+    for group in session.groups_of(job):
+        for domain, whole in session.usage.domain_free.get(group, {}).items():
+            free[domain] = free.get(domain, 0) + whole
     need = job.request.count * count if job.request.kind is RequestKind.WHOLE else 0
     fitting = sorted((f, d) for d, f in free.items() if f >= need)
     return [d for _, d in fitting] + [None]
@@ -89,7 +91,7 @@ def _in_domain(nodes: Iterable[NodeUse], domain: str | None) -> Iterable[NodeUse
 
 
 def _whole(session: Session, job: Job, count: int, domain: str | None) -> PodPlacement | None:
-    for use in _in_domain(session.nodes_with_free(job, max(count, 1)), domain):
+    for use in session.nodes_with_free(job, max(count, 1), domain):
         free = [g.index for g in use.gpus if g.is_free][:count]
         return PodPlacement(use.name, tuple(free))
     return None
@@ -127,7 +129,7 @@ def _shared(session: Session, job: Job, domain: str | None, limit: float) -> Pod
                 best = min(best, fit)
     if best is not _NO_FIT:
         return PodPlacement(best[2], (best[3],), fraction=best[4])
-    for use in _in_domain(session.nodes_with_free(job, 1), domain):
+    for use in session.nodes_with_free(job, 1, domain):
         gpu = next(g for g in use.gpus if g.is_free)
         share = _share_of(job, gpu.memory_mib)
         if share <= min(1.0, limit) + GPU_EPSILON:
@@ -155,63 +157,64 @@ def _shared_fit(
 def _mig(session: Session, job: Job, domain: str | None, limit: float) -> PodPlacement | None:
     """An idle instance of the profile; else create one; else make room among idle ones.
 
-    GPUs with the most busy instances come first (packing), then by node and index.
+    GPUs with the most busy instances come first (packing), then by node and index: the
+    usage indexes keep them in that order, so each step takes the first GPU allowed.
     """
     profile = job.request.mig_profile
     usage = session.usage
     groups = session.groups_of(job)
-    share_fits: dict[str, bool] = {}
+    share_fits = {
+        model: mig_share(model, profile) <= limit + GPU_EPSILON
+        for group in groups
+        for model in usage.group_models.get(group, ())
+    }
+    within = [g for g in groups if any(share_fits[m] for m in usage.group_models.get(g, ()))]
+    name = (profile,) if domain is None else (profile, domain)
 
-    def allowed(key: GpuKey) -> bool:
-        node = usage.nodes[key[0]].node
-        if node.gpu_model not in share_fits:
-            share = mig_share(node.gpu_model, profile)
-            share_fits[node.gpu_model] = share <= limit + GPU_EPSILON
-        return share_fits[node.gpu_model] and (domain is None or node.topology == domain)
+    def allowed(entries: Iterable[PackEntry], group: str) -> Iterator[PackEntry]:
+        """The entries of the group's GPUs whose model's share fits the limit."""
+        if all(share_fits[m] for m in usage.group_models[group]):
+            return iter(entries)
+        return (e for e in entries if share_fits[usage.nodes[e[1]].node.gpu_model])
 
-    def packing(key: GpuKey) -> tuple:
-        return (-usage.gpu(key)[1].busy_instances, key)
+    def first(index: dict[tuple[str, ...], list[PackEntry]]) -> PackEntry | None:
+        heads = (next(allowed(index.get((g, *name), ()), g), None) for g in within)
+        return min((h for h in heads if h is not None), default=None)
 
-    idle = min(
-        (k for g in groups for k in usage.idle_mig.get((g, profile), ()) if allowed(k)),
-        key=packing,
-        default=None,
-    )
+    idle = first(usage.idle_mig)
     if idle is not None:
-        use, gpu = usage.gpu(idle)
+        use, gpu = usage.gpu((idle[1], idle[2]))
         instance = next(i for i in gpu.idle_instances() if i.profile == profile)
         return PodPlacement(use.name, (gpu.index,), mig=instance)
-    room = min(
-        (
-            key
-            for group in groups
-            for key in usage.mig_roomy.get(group, ())
-            if allowed(key) and _mig_start(usage, key, profile) is not None
-        ),
-        key=packing,
-        default=None,
-    )
+    room = first(usage.mig_room)
     if room is not None:
-        use, gpu = usage.gpu(room)
-        return _create(session, use, gpu.index, profile, gpu.fits[profile], ())
-    with_idle = {k for (group, _), keys in usage.idle_mig.items() if group in groups for k in keys}
-    for key in sorted(filter(allowed, with_idle), key=packing):
-        use, gpu = usage.gpu(key)
-        if gpu.mig_static:
+        use, gpu = usage.gpu((room[1], room[2]))
+        start = use.mig_start(gpu, profile)
+        assert start is not None  # indexed in mig_room only where the profile fits
+        return _create(session, use, gpu.index, profile, start, ())
+    candidates = heapq.merge(*(allowed(usage.mig_idle_any.get(g, ()), g) for g in within))
+    for _, node, index in candidates:
+        use, gpu = usage.gpu((node, index))
+        if domain is not None and use.node.topology != domain:
             continue
-        removable = gpu.idle_instances()
-        plan = removable and layout_with(use.node.gpu_model, tuple(gpu.mig), profile, removable)
+        plan = _layout_with(use.node.gpu_model, tuple(gpu.mig), profile, gpu.idle_instances())
         if plan:
             return _create(session, use, gpu.index, profile, plan[0], plan[1])
     return None
 
 
-def _mig_start(usage: Usage, key: GpuKey, profile: str) -> int | None:
-    """Where `profile` would be created on the GPU, cached until its layout changes."""
-    use, gpu = usage.gpu(key)
-    if profile not in gpu.fits:
-        gpu.fits[profile] = find_placement(use.node.gpu_model, tuple(gpu.mig), profile)
-    return gpu.fits[profile]
+def _layout_with(
+    model: str, layout: tuple[MigInstance, ...], profile: str, idle: list[MigInstance]
+) -> tuple[int, tuple[MigInstance, ...]] | None:
+    """`layout_with` of one GPU, answered once per layout, idle instances and profile."""
+    return _cached_layout_with(model, layout, profile, tuple(idle))
+
+
+@lru_cache(maxsize=65536)
+def _cached_layout_with(
+    model: str, layout: tuple[MigInstance, ...], profile: str, idle: tuple[MigInstance, ...]
+) -> tuple[int, tuple[MigInstance, ...]] | None:
+    return layout_with(model, layout, profile, idle)
 
 
 def _create(

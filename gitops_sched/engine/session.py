@@ -7,6 +7,7 @@ session mutates; the snapshot it starts from stays frozen.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -71,6 +72,7 @@ class Session:
         self.usage = Usage(snapshot.nodes, running + held)
         self.nodes = self.usage.nodes
         self._candidates: dict[tuple[str, ...], list[NodeUse]] = {}
+        self._groups: dict[tuple[str, ...], list[str]] = {}
         self.allocated: dict[str, float] = dict.fromkeys([*self.projects, *self.departments], 0.0)
         self.fixed: dict[str, float] = dict(self.allocated)  # non-preemptible part
         self.evictions: list[Evict] = []
@@ -206,20 +208,32 @@ class Session:
         return self._candidates[groups]
 
     def groups_of(self, job: Job) -> list[str]:
-        """The node groups a job may use that have schedulable nodes."""
-        index = self.usage.free_index
-        return sorted(index) if not job.node_groups else sorted(set(job.node_groups) & set(index))
+        """The node groups a job may use that have schedulable nodes, sorted (cached per
+        groups: the indexed groups are fixed once the session is built)."""
+        groups = job.node_groups
+        if groups not in self._groups:
+            index = self.usage.free_index
+            self._groups[groups] = sorted(set(groups) & set(index) if groups else index)
+        return self._groups[groups]
 
     def free_whole(self, job: Job) -> int:
         return sum(self.usage.free_total.get(g, 0) for g in self.groups_of(job))
 
-    def nodes_with_free(self, job: Job, count: int) -> Iterator[NodeUse]:
-        """Schedulable allowed nodes with at least `count` free whole GPUs, fullest first."""
-        index = self.usage.free_index
-        names = self.groups_of(job)
-        top = max((max(index[g], default=0) for g in names), default=0)
+    def nodes_with_free(self, job: Job, count: int, domain: str | None = None) -> Iterator[NodeUse]:
+        """Schedulable allowed nodes (of the topology `domain` if given) with at least
+        `count` free whole GPUs, fullest first, then by name. Lazy over the live index:
+        change no usage while iterating."""
+        usage = self.usage
+        if domain is None:
+            indexes = [usage.free_index[g] for g in self.groups_of(job)]
+        else:
+            groups = self.groups_of(job)
+            indexes = [usage.free_in_domain.get((g, domain), {}) for g in groups]
+        top = max((max(index, default=0) for index in indexes), default=0)
         for free in range(count, top + 1):
-            for name in sorted(n for g in names for n in index[g].get(free, ())):
+            buckets = [bucket for index in indexes if (bucket := index.get(free))]
+            names = buckets[0] if len(buckets) == 1 else heapq.merge(*buckets)
+            for name in names:
                 yield self.nodes[name]
 
     # -- changes (undoable) ----------------------------------------------------------------

@@ -15,9 +15,12 @@ from dataclasses import dataclass, field
 
 from gitops_sched.engine.requests import mig_share
 from gitops_sched.engine.types import GPU_EPSILON, Node, PodPlacement
-from gitops_sched.hardware.mig import MigInstance
+from gitops_sched.hardware.mig import MigInstance, find_placement, mig_profiles
 
 GpuKey = tuple[str, int]  # (node name, GPU index)
+# (-busy MIG instances, node name, GPU index): sorted, the GPU with the most busy instances
+# first, then by node and index -- the order MIG placement packs GPUs in
+PackEntry = tuple[int, str, int]
 
 
 @dataclass
@@ -51,6 +54,12 @@ class NodeUse:
     def name(self) -> str:
         return self.node.name
 
+    def mig_start(self, gpu: GpuUse, profile: str) -> int | None:
+        """Where `profile` would be created on the GPU, cached until its layout changes."""
+        if profile not in gpu.fits:
+            gpu.fits[profile] = find_placement(self.node.gpu_model, tuple(gpu.mig), profile)
+        return gpu.fits[profile]
+
 
 class Usage:
     """GPU usage of every node, plus indexes by node group."""
@@ -66,6 +75,12 @@ class Usage:
         # node group -> free whole GPUs -> sorted node names
         self.free_index: dict[str, dict[int, list[str]]] = {}
         self.free_total: dict[str, int] = {}  # node group -> free whole GPUs
+        # (node group, topology domain) -> free whole GPUs -> sorted node names, and
+        # node group -> topology domain -> free whole GPUs (every domain with a node, even
+        # at 0): a gang kept in one domain neither scans nor sums every node
+        self.free_in_domain: dict[tuple[str, str], dict[int, list[str]]] = {}
+        self.domain_free: dict[str, dict[str, int]] = {}
+        self.group_models: dict[str, set[str]] = {}  # node group -> GPU models of its nodes
         # node group -> shared GPUs as (-used, node, index), fullest first: best fit by bisect
         self.shared: dict[str, list[tuple[float, str, int]]] = {}
         self._shared_entry: dict[GpuKey, tuple[float, str, int]] = {}
@@ -73,10 +88,19 @@ class Usage:
         self.solo: dict[tuple[str, str], set[GpuKey]] = {}
         self.project_of: dict[str, str] = {}  # job -> project, for `solo`
         self.group_memory: dict[str, int | None] = {}  # GPU memory if uniform in the group
-        # (node group, profile) -> GPUs with an idle instance of that profile
-        self.idle_mig: dict[tuple[str, str], set[GpuKey]] = {}
-        # node group -> dynamic MIG GPUs with compute slices left (where an instance may fit)
-        self.mig_roomy: dict[str, set[GpuKey]] = {}
+        # MIG placement takes the first GPU in packing order (see PackEntry) that has an idle
+        # instance of the profile, else the first where one can be created, else the first
+        # where destroying idle instances makes room: sorted lists answer each by bisect
+        # instead of a scan of every MIG GPU per pod. Keys are (node group, profile), and
+        # (node group, profile, topology domain) for gangs kept inside one domain.
+        # GPUs with an idle instance of the profile
+        self.idle_mig: dict[tuple[str, ...], list[PackEntry]] = {}
+        # dynamic MIG GPUs with compute slices left where the profile can be created
+        self.mig_room: dict[tuple[str, ...], list[PackEntry]] = {}
+        # node group -> dynamic MIG GPUs with an idle instance of any profile
+        self.mig_idle_any: dict[str, list[PackEntry]] = {}
+        self._mig_entries: dict[GpuKey, list[tuple[list[PackEntry], PackEntry]]] = {}
+        self._mig_profiles: dict[str, tuple[str, ...]] = {}  # GPU model -> its MIG profiles
         for node in sorted(nodes, key=lambda n: n.name):
             gpus = [
                 GpuUse(
@@ -90,6 +114,7 @@ class Usage:
             ]
             use = NodeUse(node, gpus)
             self.nodes[node.name] = use
+            self.group_models.setdefault(node.node_group, set()).add(node.gpu_model)
             for gpu in gpus:
                 known = self.group_memory.setdefault(node.node_group, gpu.memory_mib)
                 if known != gpu.memory_mib:
@@ -156,6 +181,17 @@ class Usage:
         else:
             del bucket[bisect.bisect_left(bucket, use.name)]
         self.free_total[group] = self.free_total.get(group, 0) + sign * use.free_whole
+        domain = use.node.topology
+        if domain:
+            bucket = self.free_in_domain.setdefault((group, domain), {}).setdefault(
+                use.free_whole, []
+            )
+            if sign > 0:
+                bisect.insort(bucket, use.name)
+            else:
+                del bucket[bisect.bisect_left(bucket, use.name)]
+            free = self.domain_free.setdefault(group, {})
+            free[domain] = free.get(domain, 0) + sign * use.free_whole
 
     def _index_gpu(self, use: NodeUse, gpu: GpuUse, sign: int) -> None:
         if not use.node.schedulable:
@@ -173,12 +209,43 @@ class Usage:
             projects = {self.project_of[job] for job in gpu.shares}
             if len(projects) == 1:
                 _toggle(self.solo.setdefault((group, projects.pop()), set()), key, sign)
-        if gpu.mig_enabled and not gpu.mig_static:
-            used = sum(mig_share(use.node.gpu_model, i.profile) for i in gpu.mig)
-            if used < 1 - GPU_EPSILON:
-                _toggle(self.mig_roomy.setdefault(group, set()), key, sign)
-        for profile in {i.profile for i, job in gpu.mig.items() if not job}:
-            _toggle(self.idle_mig.setdefault((group, profile), set()), key, sign)
+        if sign > 0:
+            if gpu.mig or gpu.mig_enabled:
+                self._index_mig(use, gpu, key)
+        else:
+            for entries, entry in self._mig_entries.pop(key, ()):
+                del entries[bisect.bisect_left(entries, entry)]
+
+    def _index_mig(self, use: NodeUse, gpu: GpuUse, key: GpuKey) -> None:
+        group, domain = use.node.node_group, use.node.topology
+        entry = (-gpu.busy_instances, key[0], key[1])
+        lists: list[tuple[list[PackEntry], PackEntry]] = []
+        self._mig_entries[key] = lists
+
+        def add(index: dict[tuple[str, ...], list[PackEntry]], profile: str) -> None:
+            for name in (
+                ((group, profile), (group, profile, domain)) if domain else ((group, profile),)
+            ):
+                entries = index.setdefault(name, [])
+                bisect.insort(entries, entry)
+                lists.append((entries, entry))
+
+        idle = {i.profile for i, job in gpu.mig.items() if not job}
+        for profile in idle:
+            add(self.idle_mig, profile)
+        if gpu.mig_static:
+            return
+        if idle:
+            entries = self.mig_idle_any.setdefault(group, [])
+            bisect.insort(entries, entry)
+            lists.append((entries, entry))
+        model = use.node.gpu_model
+        if gpu.mig_enabled and sum(mig_share(model, i.profile) for i in gpu.mig) < 1 - GPU_EPSILON:
+            if model not in self._mig_profiles:
+                self._mig_profiles[model] = tuple(mig_profiles(model))
+            for profile in self._mig_profiles[model]:
+                if use.mig_start(gpu, profile) is not None:
+                    add(self.mig_room, profile)
 
 
 def _toggle(index: set[GpuKey], key: GpuKey, sign: int) -> None:
