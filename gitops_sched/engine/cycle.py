@@ -21,12 +21,26 @@ from gitops_sched.engine.types import (
 )
 
 ACTIONS = (enforce_limits, allocate, consolidate, reclaim, preempt, evict_stale_gangs)
+# Evictions change what the actions may do next: a project whose work was reclaimed may now
+# be below its fair share and reclaim in turn; GPUs freed beyond what a job took are free
+# for others. The actions from reclaim on repeat, with allocate last, while a round evicts
+# something, so that one cycle does all the work the next would have done.
+REPEATED = (reclaim, preempt, allocate)
+MAX_ROUNDS = 4
 
 
 def schedule(snapshot: Snapshot) -> Decisions:
     """Decide binds, evictions and MIG changes for one cycle; pure and deterministic."""
     session = Session(snapshot)
-    for action in ACTIONS:
+    for action in ACTIONS[:3]:
+        action(session)
+    for _ in range(MAX_ROUNDS):
+        before = (len(session.evictions), len(session.binds))
+        for action in REPEATED:
+            action(session)
+        if len(session.evictions) == before[0]:
+            break
+    for action in ACTIONS[5:]:
         action(session)
     queued: dict[str, float] = {}
     pending = session.pending()
@@ -46,10 +60,10 @@ def schedule(snapshot: Snapshot) -> Decisions:
         )
 
     evictions, binds = net_changes(snapshot, session)
-    waits = _Waits(snapshot, evictions)
+    waits = _Waits(snapshot, evictions, session.mig_changes)
     return Decisions(
         evictions=evictions,
-        binds=tuple(waits.bind(bind, session.mig_changes) for bind in binds),
+        binds=tuple(waits.bind(bind) for bind in binds),
         mig_changes=tuple(waits.mig(change) for change in session.mig_changes),
         departments=tuple(status(d) for d in snapshot.policy.departments),
         projects=tuple(status(p) for p in snapshot.policy.projects),
@@ -99,8 +113,17 @@ class _Waits:
     MIG changes on one GPU are carried out in the order listed, so a create needs no more.
     """
 
-    def __init__(self, snapshot: Snapshot, evictions: tuple[Evict, ...]) -> None:
+    def __init__(
+        self, snapshot: Snapshot, evictions: tuple[Evict, ...], changes: list[MigChange]
+    ) -> None:
         self.holders: dict[tuple, set[str]] = {}
+        # the creates per instance, in the order made: a bind looks up its own instead of
+        # scanning every MIG change of the cycle
+        self.creates: dict[tuple, list[tuple[int, MigChange]]] = {}
+        for position, change in enumerate(changes):
+            if change.create:
+                key = (change.node, change.gpu, change.instance)
+                self.creates.setdefault(key, []).append((position, change))
         leaving = [(evict.job, pod) for evict in evictions for pod in evict.pods]
         leaving += [(releasing.job, releasing.pod) for releasing in snapshot.releasing]
         for job, pod in leaving:
@@ -111,11 +134,10 @@ class _Waits:
         found = {h for pod in pods for slot in _slots(pod) for h in self.holders.get(slot, ())}
         return tuple(sorted(found - {job}))
 
-    def bind(self, bind: Bind, changes: list[MigChange]) -> Bind:
+    def bind(self, bind: Bind) -> Bind:
         instances = {(p.node, p.gpus[0], p.mig) for p in bind.pods if p.mig is not None}
-        created = tuple(
-            self.mig(c) for c in changes if c.create and (c.node, c.gpu, c.instance) in instances
-        )
+        found = sorted(c for i in instances for c in self.creates.get(i, ()))
+        created = tuple(self.mig(change) for _, change in found)
         return Bind(bind.job, bind.pods, self._leaving(bind.job, bind.pods), created)
 
     def mig(self, change: MigChange) -> MigChange:

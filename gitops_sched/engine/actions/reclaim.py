@@ -19,6 +19,7 @@ victims have left: a department at its hard limit can reclaim from a sibling pro
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
 
 from gitops_sched.engine.actions.victims import Victim, VictimPool, evict_until_placed
 from gitops_sched.engine.admission import fits_quota, may_reclaim, quota_blocker
@@ -32,8 +33,10 @@ def reclaim(session: Session) -> None:
     queues = session.pending_by_project()
     pool = VictimPool(session)
     order = _VictimQueues(session, list(pool.by_project))
-    # A job shape that could not reclaim is not tried again this cycle: every reclaim
-    # only lowers what victims can still give, so a later try would fail the same way.
+    # A job shape that could not reclaim for a project is not tried again for it this
+    # cycle: every reclaim only lowers what victims can still give, so a later try would
+    # fail the same way. The project is part of the shape: its own work is never a victim
+    # and its quota and ratio decide which victims it may take.
     failed_shapes: set[tuple] = set()
     for name in session.serve_order(queues):
         failed = 0
@@ -49,7 +52,7 @@ def reclaim(session: Session) -> None:
             guaranteed = (
                 session.allocated[name] + gain <= session.projects[name].deserved + GPU_EPSILON
             )
-            shape = (job.request, job.next_pods, job.node_groups, guaranteed)
+            shape = (name, job.request, job.next_pods, job.node_groups, guaranteed)
             if shape in failed_shapes:
                 continue
             if _reclaim_for(session, job, pool, order, gain, guaranteed):
@@ -83,11 +86,11 @@ class _VictimQueues:
         self.keys = {p: session.victim_queue_key(p) for p in projects}
         self.sorted = sorted(self.keys.values())  # each key ends with its project's name
 
-    def refresh(self, projects: list[str] | None = None) -> None:
-        """Re-place the projects (default: all) whose allocation changed."""
-        for project in self.allocated if projects is None else projects:
+    def refresh(self, projects: Iterable[str]) -> None:
+        """Re-place those of the projects whose allocation changed."""
+        for project in projects:
             allocated = self.session.allocated.get(project, 0.0)
-            if allocated != self.allocated[project]:
+            if project in self.allocated and allocated != self.allocated[project]:
                 del self.sorted[bisect.bisect_left(self.sorted, self.keys[project])]
                 self.allocated[project] = allocated
                 self.keys[project] = self.session.victim_queue_key(project)
@@ -103,7 +106,8 @@ def _reclaim_for(
     guaranteed: bool,
 ) -> bool:
     allowed = set(job.node_groups) or None
-    order.refresh()
+    pool.begin()
+    touched = {job.project}  # projects whose allocation this try may change
     cursors: dict[str, int] = {}  # project -> its next victim to consider for this job
     done = {job.project}  # projects with nothing (more) to give this job
     last: list[str] = []  # the project that gave the last victim: its key has changed
@@ -126,6 +130,7 @@ def _reclaim_for(
                 if _may_lose(session, job, gain, victim.job, pool.gpus(victim), guaranteed):
                     cursors[project] = index + 1
                     last.append(project)
+                    touched.add(project)
                     freed_nodes.update(_nodes(session, victim))
                     return victim
             done.add(project)
@@ -134,12 +139,15 @@ def _reclaim_for(
         while movable:
             victim = movable.pop()
             if pool.still_running(victim):
+                touched.add(session.jobs[victim.job].project)
                 return victim
         return None
 
-    return evict_until_placed(
+    placed = evict_until_placed(
         session, job, EvictReason.RECLAIM, next_victim, lambda: fits_quota(session, job)
     )
+    order.refresh(touched)  # kept or undone, the allocations may have moved
+    return placed
 
 
 def _nodes(session: Session, victim: Victim) -> set[str]:

@@ -149,6 +149,11 @@ class VictimPool:
         self.session = session
         self.by_project: dict[str, list[Victim]] = {}
         self._by_node: dict[str, list[Victim]] = {}  # whole jobs by the nodes they run on
+        self._group = {name: use.node.node_group for name, use in session.nodes.items()}
+        # (project, allowed groups) -> index of its first victim that may still be usable:
+        # those before it are gone for good or run outside those groups (see first_usable)
+        self._frontier: dict[tuple[str, frozenset[str] | None], int] = {}
+        self._mark = 0  # session.evictions before the current job's try
         for job in sorted(session.running(), key=victim_order):
             if job.preemptible:
                 victims = self._victims(job)
@@ -157,10 +162,8 @@ class VictimPool:
                     self._by_node.setdefault(node, []).append(victims[-1])
 
     def groups(self, job: Job) -> frozenset[str]:
-        session = self.session
-        return frozenset(
-            session.nodes[p.node].node.node_group for p in job.placement if p.node in session.nodes
-        )
+        group = self._group
+        return frozenset(group[p.node] for p in job.placement if p.node in group)
 
     def _victims(self, job: Job) -> list[Victim]:
         groups = self.groups(job)
@@ -183,13 +186,34 @@ class VictimPool:
     def still_running(self, victim: Victim) -> bool:
         return still_running(self.session, victim)
 
+    def begin(self) -> None:
+        """A job's try starts: what is evicted from now on may still be given back."""
+        self._mark = len(self.session.evictions)
+
     def first_usable(self, project: str, start: int, allowed: set[str] | None) -> int | None:
-        """Index of the project's next victim still running on an allowed node group."""
+        """Index of the project's next victim, at `start` or after, still running on an
+        allowed node group.
+
+        Within an action a victim that has stopped (and was not stopped by the current
+        try, which may give it back) never runs again, so each (project, allowed groups)
+        keeps a frontier past such victims and past those outside the groups: later jobs
+        start there instead of rescanning them.
+        """
         candidates = self.by_project[project]
-        for index in range(start, len(candidates)):
+        key = (project, frozenset(allowed) if allowed else None)
+        frontier = self._frontier.get(key, 0)
+        index = max(start, frontier)
+        trying: set[str] | None = None  # jobs the current try evicted
+        while index < len(candidates):
             victim = candidates[index]
-            if self.still_running(victim) and (
-                allowed is None or not victim.groups.isdisjoint(allowed)
-            ):
+            inside = allowed is None or not victim.groups.isdisjoint(allowed)
+            if inside and self.still_running(victim):
                 return index
+            if index == frontier:
+                if inside and trying is None:
+                    trying = {e.job for e in self.session.evictions[self._mark :]}
+                if not inside or victim.job not in trying:  # type: ignore[operator]
+                    frontier += 1
+                    self._frontier[key] = frontier
+            index += 1
         return None
