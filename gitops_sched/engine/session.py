@@ -81,6 +81,9 @@ class Session:
         self.pending_reasons: dict[str, str] = {}
         self._undo: list[Callable[[], None]] | None = None
         self._nominal: dict[tuple, tuple[str, int]] = {}
+        # job -> (the job as last counted, its placed GPUs): victim scans ask again and
+        # again about jobs that have not changed (a changed job is a new object)
+        self._placed: dict[str, tuple[Job, float]] = {}
         for job in self.jobs.values():
             if job.running:
                 self._account(job, job.placement, +1)
@@ -179,7 +182,13 @@ class Session:
 
     def placed_gpus(self, job: Job, pods: tuple[PodPlacement, ...] | None = None) -> float:
         """GPUs the job's running pods (or `pods`) count for against quota."""
-        return sum(self._pod_gpus(job, pod) for pod in (job.placement if pods is None else pods))
+        if pods is not None:
+            return sum(self._pod_gpus(job, pod) for pod in pods)
+        counted = self._placed.get(job.key)
+        if counted is None or counted[0] is not job:
+            counted = (job, sum(self._pod_gpus(job, pod) for pod in job.placement))
+            self._placed[job.key] = counted
+        return counted[1]
 
     def wanted_gpus(self, job: Job, pods: int | None = None) -> float:
         """GPUs `pods` more pods (default: the next placement's) would count for, on the

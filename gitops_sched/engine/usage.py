@@ -35,6 +35,7 @@ class GpuUse:
     mig: dict[MigInstance, str] = field(default_factory=dict)  # instance -> job ("" = idle)
     busy_instances: int = 0
     fits: dict[str, int | None] = field(default_factory=dict)  # MIG profile -> start; per layout
+    creatable: tuple[str, ...] | None = None  # MIG profiles that fit beside the layout, once
 
     @property
     def is_free(self) -> bool:
@@ -148,6 +149,7 @@ class Usage:
         self._index_gpu(use, gpu, -1)
         gpu.mig[instance] = ""
         gpu.fits.clear()
+        gpu.creatable = None
         self._index_gpu(use, gpu, +1)
 
     def remove_instance(self, node: str, index: int, instance: MigInstance) -> None:
@@ -156,6 +158,7 @@ class Usage:
         self._index_gpu(use, gpu, -1)
         del gpu.mig[instance]
         gpu.fits.clear()
+        gpu.creatable = None
         self._index_gpu(use, gpu, +1)
 
     def _change(self, job: str, pod: PodPlacement, sign: int) -> None:
@@ -239,13 +242,24 @@ class Usage:
             entries = self.mig_idle_any.setdefault(group, [])
             bisect.insort(entries, entry)
             lists.append((entries, entry))
-        model = use.node.gpu_model
-        if gpu.mig_enabled and sum(mig_share(model, i.profile) for i in gpu.mig) < 1 - GPU_EPSILON:
+        if gpu.mig_enabled:
+            for profile in self._creatable(use, gpu):
+                add(self.mig_room, profile)
+
+    def _creatable(self, use: NodeUse, gpu: GpuUse) -> tuple[str, ...]:
+        """The profiles that could be created on a dynamic MIG GPU with compute slices
+        left, worked out once per layout."""
+        if gpu.creatable is None:
+            model = use.node.gpu_model
             if model not in self._mig_profiles:
                 self._mig_profiles[model] = tuple(mig_profiles(model))
-            for profile in self._mig_profiles[model]:
-                if use.mig_start(gpu, profile) is not None:
-                    add(self.mig_room, profile)
+            used = sum(mig_share(model, i.profile) for i in gpu.mig)
+            gpu.creatable = tuple(
+                profile
+                for profile in self._mig_profiles[model]
+                if used < 1 - GPU_EPSILON and use.mig_start(gpu, profile) is not None
+            )
+        return gpu.creatable
 
 
 def _toggle(index: set[GpuKey], key: GpuKey, sign: int) -> None:
