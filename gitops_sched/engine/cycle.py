@@ -10,6 +10,7 @@ from gitops_sched.engine.actions.reclaim import reclaim
 from gitops_sched.engine.actions.stale_gangs import evict_stale_gangs
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import (
+    GPU_EPSILON,
     Bind,
     Decisions,
     Evict,
@@ -20,28 +21,39 @@ from gitops_sched.engine.types import (
     Snapshot,
 )
 
+# The actions, each in the order of its first run (schedule repeats some, see below)
 ACTIONS = (enforce_limits, allocate, consolidate, reclaim, preempt, evict_stale_gangs)
 # Evictions change what the actions may do next: a project whose work was reclaimed may now
-# be below its fair share and reclaim in turn; GPUs freed beyond what a job took are free
-# for others. The actions from reclaim on repeat, with allocate last, while a round evicts
-# something, so that one cycle does all the work the next would have done.
-REPEATED = (reclaim, preempt, allocate)
+# be below its fair share and reclaim in turn, and GPUs freed beyond what a job took are
+# free for others. So reclaim, preempt and allocate repeat, in rounds, while a round evicts
+# something: one cycle does the work the next cycles would have done. A later round's
+# reclaim serves only the projects that lost GPUs in the round before (the others failed
+# already with as much or more), its preempt only those whose GPUs changed (the others
+# have the same victims); allocate, last in each round, serves every project.
 MAX_ROUNDS = 4
 
 
 def schedule(snapshot: Snapshot) -> Decisions:
     """Decide binds, evictions and MIG changes for one cycle; pure and deterministic."""
     session = Session(snapshot)
-    for action in ACTIONS[:3]:
-        action(session)
+    enforce_limits(session)
+    allocate(session)
+    consolidate(session)
+    claimants: set[str] | None = None  # None: every project
+    changed: set[str] | None = None
     for _ in range(MAX_ROUNDS):
-        before = (len(session.evictions), len(session.binds))
-        for action in REPEATED:
-            action(session)
-        if len(session.evictions) == before[0]:
+        evicted = len(session.evictions)
+        allocated = dict(session.allocated)
+        reclaim(session, claimants)
+        preempt(session, changed)
+        allocate(session)
+        if len(session.evictions) == evicted:
             break
-    for action in ACTIONS[5:]:
-        action(session)
+        claimants = {q for q, had in allocated.items() if session.allocated[q] < had - GPU_EPSILON}
+        changed = {
+            q for q, had in allocated.items() if abs(session.allocated[q] - had) > GPU_EPSILON
+        }
+    evict_stale_gangs(session)
     queued: dict[str, float] = {}
     pending = session.pending()
     for job in pending:

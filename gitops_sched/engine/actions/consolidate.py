@@ -41,6 +41,9 @@ def consolidate(session: Session) -> None:
         return
     queues = session.pending_by_project()
     failed: set[tuple] = set()
+    # plans per (node groups, request), kept while nothing is moved: a failed try leaves
+    # no trace, so the next job of that request finds the same plans
+    plans: dict[tuple, list[Plan]] = {}
     for name in session.serve_order(queues):
         for job in queues[name]:
             job = session.jobs[job.key]
@@ -53,8 +56,9 @@ def consolidate(session: Session) -> None:
             # moves keep the room in total: a job without enough of it never fits this cycle
             if room_in_total(session, job) < pod_need(session, job) * job.next_pods - GPU_EPSILON:
                 failed.add(shape)
-            elif _consolidate_for(session, job):
+            elif _consolidate_for(session, job, plans):
                 session.pending_reasons.pop(job.key, None)
+                plans.clear()
             else:
                 failed.add(shape)
 
@@ -75,8 +79,14 @@ def room_in_total(session: Session, job: Job) -> float:
     return room
 
 
-def _consolidate_for(session: Session, job: Job) -> bool:
-    plans = _plans(session, job)
+def _consolidate_for(session: Session, job: Job, cache: dict[tuple, list[Plan]]) -> bool:
+    if job.running:  # its own pods are not movable: its plans are its own
+        plans = _plans(session, job)
+    else:
+        key = (job.node_groups, job.request)
+        if key not in cache:
+            cache[key] = _plans(session, job)
+        plans = cache[key]
     for start in range(min(len(plans), MAX_TRIES)):
         with session.statement() as commit:
             taken: list[Taken] = []

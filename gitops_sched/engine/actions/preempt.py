@@ -10,43 +10,64 @@ trade a train job for an inference job, as KAI's preempt does.
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Collection
+from functools import partial
+
 from gitops_sched.engine.actions.victims import VictimPool, evict_until_placed
 from gitops_sched.engine.admission import fits_quota, quota_blocker
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason
 
 
-def preempt(session: Session) -> None:
+def preempt(session: Session, projects: Collection[str] | None = None) -> None:
+    """Preempt for the pending work of every project, or only of `projects`."""
     queues = session.pending_by_project()
-    pool = VictimPool(session)
+    if projects is not None:
+        queues = {name: jobs for name, jobs in queues.items() if name in projects}
+    pool = VictimPool(session, set(queues))
+    # a project's victims by priority (the pool's order): those below a job's priority
+    # are a prefix, found by bisection
+    priorities = {
+        name: [session.jobs[v.job].priority for v in victims]
+        for name, victims in pool.by_project.items()
+    }
+    # (project, shape, priority) that found no room: the same victims are left, or fewer
+    failed: set[tuple] = set()
     for name in session.serve_order(queues):
+        if name not in pool.by_project:
+            continue
         for job in queues[name]:
             job = session.jobs[job.key]
             if job.missing == 0:
                 continue
+            cut = bisect.bisect_left(priorities[name], job.priority)
+            shape = (name, job.request, job.next_pods, job.node_groups, job.priority)
+            if cut == 0 or shape in failed:
+                continue
             allowed = set(job.node_groups) or None
-            victims = [
-                v
-                for v in pool.by_project.get(name, ())
-                if v.job != job.key
-                and session.jobs[v.job].priority < job.priority
-                and pool.still_running(v)
-                and (allowed is None or not v.groups.isdisjoint(allowed))
-            ]
+            pool.begin()
+            victims = []
+            index = pool.first_usable(name, 0, allowed)
+            while index is not None and index < cut:
+                if pool.by_project[name][index].job != job.key:
+                    victims.append(pool.by_project[name][index])
+                index = pool.first_usable(name, index + 1, allowed)
             if not victims:
                 continue
-            freed = sum(pool.gpus(v) for v in victims if v.pods is None)
-            freeable = {name: freed, session.department_of(name): freed}
-            if quota_blocker(session, job, freeable):
-                continue
+            if quota_blocker(session, job):
+                freed = sum(pool.gpus(v) for v in victims if v.pods is None)
+                freeable = {name: freed, session.department_of(name): freed}
+                if quota_blocker(session, job, freeable):
+                    continue
             ceiling = max(session.fair_share.get(name, 0.0), session.allocated[name])
-
-            def next_victim(victims=victims):
-                return victims.pop(0) if victims else None
 
             def accept(job=job, name=name, ceiling=ceiling) -> bool:
                 within_share = session.allocated[name] <= ceiling + GPU_EPSILON
                 return within_share and fits_quota(session, job)
 
+            next_victim = partial(next, iter(victims), None)
             if evict_until_placed(session, job, EvictReason.PREEMPT, next_victim, accept):
                 session.pending_reasons.pop(job.key, None)
+            else:
+                failed.add(shape)

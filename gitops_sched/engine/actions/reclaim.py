@@ -19,7 +19,7 @@ victims have left: a department at its hard limit can reclaim from a sibling pro
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from gitops_sched.engine.actions.victims import Victim, VictimPool, evict_until_placed
 from gitops_sched.engine.admission import fits_quota, may_reclaim, quota_blocker
@@ -29,8 +29,11 @@ from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job
 MAX_FAILED_PER_PROJECT = 2  # a queue whose first jobs cannot reclaim waits for next cycle
 
 
-def reclaim(session: Session) -> None:
+def reclaim(session: Session, claimants: Collection[str] | None = None) -> None:
+    """Reclaim for the pending work of every project, or only of `claimants`."""
     queues = session.pending_by_project()
+    if claimants is not None:
+        queues = {name: jobs for name, jobs in queues.items() if name in claimants}
     pool = VictimPool(session)
     order = _VictimQueues(session, list(pool.by_project))
     # A job shape that could not reclaim for a project is not tried again for it this

@@ -9,7 +9,7 @@ the same cycle), and only the rest are stopped.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from gitops_sched.engine.placement import place
@@ -145,7 +145,8 @@ class VictimPool:
     first, before the job as a whole.
     """
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, projects: Collection[str] | None = None) -> None:
+        """The victims of every project, or only of `projects`."""
         self.session = session
         self.by_project: dict[str, list[Victim]] = {}
         self._by_node: dict[str, list[Victim]] = {}  # whole jobs by the nodes they run on
@@ -154,7 +155,10 @@ class VictimPool:
         # those before it are gone for good or run outside those groups (see first_usable)
         self._frontier: dict[tuple[str, frozenset[str] | None], int] = {}
         self._mark = 0  # session.evictions before the current job's try
-        for job in sorted(session.running(), key=victim_order):
+        running = session.running()
+        if projects is not None:
+            running = [job for job in running if job.project in projects]
+        for job in sorted(running, key=victim_order):
             if job.preemptible:
                 victims = self._victims(job)
                 self.by_project.setdefault(job.project, []).extend(victims)
