@@ -129,10 +129,17 @@ def _shared(session: Session, job: Job, domain: str | None, limit: float) -> Pod
                 best = min(best, fit)
     if best is not _NO_FIT:
         return PodPlacement(best[2], (best[3],), fraction=best[4])
-    for use in session.nodes_with_free(job, 1, domain):
+    cap = min(1.0, limit) + GPU_EPSILON
+    # a group whose GPUs all have one memory size fits the share on every node or on none
+    fitting = [
+        g
+        for g in groups
+        if (memory := usage.group_memory.get(g)) is None or _share_of(job, memory) <= cap
+    ]
+    for use in session.nodes_with_free(job, 1, domain, fitting):
         gpu = next(g for g in use.gpus if g.is_free)
         share = _share_of(job, gpu.memory_mib)
-        if share <= min(1.0, limit) + GPU_EPSILON:
+        if share <= cap:
             return PodPlacement(use.name, (gpu.index,), fraction=min(share, 1.0))
     return None
 

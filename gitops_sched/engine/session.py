@@ -8,7 +8,7 @@ session mutates; the snapshot it starts from stays frozen.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -228,15 +228,21 @@ class Session:
     def free_whole(self, job: Job) -> int:
         return sum(self.usage.free_total.get(g, 0) for g in self.groups_of(job))
 
-    def nodes_with_free(self, job: Job, count: int, domain: str | None = None) -> Iterator[NodeUse]:
-        """Schedulable allowed nodes (of the topology `domain` if given) with at least
-        `count` free whole GPUs, fullest first, then by name. Lazy over the live index:
-        change no usage while iterating."""
+    def nodes_with_free(
+        self,
+        job: Job,
+        count: int,
+        domain: str | None = None,
+        groups: Iterable[str] | None = None,
+    ) -> Iterator[NodeUse]:
+        """Schedulable allowed nodes (of the topology `domain`, of `groups` -- some of
+        groups_of(job) -- if given) with at least `count` free whole GPUs, fullest first,
+        then by name. Lazy over the live index: change no usage while iterating."""
         usage = self.usage
+        groups = self.groups_of(job) if groups is None else groups
         if domain is None:
-            indexes = [usage.free_index[g] for g in self.groups_of(job)]
+            indexes = [usage.free_index[g] for g in groups]
         else:
-            groups = self.groups_of(job)
             indexes = [usage.free_in_domain.get((g, domain), {}) for g in groups]
         top = max((max(index, default=0) for index in indexes), default=0)
         for free in range(count, top + 1):
