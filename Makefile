@@ -2,13 +2,18 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install test lint format golden bench
+.PHONY: install test thorough lint format golden bench
 
 install:
 	python3 -m venv $(VENV) && $(VENV)/bin/pip install -q -e '.[test]'
 
 test:
 	$(VENV)/bin/pytest
+
+thorough:  # the property tests with ten times the examples (hypothesis profile `thorough`)
+	HYPOTHESIS_PROFILE=thorough $(VENV)/bin/pytest tests/test_engine_properties.py \
+		tests/test_engine_live.py tests/test_engine_kai_parity.py tests/test_fairshare.py \
+		tests/test_consolidation_properties.py tests/test_engine_codec.py tests/test_schema.py
 
 lint:
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

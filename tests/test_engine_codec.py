@@ -6,6 +6,7 @@ import json
 from dataclasses import replace
 
 import pytest
+from conftest import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from strategies import snapshots
@@ -73,7 +74,7 @@ def live_snapshots(draw: st.DrawFn) -> Snapshot:
     return Snapshot(policy, tuple(nodes), tuple(jobs), now, releasing)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(live_snapshots())
 def test_a_snapshot_survives_the_codec_and_json(snapshot: Snapshot) -> None:
     data = snapshot_to_dict(snapshot)

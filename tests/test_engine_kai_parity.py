@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 
+from conftest import examples
 from engine_builders import allocated, department, job, nodes, policy, project, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -492,7 +493,7 @@ def contended(draw: st.DrawFn, max_jobs: int = 16) -> Snapshot:
     return replace(warm, jobs=warm.jobs + more, now=3600.0)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(contended())
 def test_every_eviction_in_a_cycle_was_needed(snap: Snapshot) -> None:
     for _ in range(20):

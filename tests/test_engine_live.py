@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from conftest import examples
 from engine_builders import allocated, job, nodes, policy, project, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -206,7 +207,7 @@ def live_snapshots(draw: st.DrawFn) -> Snapshot:
     return replace(settled, nodes=nodes, jobs=tuple(jobs), releasing=tuple(releasing))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(live_snapshots())
 def test_no_gpu_is_double_booked_with_releasing_pods_and_static_layouts_never_change(
     state: Snapshot,
@@ -241,7 +242,7 @@ def test_no_gpu_is_double_booked_with_releasing_pods_and_static_layouts_never_ch
     assert not [c for c in decisions.mig_changes if (c.node, c.gpu) in static]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(snapshots(max_jobs=15))
 def test_settled_elastic_and_gang_jobs_run_at_least_min_available_or_nothing(
     first: Snapshot,

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
@@ -552,7 +553,7 @@ VALUES = st.recursive(
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(data=st.data())
 def test_valid_exactly_when_jsonschema_says_so(kind: str, data: st.DataObject) -> None:
     """The fast path (a compiled check before jsonschema) never lets an invalid document by."""

@@ -25,14 +25,15 @@ from gitops_sched.hardware.mig import MigInstance, layout_with
 
 def place(session: Session, job: Job, count: int | None = None) -> bool:
     """Start `count` more pods of the job (default: `job.next_pods`, the rest of its gang
-    or one elastic pod) together if they fit; else change nothing.
+    or one elastic pod) together if they fit; else change nothing. Never so few that the
+    job would run short of its gang (an elastic pod re-placed after its gang was evicted).
 
     GPU-memory and MIG pods only go to GPUs where their share keeps the project inside
     its quota rules (see admission.headroom).
     """
     job = session.jobs[job.key]
     count = job.next_pods if count is None else count
-    if count <= 0:
+    if count <= 0 or len(job.placement) + count < min(job.min_available, job.pods):
         return False
     taken = {pod.index for pod in job.placement}
     indexes = [i for i in range(job.pods) if i not in taken][:count]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
+from gitops_sched.engine.admission import fits_quota
 from gitops_sched.engine.placement import place
 from gitops_sched.engine.session import Session, victim_order
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job, PodPlacement
@@ -99,14 +100,19 @@ def place_within(session: Session, job: Job, accept: Callable[[], bool]) -> bool
 
 def give_back(session: Session, taken: list[Taken], accept: Callable[[], bool]) -> bool:
     """Offer each victim its place back, the last taken first: where it ran if its GPUs are
-    still free, else anywhere it fits (a move), as long as `accept()` still holds. False
-    when a move-only victim finds no place."""
+    still free, else anywhere it fits (a move), as long as its own project's quota rules
+    and `accept()` still hold (a victim of its own project's preemption may not take the
+    project past a hard limit again). False when a move-only victim finds no place."""
     for victim in reversed(taken):
         with session.statement() as keep:
             if (
-                restore(session, victim)
-                or place(session, session.jobs[victim.job], len(victim.pods))
-            ) and accept():
+                (
+                    restore(session, victim)
+                    or place(session, session.jobs[victim.job], len(victim.pods))
+                )
+                and fits_quota(session, session.jobs[victim.job])
+                and accept()
+            ):
                 keep()
                 continue
         if victim.move_only:
@@ -115,7 +121,11 @@ def give_back(session: Session, taken: list[Taken], accept: Callable[[], bool]) 
 
 
 def restore(session: Session, victim: Taken) -> bool:
-    """Run the victim's pods again exactly where they ran, if nothing took their GPUs."""
+    """Run the victim's pods again exactly where they ran, if nothing took their GPUs and
+    the job would not run short of its gang (an elastic pod whose gang has gone)."""
+    job = session.jobs[victim.job]
+    if len(job.placement) + len(victim.pods) < min(job.min_available, job.pods):
+        return False
     shared: dict[tuple[str, int], float] = {}  # what the victim's own pods add per GPU
     for pod in victim.pods:
         use = session.nodes.get(pod.node)

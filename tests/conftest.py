@@ -1,0 +1,23 @@
+"""Hypothesis profiles: `ci` (the default: the example counts each property names, what
+the suite's time budget allows) and `thorough` (ten times as many, for `make thorough`).
+
+A property asks for its examples through `examples(n)` so one switch scales them all.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+SCALE = {"ci": 1, "thorough": 10}[PROFILE]
+
+settings.register_profile("ci", deadline=None)
+settings.register_profile("thorough", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(PROFILE)
+
+
+def examples(n: int) -> int:
+    """How many examples a property runs: `n` under `ci`, more under `thorough`."""
+    return n * SCALE
