@@ -16,8 +16,8 @@ from gitops_sched.compiler.rbac import render_rbac
 from gitops_sched.compiler.resources import render_custom_resources
 from gitops_sched.compiler.tenancy import render_tenancy
 from gitops_sched.compiler.workloads import render_workloads
-from gitops_sched.config.gcpause import paused_gc
 from gitops_sched.config.model import Repo
+from gitops_sched.gcpause import paused_gc
 
 __all__ = ["render_repo"]
 

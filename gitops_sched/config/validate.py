@@ -6,10 +6,10 @@ from pathlib import Path
 
 from gitops_sched.config.checks import run_checks
 from gitops_sched.config.diagnostics import Diagnostics
-from gitops_sched.config.gcpause import paused_gc
 from gitops_sched.config.loader import Source, folder_files, load_files
 from gitops_sched.config.model import Repo, build_repo
 from gitops_sched.config.schema import validate_documents
+from gitops_sched.gcpause import paused_gc
 
 
 def check_repo(root: Path) -> tuple[Repo | None, Diagnostics]:

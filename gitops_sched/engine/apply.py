@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from gitops_sched.engine.cycle import schedule
 from gitops_sched.engine.types import Decisions, EvictReason, Node, Snapshot
+from gitops_sched.gcpause import paused_gc
 
 STOPPING = (EvictReason.TIME_LIMIT, EvictReason.IDLE)
 
@@ -65,6 +66,7 @@ def _with_mig_change(node: Node, change) -> Node:
     return replace(node, gpus=tuple(gpus))
 
 
+@paused_gc()
 def settle(snapshot: Snapshot, max_cycles: int = 50) -> tuple[Snapshot, list[Decisions]]:
     """Cycle until one changes nothing; the last Decisions carry the settled status."""
     history: list[Decisions] = []

@@ -20,6 +20,7 @@ from gitops_sched.engine.types import (
     QueueStatus,
     Snapshot,
 )
+from gitops_sched.gcpause import paused_gc
 
 # The actions, each in the order of its first run (schedule repeats some, see below)
 ACTIONS = (enforce_limits, allocate, consolidate, reclaim, preempt, evict_stale_gangs)
@@ -33,6 +34,7 @@ ACTIONS = (enforce_limits, allocate, consolidate, reclaim, preempt, evict_stale_
 MAX_ROUNDS = 4
 
 
+@paused_gc()
 def schedule(snapshot: Snapshot) -> Decisions:
     """Decide binds, evictions and MIG changes for one cycle; pure and deterministic."""
     session = Session(snapshot)

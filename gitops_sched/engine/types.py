@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 
 from gitops_sched.hardware.mig import MigInstance
 
@@ -93,7 +94,7 @@ class Job:
     # since when fewer than `min_available` pods run (kept between cycles by the caller)
     short_since: float | None = None
 
-    @property
+    @cached_property  # asked millions of times a cycle; a replaced Job computes it anew
     def key(self) -> str:
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
 
