@@ -81,6 +81,7 @@ class Session:
         self.pending_reasons: dict[str, str] = {}
         self._undo: list[Callable[[], None]] | None = None
         self._nominal: dict[tuple, tuple[str, int]] = {}
+        self._in_job_order: list[str] | None = None  # every job's key, see pending_by_project
         # job -> (the job as last counted, its placed GPUs): victim scans ask again and
         # again about jobs that have not changed (a changed job is a new object)
         self._placed: dict[str, tuple[Job, float]] = {}
@@ -104,10 +105,19 @@ class Session:
         return [j for j in self.jobs.values() if j.running]
 
     def pending_by_project(self) -> dict[str, list[Job]]:
-        """Pending jobs per project in queue order: priority, then submission, then name."""
+        """Pending jobs per project in queue order: priority, then submission, then name.
+
+        Actions ask for it several times a cycle; a job's place in that order never changes
+        within a cycle (only whether it is pending), so the jobs are sorted once.
+        """
+        if self._in_job_order is None:
+            self._in_job_order = [j.key for j in sorted(self.jobs.values(), key=job_order)]
         queues: dict[str, list[Job]] = {}
-        for job in sorted(self.pending(), key=job_order):
-            queues.setdefault(job.project, []).append(job)
+        jobs = self.jobs
+        for key in self._in_job_order:
+            job = jobs.get(key)
+            if job is not None and job.missing > 0:
+                queues.setdefault(job.project, []).append(job)
         return queues
 
     def queue_key(self, name: str, job: Job | None = None, age: float = 0.0) -> tuple:

@@ -127,10 +127,13 @@ def _reclaim_for(
                 continue
             if not guaranteed and key[0]:
                 break  # at or below its fair share, as are the rest (see the key)
-            index = pool.first_usable(project, cursors.get(project, 0), allowed)
+            # losing nothing is the most a project may do: if it may not, no victim of its will
+            index = None
+            if _may_lose(session, job, gain, project, 0.0, guaranteed):
+                index = pool.first_usable(project, cursors.get(project, 0), allowed)
             if index is not None:
                 victim = pool.by_project[project][index]
-                if _may_lose(session, job, gain, victim.job, pool.gpus(victim), guaranteed):
+                if _may_lose(session, job, gain, project, pool.gpus(victim), guaranteed):
                     cursors[project] = index + 1
                     last.append(project)
                     touched.add(project)
@@ -176,12 +179,12 @@ def _movable(
 
 
 def _may_lose(
-    session: Session, job: Job, gain: float, victim_key: str, amount: float, guaranteed: bool
+    session: Session, job: Job, gain: float, project: str, amount: float, guaranteed: bool
 ) -> bool:
-    """Whether the victim's project (and department) stays at or above its floor."""
-    victim = session.jobs[victim_key]
-    queues = [(victim.project, job.project)]
-    victim_dept = session.department_of(victim.project)
+    """Whether the victim's project (and department) stays at or above its floor once it
+    loses `amount` GPUs to the job."""
+    queues = [(project, job.project)]
+    victim_dept = session.department_of(project)
     if victim_dept != session.department_of(job.project):
         queues.append((victim_dept, session.department_of(job.project)))
     for queue, claimant in queues:
