@@ -327,6 +327,51 @@ def test_network_policy_admits_only_the_namespace_and_the_system(tmp_path: Path)
         ]
 
 
+def _namespace_peers(policy: dict[str, Any]) -> list[str]:
+    (rule,) = policy["spec"]["ingress"]
+    return [
+        peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+        for peer in rule["from"]
+        if "namespaceSelector" in peer
+    ]
+
+
+def test_network_policy_admits_the_namespaces_cluster_and_project_allow(tmp_path: Path) -> None:
+    cluster = doc(
+        "Cluster",
+        "lab",
+        namespacePrefix="team-",
+        network={"allowedNamespaces": ["monitoring", "ingress-nginx"]},
+    )
+    vision = doc(
+        "Project",
+        "vision",
+        department="research",
+        quota={"gpu": 8},
+        network={"allowedNamespaces": ["gradio-proxy", "monitoring", "team-nlp"]},
+    )
+    others = [d for d in BASE if d["kind"] != "Cluster" and d["metadata"]["name"] != "vision"]
+    (tmp_path / "repo.yaml").write_text(yaml.safe_dump_all([cluster, vision, *others]))
+    repo, diagnostics = check_repo(tmp_path)
+    assert repo is not None, [d.text() for d in diagnostics.sorted()]
+    objects = render_repo(repo)
+    policies = {o["metadata"]["namespace"]: o for o in objects if o["kind"] == "NetworkPolicy"}
+    # the system namespace first, then the allowed ones sorted, each once; matched by name
+    assert _namespace_peers(policies["team-nlp"]) == [
+        "gitops-sched-system",
+        "ingress-nginx",
+        "monitoring",
+    ]
+    assert _namespace_peers(policies["team-vision"]) == [
+        "gitops-sched-system",
+        "gradio-proxy",
+        "ingress-nginx",
+        "monitoring",
+        "team-nlp",
+    ]
+    assert policies["team-vision"]["spec"]["ingress"][0]["from"][0] == {"podSelector": {}}
+
+
 def test_namespaces_carry_project_and_department(tmp_path: Path) -> None:
     objects = render(tmp_path)
     labels = find(objects, "Namespace", "team-vision")["metadata"]["labels"]

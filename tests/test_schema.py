@@ -31,6 +31,7 @@ spec:
   systemNamespace: gitops-sched-system
   namespacePrefix: team-
   schedulerName: gitops-sched
+  network: {allowedNamespaces: [ingress-nginx, monitoring]}
   policy:
     cyclePeriod: 1m30s
     reclaimThreshold: 0.5
@@ -81,6 +82,7 @@ spec:
   interactiveTimeLimit: 8h
   idleGpuTimeout: 3600
   members: {users: [bob], groups: [vision]}
+  network: {allowedNamespaces: [api-gateway]}
 """,
     "Template": """\
 spec:
@@ -312,6 +314,15 @@ def test_names_are_at_most_63_characters_and_long_values_are_shortened(tmp_path:
 def test_references_must_be_dns_1123_labels_too(tmp_path: Path) -> None:
     found = problems(tmp_path, text_of("Workload", "spec:\n  project: Vision\n", name="w"))
     assert found == [f"repo.yaml:6:12: Workload/w: spec.project: 'Vision' {DNS_LABEL}"]
+
+
+def test_allowed_namespaces_are_dns_1123_labels_listed_once(tmp_path: Path) -> None:
+    spec = "spec:\n  network:\n    allowedNamespaces: [monitoring, Ingress, monitoring]\n"
+    assert problems(tmp_path, text_of("Cluster", spec, name="c")) == [
+        "repo.yaml:7:5: Cluster/c: spec.network.allowedNamespaces: "
+        "['monitoring', 'Ingress', 'monitoring'] has non-unique elements",
+        f"repo.yaml:7:37: Cluster/c: spec.network.allowedNamespaces[1]: 'Ingress' {DNS_LABEL}",
+    ]
 
 
 def test_gpu_and_mig_together_point_at_the_second_request(tmp_path: Path) -> None:

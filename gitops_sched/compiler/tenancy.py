@@ -1,7 +1,9 @@
 """A namespace per project, and a NetworkPolicy that keeps other projects out of it.
 
-Pods of a project accept traffic from their own namespace and from the system namespace
-(the scheduler and node agents' probes) only; egress stays open, so workloads can still
+Pods of a project accept traffic from their own namespace, from the system namespace
+(the scheduler and node agents' probes) and from the namespaces the repo allows
+(`spec.network.allowedNamespaces` of the Cluster, for every project, and of the Project:
+an ingress controller, a monitoring stack) only; egress stays open, so workloads can still
 pull data and images. GPU quotas are the scheduler's job, so there is no ResourceQuota.
 """
 
@@ -41,8 +43,14 @@ def project_namespace_object(cluster: Cluster, project: Project) -> dict[str, An
 
 def isolation(cluster: Cluster, project: Project) -> dict[str, Any]:
     namespace = project_namespace(cluster, project.name)
-    system_namespace = {NAMESPACE_NAME_LABEL: cluster.system_namespace}
-    system = {"namespaceSelector": {"matchLabels": system_namespace}}
+    allowed = sorted(
+        set(cluster.allowed_namespaces + project.allowed_namespaces)
+        - {cluster.system_namespace, namespace}  # admitted already
+    )
+    peers = [
+        {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: name}}}
+        for name in (cluster.system_namespace, *allowed)
+    ]
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -50,6 +58,6 @@ def isolation(cluster: Cluster, project: Project) -> dict[str, Any]:
         "spec": {
             "podSelector": {},
             "policyTypes": ["Ingress"],
-            "ingress": [{"from": [{"podSelector": {}}, system]}],
+            "ingress": [{"from": [{"podSelector": {}}, *peers]}],
         },
     }

@@ -89,6 +89,8 @@ class Cluster:
     namespace_prefix: str
     scheduler_name: str
     policy: SchedulerPolicy
+    # namespaces (by name) whose pods may reach every project's pods, e.g. the ingress's
+    allowed_namespaces: tuple[str, ...]
     doc: Document = field(repr=False, compare=False)
 
 
@@ -175,6 +177,7 @@ class Project:
     interactive_time_limit_s: int | None
     idle_gpu_timeout_s: int | None
     members: Members
+    allowed_namespaces: tuple[str, ...]  # may reach its pods, besides the Cluster's list
     doc: Document = field(repr=False, compare=False)
 
     def allowed_node_groups(self, workload_type: str) -> tuple[str, ...]:
@@ -380,6 +383,7 @@ def build_cluster(doc: Document) -> Cluster:
             over_quota_weight=policy.get("defaultOverQuotaWeight", "quota"),
             allow_oversubscription=bool(policy.get("allowOversubscription", False)),
         ),
+        allowed_namespaces=tuple(spec.get("network", {}).get("allowedNamespaces", ())),
         doc=doc,
     )
 
@@ -465,6 +469,7 @@ def build_project(doc: Document) -> Project:
         members=Members(
             users=tuple(members.get("users", ())), groups=tuple(members.get("groups", ()))
         ),
+        allowed_namespaces=tuple(spec.get("network", {}).get("allowedNamespaces", ())),
         doc=doc,
     )
 
