@@ -48,9 +48,9 @@ def schedule(snapshot: Snapshot) -> Decisions:
         allocated = dict(session.allocated)
         reclaim(session, claimants)
         preempt(session, changed)
-        allocate(session)
         if len(session.evictions) == evicted:
-            break
+            break  # nothing was freed: allocate would find what it found before
+        allocate(session)
         claimants = {q for q, had in allocated.items() if session.allocated[q] < had - GPU_EPSILON}
         changed = {
             q for q, had in allocated.items() if abs(session.allocated[q] - had) > GPU_EPSILON
