@@ -14,6 +14,7 @@ from gitops_sched.compiler.policy import render_policy
 from gitops_sched.compiler.priorities import render_priority_classes
 from gitops_sched.compiler.rbac import render_rbac
 from gitops_sched.compiler.resources import render_custom_resources
+from gitops_sched.compiler.storage import render_claims
 from gitops_sched.compiler.tenancy import render_tenancy
 from gitops_sched.compiler.workloads import render_workloads
 from gitops_sched.config.model import Repo
@@ -34,6 +35,7 @@ def render_repo(repo: Repo) -> list[dict[str, Any]]:
         *render_custom_resources(repo),
         *render_tenancy(repo),
         *render_rbac(repo),
+        *render_claims(repo),
         *render_workloads(repo),
     ]
     return sorted(objects, key=_apply_order)

@@ -30,7 +30,7 @@ from gitops_sched.compiler.meta import (
     template_meta,
 )
 from gitops_sched.compiler.priorities import priority_class_name
-from gitops_sched.config.model import NodeGroup, Project, Repo, Workload
+from gitops_sched.config.model import SHM_VOLUME, NodeGroup, Project, Repo, Workload
 from gitops_sched.config.templating import context_for, render_value
 
 MIN_AVAILABLE = f"{GROUP}/min-available"
@@ -40,7 +40,6 @@ GPU_FRACTION = f"{GROUP}/gpu-fraction"
 GPU_MEMORY = f"{GROUP}/gpu-memory"
 GPU_RESOURCE = "nvidia.com/gpu"
 SERVICE_TYPES = ("interactive", "inference")
-SHM_VOLUME = "dshm"
 RENDEZVOUS_PORT = 29500  # torchrun's default
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 # Retries of a failing job; an eviction (preemption, reclaim) is no failure: see _job.
@@ -180,8 +179,8 @@ def _containers(workload: Workload, spec: dict[str, Any]) -> dict[str, Any]:
     resources = _resources(spec)
     if resources:
         container["resources"] = resources
-    volumes = [
-        {"name": v["name"], "persistentVolumeClaim": {"claimName": v["claimName"]}}
+    volumes = [  # a claim the repo renders (`claim`) is named after its volume
+        {"name": v["name"], "persistentVolumeClaim": {"claimName": v.get("claimName", v["name"])}}
         for v in spec.get("volumes", [])
     ]
     mounts = [

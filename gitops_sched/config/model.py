@@ -193,6 +193,44 @@ class GpuRequest:
     mig: str | None = None
 
 
+DEFAULT_ACCESS_MODES = ("ReadWriteOnce",)
+SHM_VOLUME = "dshm"  # the volume `sharedMemory` adds to a pod for /dev/shm
+
+
+@dataclass(frozen=True)
+class VolumeClaim:
+    """A PersistentVolumeClaim that a pod's `volumes` entry asks the repo to render (`claim:`).
+
+    It is named after its volume and lives in the project's namespace, so the workloads of a
+    project that declare a volume of one name share one claim (and must agree on its spec).
+    """
+
+    name: str
+    size: str  # as written ("500Gi"); `same_spec` compares it by value
+    storage_class: str | None  # None: the cluster's default StorageClass
+    access_modes: tuple[str, ...]
+
+    def same_spec(self, other: VolumeClaim) -> bool:
+        return (
+            quantity(self.size) == quantity(other.size)
+            and self.storage_class == other.storage_class
+            and set(self.access_modes) == set(other.access_modes)
+        )
+
+
+def volume_claim(volume: dict[str, Any]) -> VolumeClaim | None:
+    """The claim a `volumes` entry declares, or None when it mounts an existing one."""
+    claim = volume.get("claim")
+    if claim is None:
+        return None
+    return VolumeClaim(
+        name=volume["name"],
+        size=str(claim["size"]),
+        storage_class=claim.get("storageClass"),
+        access_modes=tuple(claim.get("accessModes", DEFAULT_ACCESS_MODES)),
+    )
+
+
 POD_FIELDS = (
     "image",
     "command",
@@ -289,6 +327,13 @@ class Repo:
         """The defined node groups of `workload_node_group_names`, in file order."""
         names = set(self.workload_node_group_names(workload))
         return [g for g in self.node_groups if g.name in names]
+
+    def volume_claims(self, workload: Workload) -> list[tuple[int, VolumeClaim]]:
+        """The claims the workload's volumes ask the repo to render, with their index in
+        its merged `volumes` (volume names and claims are never Jinja2 expressions)."""
+        volumes = self.pod_spec(workload).get("volumes", ())
+        claims = [(i, volume_claim(volume)) for i, volume in enumerate(volumes)]
+        return [(i, claim) for i, claim in claims if claim is not None]
 
     def pod_spec(self, workload: Workload) -> dict[str, Any]:
         """The workload's pod fields: default template, then its template, then its own.

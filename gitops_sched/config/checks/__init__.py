@@ -6,7 +6,7 @@ documents; the raw documents tell which names exist at all, so an object that fa
 the schema is not reported a second time as a dangling reference.
 
 The checks live in modules named for what they check (structure, references, quotas,
-gpus, mig, names, expressions, policy), with `common` and `pods` holding the helpers they
+gpus, mig, names, volumes, expressions, policy), with `common` and `pods` holding the helpers they
 share; this module only runs them, in a fixed order.
 """
 
@@ -44,6 +44,12 @@ from gitops_sched.config.checks.structure import (
     check_duplicate_names,
     check_gang_sizes,
 )
+from gitops_sched.config.checks.volumes import (
+    check_claim_values,
+    check_claims_agree,
+    check_single_node_claims,
+    check_volume_names,
+)
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
 from gitops_sched.config.loader import Document
 from gitops_sched.config.model import Repo
@@ -65,6 +71,10 @@ MODEL_CHECKS: tuple[Callable[[Repo], Iterable[Diagnostic]], ...] = (
     check_stale_gang_grace,
     check_derived_names,
     check_node_labels,
+    check_claim_values,
+    check_volume_names,
+    check_claims_agree,
+    check_single_node_claims,
     check_template_expressions,
     check_template_rendering,
 )

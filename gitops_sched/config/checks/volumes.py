@@ -1,0 +1,144 @@
+"""Volume checks: the PersistentVolumeClaims the repo renders, and the volumes of each pod.
+
+A `claim` is rendered once per project and volume name, so every workload of a project that
+declares it must declare the same spec (size by value, StorageClass, access modes); a
+difference is reported where the later declaration is written, naming the first. A claim's
+own values are checked once, where they are written: a size of zero, a size without a unit
+(bytes: almost certainly a missing `Gi`), no access mode. Per pod: volume names are unique,
+`dshm` included when `sharedMemory` adds it, and a ReadWriteOnce claim is not mounted by
+pods that may run on several nodes. A `claimName` names a claim the user manages: its
+existence is the user's responsibility, and nothing here checks it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+from gitops_sched.config.checks.common import _diagnostic, _error, _key_error
+from gitops_sched.config.checks.pods import _own_pod_fields, _source
+from gitops_sched.config.diagnostics import Diagnostic, Severity
+from gitops_sched.config.loader import Document
+from gitops_sched.config.model import SHM_VOLUME, Repo, VolumeClaim, Workload, quantity
+
+MIN_CLAIM_SIZE = Decimal(2**20)  # below 1Mi a size is bytes someone forgot the unit of
+SINGLE_NODE_MODES = frozenset({"ReadWriteOnce", "ReadWriteOncePod"})
+
+
+def check_claim_values(repo: Repo) -> Iterator[Diagnostic]:
+    """Each claim's size and access modes, once where they are written."""
+    for doc, fields in _own_pod_fields(repo):
+        for i, volume in enumerate(fields.get("volumes", ())):
+            claim = volume.get("claim")
+            if claim is None:
+                continue
+            path = ("spec", "volumes", i, "claim")
+            size = quantity(claim["size"])
+            if size <= 0:
+                yield _error(doc, (*path, "size"), f"claim size {claim['size']} is not above 0")
+            elif size < MIN_CLAIM_SIZE:
+                yield _diagnostic(
+                    doc,
+                    (*path, "size"),
+                    f"claim size {claim['size']} is {size} bytes (a quantity without a unit "
+                    f"counts bytes: {claim['size']}Gi?)",
+                    Severity.WARNING,
+                )
+            if claim.get("accessModes") == []:
+                yield _key_error(
+                    doc, (*path, "accessModes"), "accessModes is empty (default: [ReadWriteOnce])"
+                )
+
+
+def check_volume_names(repo: Repo) -> Iterator[Diagnostic]:
+    """A pod's volumes have unique names; `sharedMemory` adds one named `dshm`."""
+    reported: set[tuple[int, int]] = set()
+    for workload in repo.workloads:
+        spec = repo.pod_spec(workload)
+        doc = _source(repo, workload, ("volumes",))
+        taken: dict[str, str] = {SHM_VOLUME: "sharedMemory"} if "sharedMemory" in spec else {}
+        for i, volume in enumerate(spec.get("volumes", ())):
+            name = volume["name"]
+            if name in taken and (id(doc), i) not in reported:
+                reported.add((id(doc), i))
+                yield _error(
+                    doc,
+                    ("spec", "volumes", i, "name"),
+                    f"volume '{name}' of Workload/{workload.name} is declared twice "
+                    f"(also {taken[name]})",
+                )
+            taken.setdefault(name, f"volumes[{i}]")
+
+
+def check_claims_agree(repo: Repo) -> Iterator[Diagnostic]:
+    """The workloads of a project that declare one claim declare the same spec."""
+    first: dict[tuple[str, str], tuple[Document, int, VolumeClaim]] = {}
+    reported: set[tuple[int, int, int, int]] = set()
+    for workload in repo.workloads:
+        doc = _source(repo, workload, ("volumes",))
+        for i, claim in repo.volume_claims(workload):
+            key = (workload.project, claim.name)
+            if key not in first:
+                first[key] = (doc, i, claim)
+                continue
+            first_doc, first_i, first_claim = first[key]
+            seen = (id(doc), i, id(first_doc), first_i)
+            if claim.same_spec(first_claim) or seen in reported:
+                continue
+            reported.add(seen)
+            where = first_doc.location(("spec", "volumes", first_i, "claim"))
+            yield _error(
+                doc,
+                ("spec", "volumes", i, "claim"),
+                f"claim '{claim.name}' of project '{workload.project}' is declared differently "
+                f"by {first_doc.ref} at {where} ({_difference(claim, first_claim)}); the "
+                "project's workloads share one claim per volume name",
+            )
+
+
+def _difference(claim: VolumeClaim, other: VolumeClaim) -> str:
+    """`size 2Ti here, 1Ti there`, and so on for each field that differs."""
+    differences = []
+    if quantity(claim.size) != quantity(other.size):
+        differences.append(f"size {claim.size} here, {other.size} there")
+    if claim.storage_class != other.storage_class:
+        differences.append(
+            f"storageClass {_show(claim.storage_class)} here, {_show(other.storage_class)} there"
+        )
+    if set(claim.access_modes) != set(other.access_modes):
+        differences.append(
+            f"accessModes [{', '.join(claim.access_modes)}] here, "
+            f"[{', '.join(other.access_modes)}] there"
+        )
+    return "; ".join(differences)
+
+
+def _show(value: Any) -> str:
+    return "(the cluster's default)" if value is None else str(value)
+
+
+def check_single_node_claims(repo: Repo) -> Iterator[Diagnostic]:
+    """A ReadWriteOnce claim mounts on one node: a workload whose pods may spread cannot
+    start them all (a warning: the scheduler may still put them on one node)."""
+    for workload in repo.workloads:
+        if workload.replicas < 2:
+            continue
+        doc = _source(repo, workload, ("volumes",))
+        for i, claim in repo.volume_claims(workload):
+            if set(claim.access_modes) <= SINGLE_NODE_MODES and claim.access_modes:
+                yield _diagnostic(
+                    doc,
+                    ("spec", "volumes", i, "claim"),
+                    _single_node_message(workload, claim),
+                    Severity.WARNING,
+                )
+
+
+def _single_node_message(workload: Workload, claim: VolumeClaim) -> str:
+    modes = ", ".join(claim.access_modes)
+    return (
+        f"claim '{claim.name}' is {modes}, but the {workload.replicas} pods of "
+        f"Workload/{workload.name} may run on different nodes, and only one node can mount it "
+        "(use accessModes: [ReadWriteMany])"
+    )
