@@ -1,7 +1,7 @@
 """Scale benchmark for `gitops-sched plan` (not a test): prints one JSON object.
 
     .venv/bin/python benchmarks/plan_scale.py [--seed 1] [--departments 50]
-        [--projects 1000] [--workloads 10000] [--repeat 3]
+        [--projects 1000] [--workloads 10000] [--repeat 3] [--profile FILE]
 
 The repo is compile_scale.py's generated one (imported, same seed, same sizes), committed
 to a temporary Git repo; the working tree then raises one project's GPU quota by one
@@ -13,13 +13,19 @@ to a temporary Git repo; the working tree then raises one project's GPU quota by
   validated, compiled and simulated (the repo's workloads settled under the base, then
   the head applied), objects diffed — and its Markdown and JSON written in memory;
 * ``ratio_plan_over_validate``: the figure the goal is stated in (<= 6).
+
+``--profile FILE`` runs one more plan under cProfile (not timed) and writes its stats to
+FILE (``python -m pstats FILE``); the JSON then also gives ``settle_share``, the share of
+that plan's time spent in the engine's ``settle`` (two settles: base, then head).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
+import pstats
 import subprocess
 import sys
 import tempfile
@@ -76,6 +82,28 @@ def best(repeat: int, fn: Callable[[], Any]) -> tuple[float, Any]:
     return min(times), result
 
 
+def profile(fn: Callable[[], Any], file: str) -> dict[str, Any]:
+    """One run of `fn` under cProfile, its stats written to `file`; the settles' share."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    fn()
+    profiler.disable()
+    profiler.dump_stats(file)
+    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    total = max(ct for (_, _, _, ct, _) in stats.values())
+    settle = sum(
+        ct
+        for (path, _, name), (_, _, _, ct, _) in stats.items()
+        if name == "settle" and os.path.join("gitops_sched", "engine", "") in path
+    )
+    return {
+        "profile": file,
+        "profiled_plan_s": round(total, 3),
+        "settle_s": round(settle, 3),
+        "settle_share": round(settle / total, 3),
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=1)
@@ -83,7 +111,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--projects", type=int, default=1000)
     parser.add_argument("--workloads", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--profile", metavar="FILE", help="cProfile one more plan into FILE")
     args = parser.parse_args(argv)
+    if args.profile:
+        args.profile = os.path.abspath(args.profile)  # the run changes directory
     with tempfile.TemporaryDirectory(prefix="plan-scale-") as tmp:
         root = Path(tmp)
         files = generate(args)
@@ -103,6 +134,7 @@ def main(argv: list[str] | None = None) -> None:
 
         plan_s, (result, _, _) = best(args.repeat, plan)
         data = to_json(result)
+        profiled = profile(plan, args.profile) if args.profile else {}
     json.dump(
         {
             "benchmark": "plan_scale",
@@ -117,6 +149,7 @@ def main(argv: list[str] | None = None) -> None:
             "ratio_plan_over_validate": round(plan_s / validate_s, 2),
             "goal": "ratio <= 6",
             "repeat": args.repeat,
+            **profiled,
             "machine": {"cpus": os.cpu_count(), "load_average_1m": os.getloadavg()[0]},
         },
         sys.stdout,

@@ -14,6 +14,7 @@ from gitops_sched.compiler import render_repo
 from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.model import Repo
 from gitops_sched.config.validate import check_repo, check_source
+from gitops_sched.gcpause import paused_gc
 from gitops_sched.plan.gitsource import GitError, git_folder, ref_files, resolve
 from gitops_sched.plan.impact import (
     Scenario,
@@ -102,6 +103,7 @@ def _state(path: Path | None, base: Repo):
         raise PlanInputError(f"the state does not fit the base config:\n{exc}") from exc
 
 
+@paused_gc()  # both sides' models, objects and runs are large and acyclic
 def make_plan(
     path: Path, base_ref: str, head_ref: str | None = None, state: Path | None = None
 ) -> Plan:

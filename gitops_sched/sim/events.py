@@ -143,8 +143,9 @@ def parse_simulation(doc: Document, repo: Repo, diagnostics: Diagnostics) -> Sim
         return None
     problems = _Problems(doc)
     nodes = _nodes(doc, repo, problems)
-    running, nodes = _running(doc, repo, nodes, problems)
-    steps = tuple(_steps(doc, repo, nodes, running, problems))
+    workloads = repo_workloads(repo)
+    running, nodes = _running(doc, repo, workloads, nodes, problems)
+    steps = tuple(_steps(doc, repo, workloads, nodes, running, problems))
     diagnostics.extend(problems.found.items)
     if problems.found.has_errors:
         return None
@@ -233,7 +234,11 @@ def _node(entry: dict, path: Path_, problems: _Problems) -> Node:
 
 
 def _running(
-    doc: Document, repo: Repo, nodes: tuple[Node, ...], problems: _Problems
+    doc: Document,
+    repo: Repo,
+    workloads: dict[str, Workload],
+    nodes: tuple[Node, ...],
+    problems: _Problems,
 ) -> tuple[tuple[Placed, ...], tuple[Node, ...]]:
     """The placed and pending workloads of `running`, and the nodes with their MIG instances."""
     entries = doc.data.get("running", ())
@@ -245,7 +250,7 @@ def _running(
         status = entry.get("status", "running")
         if status not in ("running", "pending"):
             continue  # stopped and deleted workloads of an earlier run's output
-        workload = _running_workload(doc, repo, entry, ("running", i), problems)
+        workload = _running_workload(doc, repo, workloads, entry, ("running", i), problems)
         if workload is None:
             continue
         pods: tuple[PodPlacement, ...] = ()
@@ -261,11 +266,16 @@ def _running(
 
 
 def _running_workload(
-    doc: Document, repo: Repo, entry: dict, path: Path_, problems: _Problems
+    doc: Document,
+    repo: Repo,
+    workloads: dict[str, Workload],
+    entry: dict,
+    path: Path_,
+    problems: _Problems,
 ) -> Workload | None:
     name = entry["name"]
     if entry.get("workload") is None:
-        workload = _repo_workload(repo, name)
+        workload = workloads.get(name)
         if workload is None:
             problems.at((*path, "name"), f"'{name}' is not a repo workload; give its `workload:`")
         return workload
@@ -387,8 +397,12 @@ def _submitted(doc: Document, repo: Repo, path: Path_, problems: _Problems) -> W
     return None if diagnostics.has_errors else workload
 
 
-def _repo_workload(repo: Repo, name: str) -> Workload | None:
-    return next((w for w in repo.workloads if w.name == name), None)
+def repo_workloads(repo: Repo) -> dict[str, Workload]:
+    """The repo's workloads by name; on a duplicate name the first, as a scan would find."""
+    workloads: dict[str, Workload] = {}
+    for workload in repo.workloads:
+        workloads.setdefault(workload.name, workload)
+    return workloads
 
 
 def _documents(repo: Repo, workload: Workload) -> list[Document]:
@@ -403,12 +417,14 @@ def _documents(repo: Repo, workload: Workload) -> list[Document]:
 def _steps(
     doc: Document,
     repo: Repo,
+    workloads: dict[str, Workload],
     nodes: tuple[Node, ...],
     running: tuple[Placed, ...],
     problems: _Problems,
 ) -> Iterator[Step]:
     names = {placed.workload.name for placed in running}
-    reader = _StepReader(doc, repo, problems, {node.name for node in nodes}, names, set(names))
+    node_names = {node.name for node in nodes}
+    reader = _StepReader(doc, repo, workloads, problems, node_names, names, set(names))
     for i, entry in enumerate(doc.data.get("steps", ())):
         ((key, value),) = entry.items()
         path = ("steps", i, key)
@@ -428,6 +444,7 @@ class _StepReader:
 
     doc: Document
     repo: Repo
+    workloads: dict[str, Workload]  # the repo's, by name
     problems: _Problems
     nodes: set[str]
     active: set[str]  # submitted and not deleted
@@ -458,7 +475,7 @@ class _StepReader:
     def _workload(self, item: Any, where: Path_) -> Workload | None:
         if isinstance(item, dict):
             return _submitted(self.doc, self.repo, where, self.problems)
-        workload = _repo_workload(self.repo, item)
+        workload = self.workloads.get(item)
         if workload is None:
             self.problems.at(where, f"unknown workload '{item}' (not in the repo)")
         return workload

@@ -99,13 +99,11 @@ def simulate(repo: Repo, simulation: Simulation | None = None) -> SimulationResu
         name = repo.cluster.name if repo.cluster else ""
         simulation = Simulation(name, nodes_from_repo(repo), running=(), steps=())
     run = _Run(repo, Snapshot(policy_from_repo(repo), simulation.nodes, ()))
-    for placed in simulation.running:
-        run.submit(placed.workload, placed.pods)
+    arriving = [(placed.workload, placed.pods) for placed in simulation.running]
     if not simulation.steps:
         running = {placed.workload.name for placed in simulation.running}
-        for workload in repo.workloads:
-            if workload.name not in running:
-                run.submit(workload)
+        arriving += [(w, ()) for w in repo.workloads if w.name not in running]
+    run.submit(arriving)
     run.settle(0)
     for step in simulation.steps:
         run.step(step)
@@ -136,8 +134,7 @@ class _Run:
     def step(self, step: Step) -> None:
         match step.action:
             case Submit(workloads):
-                for workload in workloads:
-                    self.submit(workload)
+                self.submit((workload, ()) for workload in workloads)
             case Delete(names):
                 self.delete(names)
             case SetNodes(names, up):
@@ -149,7 +146,13 @@ class _Run:
                 return  # looks only: nothing to settle
         self.settle(step.number)
 
-    def submit(self, workload: Workload, pods: tuple[PodPlacement, ...] = ()) -> None:
+    def submit(self, arriving: Iterable[tuple[Workload, tuple[PodPlacement, ...]]]) -> None:
+        """Workloads (with the pods they run already, if any) queued in this order; the
+        snapshot's jobs grow once for all of them."""
+        jobs = [self._job(workload, pods) for workload, pods in arriving]
+        self.snapshot = replace(self.snapshot, jobs=(*self.snapshot.jobs, *jobs))
+
+    def _job(self, workload: Workload, pods: tuple[PodPlacement, ...]) -> Job:
         job = job_from_workload(self.repo, workload, self.submitted)
         if pods:
             placement = tuple(sorted(pods, key=lambda pod: pod.index))
@@ -161,7 +164,7 @@ class _Run:
         self.workloads[workload.name] = workload
         self.requests[workload.name] = job.request
         self.ended.pop(workload.name, None)
-        self.snapshot = replace(self.snapshot, jobs=(*self.snapshot.jobs, job))
+        return job
 
     def delete(self, names: tuple[str, ...]) -> None:
         jobs = tuple(job for job in self.snapshot.jobs if job.name not in names)
