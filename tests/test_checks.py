@@ -566,3 +566,120 @@ def test_no_cluster_in_an_empty_repo_points_at_the_repo() -> None:
     assert [d.text() for d in diagnostics.items] == [
         ".:1:1: no Cluster document; a repo declares exactly one"
     ]
+
+
+# --- volumes: claims the repo renders ------------------------------------------------------
+
+CHECKPOINTS = {
+    "name": "checkpoints",
+    "claim": {"size": "1Ti", "storageClass": "nfs", "accessModes": ["ReadWriteMany"]},
+    "mountPath": "/ckpt",
+}
+
+
+def claiming(name: str, project: str = "vision", **claim: Any) -> dict[str, Any]:
+    volume = {**CHECKPOINTS, "claim": {**CHECKPOINTS["claim"], **claim}}
+    return doc("Workload", name, project=project, gpu=1, volumes=[volume])
+
+
+def test_one_claim_declared_alike_or_in_other_projects_is_fine(repo_dir: Path) -> None:
+    other = doc("Project", "nlp", department="research", quota={"gpu": 4})
+    assert (
+        check(
+            repo_dir,
+            other,
+            claiming("a"),
+            claiming("b", size="1024Gi", accessModes=["ReadWriteMany"]),  # same by value
+            claiming("c", project="nlp", size="5Ti"),  # another namespace, another claim
+        )
+        == []
+    )
+
+
+def test_a_claim_declared_twice_differently_points_at_the_later_claim_key(
+    repo_dir: Path,
+) -> None:
+    diagnostics = check(
+        repo_dir, claiming("a"), claiming("b", storageClass="ssd", accessModes=["ReadWriteOnce"])
+    )
+    assert len(diagnostics) == 1
+    (problem,) = diagnostics
+    assert problem.obj == "Workload/b"
+    assert problem.message.startswith(
+        "claim 'checkpoints' of project 'vision' is declared differently by Workload/a at "
+        "repo.yaml:"
+    )
+    assert problem.message.endswith(
+        "(storageClass ssd here, nfs there; accessModes [ReadWriteOnce] here, "
+        "[ReadWriteMany] there); the project's workloads share one claim per volume name"
+    )
+    assert key_line(problem) == "claim:"
+
+
+def test_a_template_claim_conflict_is_reported_once(repo_dir: Path) -> None:
+    template = doc("Template", "t", volumes=[CHECKPOINTS])
+    uses = [doc("Workload", f"w{i}", project="vision", template="t", gpu=1) for i in range(3)]
+    diagnostics = check(repo_dir, claiming("first", size="2Ti"), template, *uses)
+    assert [d.obj for d in diagnostics] == ["Template/t"]
+
+
+def test_claim_sizes_and_access_modes(repo_dir: Path) -> None:
+    diagnostics = check(
+        repo_dir,
+        claiming("zero", size="0"),
+        doc(
+            "Workload",
+            "tiny",
+            project="vision",
+            gpu=1,
+            volumes=[{"name": "x", "claim": {"size": 512, "accessModes": []}, "mountPath": "/x"}],
+        ),
+    )
+    assert found(diagnostics) == [
+        ("Workload/zero", "error", "claim size must be more than 0, got 0"),
+        (
+            "Workload/tiny",
+            "warning",
+            "claim size 512 is 512 bytes (a quantity without a unit counts bytes: 512Gi?)",
+        ),
+        ("Workload/tiny", "error", "accessModes is empty (default: [ReadWriteOnce])"),
+    ]
+    assert line_at(diagnostics[0]) == "'0'"
+    assert key_line(diagnostics[2]).startswith("accessModes:")
+
+
+def test_a_gang_on_a_read_write_once_claim_is_warned(repo_dir: Path) -> None:
+    volume = {"name": "scratch", "claim": {"size": "10Gi"}, "mountPath": "/scratch"}
+    gang = doc("Workload", "ddp", project="vision", gpu=1, replicas=2, volumes=[volume])
+    shared = claiming("ddp-rwx", replicas=2)
+    shared["spec"]["replicas"] = 2
+    assert found(check(repo_dir, gang, shared)) == [
+        (
+            "Workload/ddp",
+            "warning",
+            "claim 'scratch' is ReadWriteOnce, but the 2 pods of Workload/ddp may run on "
+            "different nodes, and only one node can mount it (use accessModes: [ReadWriteMany])",
+        )
+    ]
+
+
+def test_volume_names_are_unique_in_a_pod_shared_memory_included(repo_dir: Path) -> None:
+    volumes = [
+        {"name": "dshm", "claimName": "mine", "mountPath": "/a"},
+        {"name": "data", "claimName": "d", "mountPath": "/b"},
+        {"name": "data", "claimName": "e", "mountPath": "/c"},
+    ]
+    workload = doc("Workload", "w", project="vision", sharedMemory="1Gi", volumes=volumes)
+    diagnostics = check(repo_dir, workload)
+    assert found(diagnostics) == [
+        (
+            "Workload/w",
+            "error",
+            "volume 'dshm' of Workload/w is declared twice (also spec.sharedMemory)",
+        ),
+        (
+            "Workload/w",
+            "error",
+            "volume 'data' of Workload/w is declared twice (also spec.volumes[1])",
+        ),
+    ]

@@ -372,6 +372,47 @@ def test_network_policy_admits_the_namespaces_cluster_and_project_allow(tmp_path
     assert policies["team-vision"]["spec"]["ingress"][0]["from"][0] == {"podSelector": {}}
 
 
+def test_a_claim_is_rendered_once_per_project_and_mounted_by_name(tmp_path: Path) -> None:
+    volume = {
+        "name": "ckpt",
+        "claim": {"size": "1Ti", "storageClass": "nfs", "accessModes": ["ReadWriteMany"]},
+        "mountPath": "/ckpt",
+    }
+    existing = {"name": "data", "claimName": "{{ project.name }}-data", "mountPath": "/data"}
+    objects = render(
+        tmp_path,
+        workload("a", gpu=1, volumes=[volume, existing]),
+        workload("b", gpu=1, volumes=[volume]),
+        workload("c", project="nlp", gpu=1, volumes=[{**volume, "claim": {"size": "10Gi"}}]),
+    )
+    claims = {
+        (o["metadata"]["namespace"], o["metadata"]["name"]): o
+        for o in objects
+        if o["kind"] == "PersistentVolumeClaim"
+    }
+    assert set(claims) == {("team-vision", "ckpt"), ("team-nlp", "ckpt")}  # not "data": yours
+    vision = claims[("team-vision", "ckpt")]
+    assert vision["spec"] == {
+        "accessModes": ["ReadWriteMany"],
+        "resources": {"requests": {"storage": "1Ti"}},
+        "storageClassName": "nfs",
+    }
+    # removing it from the repo must not delete the data: Argo CD and Flux leave it be
+    assert vision["metadata"]["annotations"] == {
+        "argocd.argoproj.io/sync-options": "Prune=false",
+        "kustomize.toolkit.fluxcd.io/prune": "disabled",
+    }
+    assert claims[("team-nlp", "ckpt")]["spec"] == {  # the cluster's default class, RWO
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "10Gi"}},
+    }
+    pod = find(objects, "Job", "a")["spec"]["template"]["spec"]
+    assert pod["volumes"] == [
+        {"name": "ckpt", "persistentVolumeClaim": {"claimName": "ckpt"}},
+        {"name": "data", "persistentVolumeClaim": {"claimName": "vision-data"}},
+    ]
+
+
 def test_namespaces_carry_project_and_department(tmp_path: Path) -> None:
     objects = render(tmp_path)
     labels = find(objects, "Namespace", "team-vision")["metadata"]["labels"]

@@ -92,7 +92,11 @@ spec:
   args: ["--run={{ workload.name }}"]
   env: {NCCL_DEBUG: INFO, PROJECT: "{{ project.name }}"}
   ports: [{name: tensorboard, containerPort: 6006, protocol: TCP}]
-  volumes: [{name: data, claimName: "{{ project.name }}-data", mountPath: /data, readOnly: true}]
+  volumes:
+    - {name: data, claimName: "{{ project.name }}-data", mountPath: /data, readOnly: true}
+    - name: ckpt
+      claim: {size: 1Ti, storageClass: nfs.example.com, accessModes: [ReadWriteMany]}
+      mountPath: /ckpt
   sharedMemory: 16Gi
   resources: {cpu: 8, memory: 64Gi}
   workingDir: /workspace

@@ -36,7 +36,9 @@ def check_claim_values(repo: Repo) -> Iterator[Diagnostic]:
             path = ("spec", "volumes", i, "claim")
             size = quantity(claim["size"])
             if size <= 0:
-                yield _error(doc, (*path, "size"), f"claim size {claim['size']} is not above 0")
+                yield _error(
+                    doc, (*path, "size"), f"claim size must be more than 0, got {claim['size']}"
+                )
             elif size < MIN_CLAIM_SIZE:
                 yield _diagnostic(
                     doc,
@@ -66,7 +68,7 @@ def check_volume_names(repo: Repo) -> Iterator[Diagnostic]:
                     doc,
                     ("spec", "volumes", i, "name"),
                     f"volume '{name}' of Workload/{workload.name} is declared twice "
-                    f"(also {taken[name]})",
+                    f"(also spec.{taken[name]})",
                 )
             taken.setdefault(name, f"volumes[{i}]")
 
@@ -87,8 +89,8 @@ def check_claims_agree(repo: Repo) -> Iterator[Diagnostic]:
             if claim.same_spec(first_claim) or seen in reported:
                 continue
             reported.add(seen)
-            where = first_doc.location(("spec", "volumes", first_i, "claim"))
-            yield _error(
+            where = first_doc.key_location(("spec", "volumes", first_i, "claim"))
+            yield _key_error(
                 doc,
                 ("spec", "volumes", i, "claim"),
                 f"claim '{claim.name}' of project '{workload.project}' is declared differently "
@@ -127,12 +129,9 @@ def check_single_node_claims(repo: Repo) -> Iterator[Diagnostic]:
         doc = _source(repo, workload, ("volumes",))
         for i, claim in repo.volume_claims(workload):
             if set(claim.access_modes) <= SINGLE_NODE_MODES and claim.access_modes:
-                yield _diagnostic(
-                    doc,
-                    ("spec", "volumes", i, "claim"),
-                    _single_node_message(workload, claim),
-                    Severity.WARNING,
-                )
+                where = doc.key_location(("spec", "volumes", i, "claim"))
+                message = _single_node_message(workload, claim)
+                yield Diagnostic(where, message, doc.ref, Severity.WARNING)
 
 
 def _single_node_message(workload: Workload, claim: VolumeClaim) -> str:
