@@ -18,7 +18,7 @@ from kubernetes.utils.quantity import parse_quantity
 from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.loader import KINDS, Document, load_repo
 from gitops_sched.config.model import POD_FIELDS, build_cluster
-from gitops_sched.config.schema import schema_for, validate_documents
+from gitops_sched.config.schema import SchemaValidator, schema_for, validate_documents
 from gitops_sched.engine.types import STALE_GANG_GRACE_S
 
 HEADER = "apiVersion: gitops-sched.io/v1alpha1\nkind: {kind}\nmetadata:\n  name: {name}\n"
@@ -306,6 +306,16 @@ def test_names_must_be_dns_1123_labels(tmp_path: Path, name: str) -> None:
     assert found == [f"repo.yaml:4:9: Department/{name}: metadata.name: {name!r} {DNS_LABEL}"]
 
 
+def test_a_final_newline_is_no_part_of_a_name(tmp_path: Path) -> None:
+    """Python's `$` matches before a final newline; a schema's `$` (ECMA-262, RE2) does not."""
+    spec = 'spec:\n  network: {allowedNamespaces: ["ingress\\n"]}\n'
+    found = problems(tmp_path, text_of("Cluster", spec, name='"a\\n"'))
+    assert found == [
+        f"repo.yaml:4:9: Cluster/a\n: metadata.name: 'a\\n' {DNS_LABEL}",
+        f"repo.yaml:6:33: Cluster/a\n: spec.network.allowedNamespaces[0]: 'ingress\\n' {DNS_LABEL}",
+    ]
+
+
 def test_names_are_at_most_63_characters_and_long_values_are_shortened(tmp_path: Path) -> None:
     name = "a" * 64
     (found,) = problems(tmp_path, text_of("Department", "spec: {quota: {gpu: 1}}\n", name=name))
@@ -581,6 +591,6 @@ def test_valid_exactly_when_jsonschema_says_so(kind: str, data: st.DataObject) -
             del target[key]
         else:
             target[key] = data.draw(VALUES)
-    expected = Draft202012Validator(schema_for(kind)).is_valid(document)
+    expected = SchemaValidator(schema_for(kind)).is_valid(document)
     valid = validate_documents([Document("f.yaml", 0, document, {})], Diagnostics())
     assert bool(valid) == expected

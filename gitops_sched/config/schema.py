@@ -19,7 +19,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError, best_match
 
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
@@ -47,8 +47,39 @@ def schema_for(kind: str) -> dict:
 
 
 @cache
+def schema_regex(pattern: str) -> re.Pattern[str]:
+    r"""A schema `pattern` with `$` as ECMA-262 (editors) and RE2 (the API server, for CRDs)
+    read it: the end of the string. Python's `$` also matches before a final newline, so
+    `^[a-z0-9]+$` would let "team-a\n" through; here every `$` outside a character class
+    becomes `\Z`."""
+    out, escaped, in_class = [], False, False
+    for char in pattern:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char == "$":
+            char = r"\Z"
+        out.append(char)
+    return re.compile("".join(out))
+
+
+def _pattern_keyword(validator: Any, pattern: str, instance: Any, schema: dict) -> Iterator:
+    if validator.is_type(instance, "string") and not schema_regex(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+# jsonschema's own `pattern` is Python's `re.search`; ours reads `$` as the schema means it.
+SchemaValidator = validators.extend(Draft202012Validator, {"pattern": _pattern_keyword})
+
+
+@cache
 def _validator(kind: str) -> Draft202012Validator:
-    return Draft202012Validator(_load(kind))
+    return SchemaValidator(_load(kind))
 
 
 @cache
@@ -338,7 +369,7 @@ def _not(sub: dict | bool, schema: dict, root: dict) -> Check:
 
 
 def _pattern(pattern: str, schema: dict, root: dict) -> Check:
-    search = re.compile(pattern).search
+    search = schema_regex(pattern).search
     return _on("string", lambda v: search(v) is not None)
 
 
