@@ -21,14 +21,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gitops_sched.bridge.build import job_from_workload, nodes_from_repo, policy_from_repo
+from gitops_sched.bridge.build import gpu_request, nodes_from_repo, policy_from_repo
 from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.loader import API_VERSION, Document
 from gitops_sched.config.model import Repo
 from gitops_sched.engine.fairshare import fair_shares
 from gitops_sched.engine.requests import pod_gpus
 from gitops_sched.engine.types import Job, Node, PodPlacement
-from gitops_sched.sim.events import Placed, Simulation, parse_simulation
+from gitops_sched.sim.events import Placed, Simulation, parse_simulation, repo_workloads
 from gitops_sched.sim.run import SimulationResult, WorkloadState, simulate
 
 RUNNING = "running"
@@ -170,7 +170,7 @@ def carried_over(
     do not keep their pods (workload -> reason)."""
     nodes = {node.name: node for node in nodes_from_repo(head)}
     old_nodes = {node.name: node for node in base_result.snapshot.nodes}
-    head_workloads = {w.name: w for w in head.workloads}
+    head_workloads = repo_workloads(head)
     placed: list[Placed] = []
     lost: dict[str, str] = {}
     for state in base_result.workloads:
@@ -206,7 +206,7 @@ def _why_requeued(
         return "its node is removed"
     if any(not _same_gpus(old_nodes[pod.node], nodes[pod.node]) for pod in state.pods):
         return "its node's GPUs change"
-    if job_from_workload(head, workload, 0).request != state.request:
+    if gpu_request(head.pod_spec(workload)) != state.request:  # as the head's job asks
         return "its GPU request changes"
     if len(state.pods) > workload.replicas:
         return "its replicas shrink"

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
@@ -115,8 +115,11 @@ def warnings(
                 "of the node groups",
             )
         )
+    by_department: dict[str, float] = defaultdict(float)
+    for p in head.projects:
+        by_department[p.department] += p.quota.gpu or 0.0
     for department in head.departments:
-        own = sum(p.quota.gpu or 0.0 for p in head.projects if p.department == department.name)
+        own = by_department[department.name]
         if own > (department.quota.gpu or 0.0) + 1e-9:
             found.append(
                 PlanWarning(
@@ -132,10 +135,11 @@ def warnings(
         for state in scenario.base_result.workloads:
             if state.status == RUNNING:
                 running[state.workload.project] += 1
+    declared_in = Counter(w.project for w in base.workloads)
     for project in base.projects:
         if head.project(project.name) is not None:
             continue
-        declared = sum(1 for w in base.workloads if w.project == project.name)
+        declared = declared_in[project.name]
         if declared or running[project.name]:
             found.append(
                 PlanWarning(
@@ -146,8 +150,10 @@ def warnings(
             )
     # node groups shrinking under running work
     use = _node_group_use(scenario)
+    old_groups = {g.name: g for g in reversed(base.node_groups)}  # the first of a name
+    new_groups = {g.name for g in head.node_groups}
     for group in head.node_groups:
-        old = next((g for g in base.node_groups if g.name == group.name), None)
+        old = old_groups.get(group.name)
         used = use.get(group.name, 0.0)
         if (
             old is not None
@@ -162,7 +168,7 @@ def warnings(
                 )
             )
     for group in base.node_groups:
-        if all(g.name != group.name for g in head.node_groups) and use.get(group.name):
+        if group.name not in new_groups and use.get(group.name):
             found.append(
                 PlanWarning(
                     "node-group-under-work",
