@@ -255,6 +255,25 @@ def test_a_namespace_holding_foreign_objects_is_not_pruned(kube, tmp_path):
     assert "Job/gpu-nlp/nlp-train" in outcome.result.pruned
 
 
+def test_a_claim_the_repo_drops_is_left_in_place_with_its_data(kube, tmp_path):
+    repo = tmp_path / "repo"
+    files = config({"vision": 8})
+    claim = {"name": "data", "mountPath": "/data", "claim": {"size": "1Ti"}}
+    files["templates.yaml"][0]["spec"]["volumes"] = [claim]
+    commit(repo, files)
+    h = Harness(kube, repo)
+    assert h.sync().ok
+    assert kube.api.find("v1", "PersistentVolumeClaim", "data", "gpu-vision") is not None
+    commit(repo, config({"vision": 8}))
+    outcome = h.sync()
+    assert outcome.ok, outcome.result.errors
+    assert outcome.result.orphaned == ["PersistentVolumeClaim/gpu-vision/data"]
+    assert kube.api.find("v1", "PersistentVolumeClaim", "data", "gpu-vision") is not None
+    assert "PersistentVolumeClaim/gpu-vision/data" not in {str(r) for r in h.inventory().entries}
+    again = h.sync()  # no longer ours: not reported again, never deleted
+    assert again.ok and not again.result.orphaned and not again.result.errors
+
+
 def test_a_second_repos_reconciler_never_prunes_or_takes_our_objects(kube, tmp_path):
     ours = Harness(kube, tmp_path / "ours")
     commit(ours.repo, config({"vision": 8}))

@@ -27,6 +27,7 @@ import yaml
 
 from gitops_sched.cluster.client import ClusterClient, ObjectRef
 from gitops_sched.cluster.errors import ApiFailure
+from gitops_sched.compiler.storage import NO_PRUNE
 from gitops_sched.reconciler.diff import FIELD_MANAGER, compared, content_hash, why_apply
 from gitops_sched.reconciler.inventory import UNKNOWN, Inventory, InventoryStore
 
@@ -71,6 +72,8 @@ class SyncResult:
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     pruned: list[str] = field(default_factory=list)
+    # left in place when the repo dropped them (they carry a no-prune annotation: claims)
+    orphaned: list[str] = field(default_factory=list)
     drift: list[str] = field(default_factory=list)  # objects repaired: "Kind/ns/name: fields"
     errors: list[str] = field(default_factory=list)
     diff: list[str] = field(default_factory=list)  # dry run: what would change
@@ -257,6 +260,10 @@ class Syncer:
             obj = live.get(ref)
             if obj is None:
                 continue  # gone already, or no longer labelled ours: not ours to delete
+            annotations = obj["metadata"].get("annotations") or {}
+            if any(annotations.get(key) == value for key, value in NO_PRUNE.items()):
+                result.orphaned.append(str(ref))  # its data outlives the repo's mention
+                continue
             if (ref.api_version, ref.kind) == NAMESPACE_KIND:
                 reason = self._keeps_namespace(ref.name)
                 if reason:
