@@ -18,8 +18,17 @@ from gitops_sched.config.validate import check_repo
 EXIT_INVALID = 1
 EXIT_USAGE = 2
 
+# the config repo is a folder: a file given instead is a usage error (exit 2)
 repo_path = click.argument(
-    "path", type=click.Path(exists=True, file_okay=True, dir_okay=True, path_type=Path)
+    "path", type=click.Path(exists=True, file_okay=False, dir_okay=True, path_type=Path)
+)
+exclude_option = click.option(
+    "--exclude",
+    "excludes",
+    multiple=True,
+    metavar="GLOB",
+    help="Leave out matching files (gitignore syntax, added to the repo's .gitops-schedignore); "
+    "repeatable.",
 )
 
 
@@ -29,9 +38,9 @@ def _print_diagnostics(diagnostics: Diagnostics, fmt: str = "text") -> None:
         click.echo(text, nl=False, err=fmt == "text")
 
 
-def load_or_exit(path: Path) -> Repo:
+def load_or_exit(path: Path, excludes: tuple[str, ...] = ()) -> Repo:
     """The repo's model, or its diagnostics on stderr and exit 1."""
-    repo, diagnostics = check_repo(path)
+    repo, diagnostics = check_repo(path, excludes)
     _print_diagnostics(diagnostics)
     if repo is None:
         sys.exit(EXIT_INVALID)
@@ -53,9 +62,10 @@ def main() -> None:
     default="text",
     help="text (FILE:LINE:COL: Kind/name: message), json, or GitHub annotations.",
 )
-def validate(path: Path, fmt: str) -> None:
+@exclude_option
+def validate(path: Path, fmt: str, excludes: tuple[str, ...]) -> None:
     """Check a config repo against the schemas and the semantic rules."""
-    repo, diagnostics = check_repo(path)
+    repo, diagnostics = check_repo(path, excludes)
     _print_diagnostics(diagnostics, fmt)
     if repo is None:
         sys.exit(EXIT_INVALID)
@@ -75,12 +85,13 @@ def validate(path: Path, fmt: str) -> None:
     required=True,
     help="Directory to write (one file per object plus kustomization.yaml), or - for stdout.",
 )
-def render(path: Path, output: str) -> None:
+@exclude_option
+def render(path: Path, output: str, excludes: tuple[str, ...]) -> None:
     """Compile a config repo to Kubernetes YAML."""
     from gitops_sched.compiler import render_repo
     from gitops_sched.compiler.output import write_directory, write_stream
 
-    repo = load_or_exit(path)
+    repo = load_or_exit(path, excludes)
     objects = render_repo(repo)
     if output == "-":
         write_stream(objects, sys.stdout)
@@ -106,7 +117,8 @@ def render(path: Path, output: str) -> None:
     default="table",
     help="Rich tables, or JSON whose `workloads` can seed a later run's `running:`.",
 )
-def simulate(path: Path, events: Path | None, fmt: str) -> None:
+@exclude_option
+def simulate(path: Path, events: Path | None, fmt: str, excludes: tuple[str, ...]) -> None:
     """Run the scheduler on a simulated cluster built from the node groups.
 
     Exits 1 when the config or the events file is invalid, or an expectation is not met.
@@ -119,7 +131,7 @@ def simulate(path: Path, events: Path | None, fmt: str) -> None:
     from gitops_sched.sim.report import print_table, to_json
     from gitops_sched.sim.run import simulate as run_simulation
 
-    repo = load_or_exit(path)
+    repo = load_or_exit(path, excludes)
     simulation = None
     if events is not None:
         diagnostics = Diagnostics()
@@ -154,11 +166,20 @@ def simulate(path: Path, events: Path | None, fmt: str) -> None:
     help="The cluster now, as `simulate --format json` prints it (default: the repo's "
     "workloads settled under the base config).",
 )
-def plan(path: Path, base_ref: str, head_ref: str | None, fmt: str, state: Path | None) -> None:
+@exclude_option
+def plan(
+    path: Path,
+    base_ref: str,
+    head_ref: str | None,
+    fmt: str,
+    state: Path | None,
+    excludes: tuple[str, ...],
+) -> None:
     """What a change does: objects, quota and capacity deltas, fair-share impact.
 
     Exits 0 when the head is valid (changes are not failures), 1 when it is invalid,
-    2 for usage errors (not a Git repo, unknown ref, a state that does not fit).
+    2 for usage errors (not a Git repo, unknown ref, a state that does not fit). Each side
+    leaves out what its own .gitops-schedignore says, and both what --exclude says.
     """
     import json
 
@@ -167,7 +188,7 @@ def plan(path: Path, base_ref: str, head_ref: str | None, fmt: str, state: Path 
     from gitops_sched.plan.markdown import render as render_markdown
 
     try:
-        result = make_plan(path, base_ref, head_ref, state)
+        result = make_plan(path, base_ref, head_ref, state, excludes)
     except PlanInputError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(EXIT_USAGE)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -272,3 +275,164 @@ def test_an_alias_of_a_scalar_may_be_a_key(tmp_path: Path) -> None:
     assert problems == []
     assert doc.data == {"a": "b", "b": 2}
     assert doc.key_location(("b",)).line == 1  # the anchored scalar's own position
+
+
+# --- the file walk: what is read, what is refused, what is left out -------------------------
+
+
+def test_an_empty_folder_says_no_yaml_files_found(tmp_path: Path) -> None:
+    _, problems = load(tmp_path, {"README.md": "# nothing here\n"})
+    assert problems == [
+        f"{tmp_path.as_posix()}:1:1: no YAML files found under {tmp_path.as_posix()}"
+    ]
+
+
+def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe.yaml")  # opening it for reading would wait for a writer
+    _, problems = load(tmp_path, {"c.yaml": CLUSTER})
+    assert problems == ["pipe.yaml:1:1: a FIFO, not a regular file: only files are read"]
+
+
+def test_a_socket_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # a short relative name: socket paths are limited to 108 bytes
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind("sock.yaml")
+        _, problems = load(tmp_path, {"c.yaml": CLUSTER})
+    assert problems == ["sock.yaml:1:1: a socket, not a regular file: only files are read"]
+
+
+def test_a_symlink_to_dev_zero_is_refused_unread(tmp_path: Path) -> None:
+    (tmp_path / "zero.yaml").symlink_to("/dev/zero")
+    _, problems = load(tmp_path, {"c.yaml": CLUSTER})
+    assert problems == ["zero.yaml:1:1: symlink leads outside the repo (to /dev/zero): refused"]
+
+
+def test_a_device_is_refused_even_where_no_repo_bounds_the_link(tmp_path: Path) -> None:
+    # a single file (as a Simulation is read) has no repo to stay inside: the type still counts
+    (tmp_path / "zero.yaml").symlink_to("/dev/zero")
+    assert loader.read_capped(tmp_path / "zero.yaml") == loader.Unreadable(
+        "a character device, not a regular file: only files are read"
+    )
+
+
+def test_dangling_and_looping_symlinks_are_named(tmp_path: Path) -> None:
+    (tmp_path / "gone.yaml").symlink_to("nowhere.yaml")
+    (tmp_path / "loop.yaml").symlink_to("loop.yaml")
+    _, problems = load(tmp_path, {"c.yaml": CLUSTER})
+    assert problems == [
+        "gone.yaml:1:1: dangling symlink: its target 'nowhere.yaml' does not exist",
+        "loop.yaml:1:1: symlink loop: the link never leads to a file",
+    ]
+
+
+def test_symlinks_leading_outside_the_repo_are_refused_inside_ones_read(tmp_path: Path) -> None:
+    repo, outside = tmp_path / "repo", tmp_path / "elsewhere"
+    write(outside, {"secret.yaml": CLUSTER})
+    write(repo, {"real/c.yaml": CLUSTER})
+    (repo / "out.yaml").symlink_to(outside / "secret.yaml")
+    (repo / "outdir").symlink_to(outside)
+    (repo / "in.yaml").symlink_to(repo / "real" / "c.yaml")
+    documents, problems = load(repo, {})
+    assert problems == [
+        f"out.yaml:1:1: symlink leads outside the repo (to {outside.resolve()}/secret.yaml): "
+        "refused",
+        f"outdir:1:1: symlink leads outside the repo (to {outside.resolve()}): refused",
+    ]
+    assert [d.file.rsplit("/", 1)[1] for d in documents] == ["in.yaml", "c.yaml"]
+
+
+def test_an_unreadable_file_is_an_error_not_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # works as root too: the open fails as it would for a user without read permission
+    real_open = os.open
+
+    def deny(path: Any, flags: int, *args: Any) -> int:
+        if str(path).endswith("secret.yaml"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(loader.os, "open", deny)
+    _, problems = load(tmp_path, {"c.yaml": CLUSTER, "secret.yaml": "a: 1\n"})
+    assert problems == ["secret.yaml:1:1: cannot be read: Permission denied"]
+
+
+def test_an_unreadable_folder_is_an_error_not_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # works as root too: listing the folder fails as it would without read permission
+    real_scandir = os.scandir
+
+    def deny(path: Any = ".") -> Any:
+        if str(path).endswith("workloads"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", deny)
+    _, problems = load(tmp_path, {"c.yaml": CLUSTER, "workloads/w.yaml": "a: 1\n"})
+    assert problems == ["workloads:1:1: folder cannot be read: Permission denied"]
+
+
+@pytest.mark.skipif(
+    os.geteuid() == 0, reason="running as root: file permissions do not stop root from reading"
+)
+def test_permissions_that_deny_reading_are_reported(tmp_path: Path) -> None:
+    write(tmp_path, {"c.yaml": CLUSTER, "secret.yaml": "a: 1\n", "locked/w.yaml": "a: 1\n"})
+    (tmp_path / "secret.yaml").chmod(0)
+    (tmp_path / "locked").chmod(0)
+    try:
+        _, problems = load(tmp_path, {})
+    finally:
+        (tmp_path / "locked").chmod(0o755)
+    assert problems == [
+        "locked:1:1: folder cannot be read: Permission denied",
+        "secret.yaml:1:1: cannot be read: Permission denied",
+    ]
+
+
+def test_the_size_cap_does_not_trust_st_size(tmp_path: Path) -> None:
+    # /proc files report a size of 0 and have content: at most cap + 1 bytes are read
+    status = Path("/proc/self/status")
+    if not status.exists():
+        pytest.skip("no /proc on this system")
+    assert status.stat().st_size == 0
+    assert loader.read_capped(status, cap=10) == loader.Unreadable("file is over the 10-byte limit")
+    write(tmp_path, {"ten.yaml": "a: 123456\n"})
+    assert loader.read_capped(tmp_path / "ten.yaml", cap=10) == b"a: 123456\n"
+
+
+def test_the_ignore_file_leaves_out_files_and_folders_in_gitignore_syntax(tmp_path: Path) -> None:
+    ignore = "# CI and rendered output\nci/\n*.rendered.yaml\n!keep.rendered.yaml\n/top.yaml\n"
+    files = {
+        ".gitops-schedignore": ignore,
+        "c.yaml": CLUSTER,
+        "ci/pipeline.yaml": "{{ not yaml",
+        "deep/ci/x.yaml": "{{ not yaml",
+        "a.rendered.yaml": "{{ not yaml",
+        "keep.rendered.yaml": "a: 1\n",
+        "top.yaml": "{{ not yaml",
+        "sub/top.yaml": "b: 2\n",
+    }
+    documents, problems = load(tmp_path, files)
+    assert problems == []
+    read = [d.file.removeprefix(f"{tmp_path.as_posix()}/") for d in documents]
+    assert read == ["c.yaml", "keep.rendered.yaml", "sub/top.yaml"]
+
+
+def test_excludes_add_to_the_ignore_file_and_may_override_it(tmp_path: Path) -> None:
+    write(tmp_path, {".gitops-schedignore": "old/\n", "c.yaml": CLUSTER})
+    write(tmp_path, {"old/a.yaml": "a: 1\n", "new/b.yaml": "b: 1\n", "new/c.yaml": "c: 1\n"})
+    diagnostics = Diagnostics()
+    documents = load_repo(tmp_path, diagnostics, excludes=["new/b.yaml", "!old/"])
+    read = [d.file.removeprefix(f"{tmp_path.as_posix()}/") for d in documents]
+    assert read == ["c.yaml", "new/c.yaml", "old/a.yaml"]
+    assert not diagnostics.has_errors
+
+
+def test_a_folder_whose_every_file_is_ignored_says_so(tmp_path: Path) -> None:
+    _, problems = load(tmp_path, {".gitops-schedignore": "*.yaml\n", "a.yaml": "a: 1\n"})
+    root = tmp_path.as_posix()
+    assert problems == [
+        f"{root}:1:1: no YAML files found under {root} (1 left out by .gitops-schedignore or "
+        "--exclude)"
+    ]

@@ -8,7 +8,9 @@ by path only when a diagnostic asks for one (`Document.location`): most document
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -20,6 +22,7 @@ import yaml
 from yaml.composer import ComposerError
 
 from gitops_sched.config.diagnostics import Diagnostics, Location
+from gitops_sched.config.ignore import IGNORE_FILE, IgnoreRules
 
 try:
     _Loader: type = yaml.CSafeLoader
@@ -532,34 +535,163 @@ def _decode(raw: bytes, file: str, diagnostics: Diagnostics) -> str | None:
     return text.removeprefix("\ufeff")
 
 
-def iter_yaml_files(root: Path) -> Iterator[Path]:
-    """YAML files under `root` in a stable order, skipping hidden folders such as .git."""
-    if root.is_file():
-        yield root
-        return
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for name in sorted(filenames):
-            if name.endswith(YAML_SUFFIXES) and not name.startswith("."):
-                yield Path(dirpath) / name
+def _kind(mode: int) -> str:
+    kinds = {
+        stat.S_IFIFO: "a FIFO",
+        stat.S_IFSOCK: "a socket",
+        stat.S_IFCHR: "a character device",
+        stat.S_IFBLK: "a block device",
+        stat.S_IFDIR: "a folder",
+    }
+    return kinds.get(stat.S_IFMT(mode), "not a regular file")
 
 
-Source = Iterable[tuple[str, bytes]]
+@dataclass(frozen=True)
+class Unreadable:
+    """Why a path of a source could not be read: reported at the path, in place of its bytes."""
+
+    reason: str
+
+
+def read_capped(
+    path: Path, inside: Path | None = None, cap: int = MAX_FILE_BYTES
+) -> bytes | Unreadable:
+    """The bytes of the regular file at `path`, or why not; never blocks, never reads past `cap`.
+
+    A symlink is followed only to a file under `inside` (the repo's resolved root), when given.
+    FIFOs, sockets and devices are refused before they are opened (and opened non-blocking, so a
+    swap between the check and the open cannot hang); at most `cap + 1` bytes are read, whatever
+    `st_size` says (/proc files and devices report 0).
+    """
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        if path.is_symlink():
+            return Unreadable(f"dangling symlink: its target {os.readlink(path)!r} does not exist")
+        return Unreadable("file not found (removed while the repo was read?)")
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return Unreadable("symlink loop: the link never leads to a file")
+        return Unreadable(f"cannot be read: {exc.strerror}")
+    if inside is not None and path.is_symlink():
+        target = Path(os.path.realpath(path))
+        if not target.is_relative_to(inside):
+            return Unreadable(f"symlink leads outside the repo (to {target}): refused")
+    if not stat.S_ISREG(info.st_mode):
+        return Unreadable(f"{_kind(info.st_mode)}, not a regular file: only files are read")
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        return Unreadable(f"cannot be read: {exc.strerror}")
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since the check above
+            return Unreadable("not a regular file: only files are read")
+        chunks, size = [], 0
+        while size <= cap:
+            chunk = os.read(fd, min(1 << 20, cap + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        return Unreadable(f"cannot be read: {exc.strerror}")
+    finally:
+        os.close(fd)
+    if size > cap:
+        return Unreadable(f"file is over the {cap}-byte limit")
+    return b"".join(chunks)
+
+
+Source = Iterable[tuple[str, bytes | Unreadable]]
 """A config repo as (path, bytes) pairs in load order: a folder (`folder_files`) or a Git
-tree (`gitops_sched.plan.gitsource`) load the same way through `load_files`."""
+tree (`gitops_sched.plan.gitsource`) load the same way through `load_files`. A path that
+could not be read comes with an `Unreadable` (the reason) instead of its bytes."""
 
 
-def folder_files(root: Path) -> Iterator[tuple[str, bytes]]:
-    """The YAML files under `root` as (path, bytes), paths as the user named the folder."""
-    for path in iter_yaml_files(root):
-        # as the user named the repo, so editors and CI can open it
-        yield path.as_posix(), path.read_bytes()
+def folder_rules(root: Path, excludes: Iterable[str] = ()) -> IgnoreRules | Unreadable:
+    """The root's `.gitops-schedignore` (if any) plus `excludes`, or why the file is unreadable."""
+    path = root / IGNORE_FILE
+    if not os.path.lexists(path):
+        return IgnoreRules.of("", excludes)
+    raw = read_capped(path, root.resolve())
+    if isinstance(raw, Unreadable):
+        return raw
+    try:
+        return IgnoreRules.of(raw.decode("utf-8"), excludes)
+    except UnicodeDecodeError:
+        return Unreadable("file is not valid UTF-8")
+    except ValueError as exc:  # pathspec: a malformed pattern
+        return Unreadable(f"bad pattern: {exc}")
+
+
+def _unreadable_folders(failed: list[OSError]) -> Iterator[tuple[str, Unreadable]]:
+    """The folders os.walk could not list (its `onerror`), each once; the list is emptied."""
+    for exc in failed:
+        yield Path(exc.filename).as_posix(), Unreadable(f"folder cannot be read: {exc.strerror}")
+    failed.clear()
+
+
+def folder_files(
+    root: Path, excludes: Iterable[str] = ()
+) -> Iterator[tuple[str, bytes | Unreadable]]:
+    """The YAML files under `root` as (path, bytes), paths as the user named the folder.
+
+    Hidden files and folders (.git) are skipped, and so is what `.gitops-schedignore` or
+    `excludes` leave out. Whatever cannot be read (an unreadable file or folder, a FIFO, a
+    dangling link, a link leading outside the repo) comes as an `Unreadable`, never skipped.
+    """
+    if not root.is_dir():  # a single file (a Simulation, a one-file repo)
+        yield root.as_posix(), read_capped(root)
+        return
+    rules = folder_rules(root, excludes)
+    if isinstance(rules, Unreadable):
+        yield (root / IGNORE_FILE).as_posix(), rules
+        return
+    inside, found, left_out = root.resolve(), False, 0
+    failed: list[OSError] = []
+    for dirpath, dirnames, filenames in os.walk(root, onerror=failed.append):
+        found = found or bool(failed)
+        yield from _unreadable_folders(failed)
+        folder = Path(dirpath)
+        relative = folder.relative_to(root).as_posix().removeprefix(".").lstrip("/")
+        below = f"{relative}/" if relative else ""
+        kept = []
+        for name in sorted(d for d in dirnames if not d.startswith(".")):
+            if rules.ignores(below + name, folder=True):
+                left_out += 1
+            elif (folder / name).is_symlink():  # not walked; one leading outside is refused
+                target = Path(os.path.realpath(folder / name))
+                if not target.is_relative_to(inside):
+                    found = True
+                    reason = f"symlink leads outside the repo (to {target}): refused"
+                    yield (folder / name).as_posix(), Unreadable(reason)
+            else:
+                kept.append(name)
+        dirnames[:] = kept
+        for name in sorted(filenames):
+            if not name.endswith(YAML_SUFFIXES) or name.startswith("."):
+                continue
+            if rules.ignores(below + name):
+                left_out += 1
+                continue
+            found = True
+            # as the user named the repo, so editors and CI can open it
+            yield (folder / name).as_posix(), read_capped(folder / name, inside)
+    found = found or bool(failed)
+    yield from _unreadable_folders(failed)  # the root itself
+    if not found:
+        note = f" ({left_out} left out by {IGNORE_FILE} or --exclude)" if left_out else ""
+        yield root.as_posix(), Unreadable(f"no YAML files found under {root.as_posix()}{note}")
 
 
 def load_files(files: Source, diagnostics: Diagnostics) -> list[Document]:
     """Every gitops-sched document of a source, in its order, documents in file order."""
     documents: list[Document] = []
     for file, raw in files:
+        if isinstance(raw, Unreadable):
+            diagnostics.error(Location(file), raw.reason)
+            continue
         if len(raw) > MAX_FILE_BYTES:
             message = f"file is {len(raw)} bytes, over the {MAX_FILE_BYTES}-byte limit"
             diagnostics.error(Location(file), message)
@@ -570,6 +702,6 @@ def load_files(files: Source, diagnostics: Diagnostics) -> list[Document]:
     return documents
 
 
-def load_repo(root: Path, diagnostics: Diagnostics) -> list[Document]:
+def load_repo(root: Path, diagnostics: Diagnostics, excludes: Iterable[str] = ()) -> list[Document]:
     """Every gitops-sched document of a folder, files in path order, documents in file order."""
-    return load_files(folder_files(root), diagnostics)
+    return load_files(folder_files(root, excludes), diagnostics)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from gitops_sched.config.checks import run_checks
@@ -12,9 +13,11 @@ from gitops_sched.config.schema import validate_documents
 from gitops_sched.gcpause import paused_gc
 
 
-def check_repo(root: Path) -> tuple[Repo | None, Diagnostics]:
-    """The repo's model and every diagnostic; the model is None when any error was found."""
-    return check_source(folder_files(root))
+def check_repo(root: Path, excludes: Iterable[str] = ()) -> tuple[Repo | None, Diagnostics]:
+    """The repo's model and every diagnostic; the model is None when any error was found.
+
+    `excludes` are gitignore patterns added to the root's `.gitops-schedignore`."""
+    return check_source(folder_files(root, excludes))
 
 
 @paused_gc()
@@ -22,6 +25,8 @@ def check_source(files: Source) -> tuple[Repo | None, Diagnostics]:
     """As `check_repo`, for any source of (path, bytes): a folder or a Git tree."""
     diagnostics = Diagnostics()
     documents = load_files(files, diagnostics)
+    if not documents and diagnostics.has_errors:  # nothing read: no follow-on "no Cluster"
+        return None, diagnostics
     valid = validate_documents(documents, diagnostics)
     repo = build_repo(valid)
     run_checks(repo, documents, diagnostics)

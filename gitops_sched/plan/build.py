@@ -76,13 +76,14 @@ class Plan:
         return self.base.valid and self.head.valid
 
 
-def _side(path: Path, ref: str | None) -> Side:
+def _side(path: Path, ref: str | None, excludes: tuple[str, ...]) -> Side:
+    """One side, its files left out by its own `.gitops-schedignore` and by `excludes`."""
     if ref is None:
-        repo, diagnostics = check_repo(path)
+        repo, diagnostics = check_repo(path, excludes)
         return Side(WORKING_TREE, None, repo, diagnostics)
     folder = git_folder(path)
     commit = resolve(folder, ref)
-    repo, diagnostics = check_source(ref_files(folder, commit))
+    repo, diagnostics = check_source(ref_files(folder, commit, excludes))
     return Side(ref, commit, repo, diagnostics)
 
 
@@ -105,13 +106,17 @@ def _state(path: Path | None, base: Repo):
 
 @paused_gc()  # both sides' models, objects and runs are large and acyclic
 def make_plan(
-    path: Path, base_ref: str, head_ref: str | None = None, state: Path | None = None
+    path: Path,
+    base_ref: str,
+    head_ref: str | None = None,
+    state: Path | None = None,
+    excludes: tuple[str, ...] = (),
 ) -> Plan:
     """The plan of the change from `base_ref` to `head_ref` (None: the working tree)."""
     try:
         git_folder(path)  # a working-tree head must be in Git too: the base comes from there
-        base = _side(path, base_ref)
-        head = _side(path, head_ref)
+        base = _side(path, base_ref, excludes)
+        head = _side(path, head_ref, excludes)
     except GitError as exc:
         raise PlanInputError(str(exc)) from exc
     problems = new_problems(base.diagnostics if base.valid else None, head.diagnostics)

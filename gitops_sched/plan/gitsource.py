@@ -9,10 +9,11 @@ and a folder load the same way and their diagnostics compare.
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from gitops_sched.config.ignore import IGNORE_FILE, IgnoreRules
 from gitops_sched.config.loader import YAML_SUFFIXES
 
 BLOB_MODES = ("100644", "100755")  # regular files; links and submodules are not config
@@ -72,12 +73,25 @@ def _walk_order(path: str) -> tuple:
     return (*((1, d) for d in dirs), (0, name))
 
 
-def _listed(folder: GitFolder, commit: str) -> list[tuple[str, str]]:
+def _rules(folder: GitFolder, blob: str | None, excludes: Iterable[str]) -> IgnoreRules:
+    """The folder's `.gitops-schedignore` at the ref (blob id, if any) plus `excludes`."""
+    if blob is None:
+        return IgnoreRules.of("", excludes)
+    found = _git(folder.top, "cat-file", "blob", blob)
+    if found.returncode != 0:
+        raise GitError(f"git cat-file {blob}: {found.stderr.decode().strip()}")
+    try:
+        return IgnoreRules.of(found.stdout.decode("utf-8"), excludes)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise GitError(f"{folder.shown / IGNORE_FILE}: not a gitignore file ({exc})") from exc
+
+
+def _listed(folder: GitFolder, commit: str, excludes: Iterable[str]) -> list[tuple[str, str]]:
     """(path below the folder, blob id) of the YAML files a folder load would read."""
     listing = _git(folder.top, "ls-tree", "-r", "-z", "--full-tree", commit, "--", folder.prefix)
     if listing.returncode != 0:
         raise GitError(f"git ls-tree {commit}: {listing.stderr.decode().strip()}")
-    files = []
+    files, ignore_file = [], None
     for entry in listing.stdout.decode().split("\0"):
         if not entry:
             continue
@@ -85,16 +99,31 @@ def _listed(folder: GitFolder, commit: str) -> list[tuple[str, str]]:
         mode, kind, blob = meta.split()
         relative = full[len(folder.prefix) :]
         parts = PurePosixPath(relative).parts
+        if relative == IGNORE_FILE and kind == "blob":
+            ignore_file = blob
         if kind != "blob" or mode not in BLOB_MODES or any(p.startswith(".") for p in parts):
             continue
         if relative.endswith(YAML_SUFFIXES):
             files.append((relative, blob))
-    return sorted(files, key=lambda item: _walk_order(item[0]))
+    rules = _rules(folder, ignore_file, excludes)
+    kept = [(relative, blob) for relative, blob in files if not _ignored(rules, relative)]
+    return sorted(kept, key=lambda item: _walk_order(item[0]))
 
 
-def ref_files(folder: GitFolder, commit: str) -> Iterator[tuple[str, bytes]]:
-    """The folder's YAML files at `commit` as (path, bytes), as `folder_files` names them."""
-    files = _listed(folder, commit)
+def _ignored(rules: IgnoreRules, relative: str) -> bool:
+    """As a folder walk decides: a file, or any folder above it, left out."""
+    parts = relative.split("/")
+    folders = ("/".join(parts[: i + 1]) for i in range(len(parts) - 1))
+    return any(rules.ignores(f, folder=True) for f in folders) or rules.ignores(relative)
+
+
+def ref_files(
+    folder: GitFolder, commit: str, excludes: Iterable[str] = ()
+) -> Iterator[tuple[str, bytes]]:
+    """The folder's YAML files at `commit` as (path, bytes), as `folder_files` names them.
+
+    Left out as a folder load would: the ref's own `.gitops-schedignore`, then `excludes`."""
+    files = _listed(folder, commit, excludes)
     if not files:
         return
     batch = _git(

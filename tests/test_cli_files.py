@@ -1,0 +1,103 @@
+"""The CLI on hostile or ignored files: exit codes and messages, never a traceback or a hang."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gitops_sched.cli import main
+from tests.test_plan import base_config, git
+from tests.test_plan import write as write_config
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "clusters" / "oci-a100"
+BROKEN = "apiVersion: gitops-sched.io/v1alpha1\nkind: Project\nmetadata: {name: [oops]}\n"
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result.exit_code, result.output
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A copy of a valid example repo, with a broken file under ci/."""
+    root = tmp_path / "repo"
+    shutil.copytree(EXAMPLE, root)
+    (root / "ci").mkdir()
+    (root / "ci" / "pipeline.yaml").write_text(BROKEN)
+    return root
+
+
+def test_a_file_instead_of_a_folder_is_a_usage_error(repo: Path) -> None:
+    code, output = run("validate", str(repo / "cluster.yaml"))
+    assert code == 2
+    assert "is a file" in output
+
+
+def test_an_empty_folder_is_invalid_and_says_why(tmp_path: Path) -> None:
+    code, output = run("validate", str(tmp_path))
+    assert code == 1
+    assert output == f"{tmp_path}:1:1: no YAML files found under {tmp_path}\n"
+
+
+def test_a_fifo_and_an_outside_link_are_errors_not_hangs(repo: Path) -> None:
+    (repo / "ci" / "pipeline.yaml").unlink()
+    os.mkfifo(repo / "pipe.yaml")
+    (repo / "zero.yaml").symlink_to("/dev/zero")
+    code, output = run("validate", str(repo))
+    assert code == 1
+    assert output.splitlines() == [
+        f"{repo}/pipe.yaml:1:1: a FIFO, not a regular file: only files are read",
+        f"{repo}/zero.yaml:1:1: symlink leads outside the repo (to /dev/zero): refused",
+    ]
+
+
+@pytest.mark.parametrize("command", ["validate", "render -o -", "simulate --format json"])
+def test_exclude_leaves_files_out_of_every_command(repo: Path, command: str) -> None:
+    name, *rest = command.split()
+    assert run(name, str(repo), *rest)[0] == 1
+    code, output = run(name, str(repo), *rest, "--exclude", "ci/")
+    assert code == 0, output
+
+
+def test_the_ignore_file_leaves_files_out_and_exclude_adds_to_it(repo: Path) -> None:
+    (repo / ".gitops-schedignore").write_text("ci/\n")
+    assert run("validate", str(repo))[0] == 0
+    (repo / "scratch.yaml").write_text(BROKEN)
+    assert run("validate", str(repo))[0] == 1
+    assert run("validate", str(repo), "--exclude", "scratch.yaml", "--exclude", "*.tmp")[0] == 0
+
+
+def test_plan_reads_each_sides_own_ignore_file_and_applies_excludes_to_both(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "git"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    write_config(root / "cfg", base_config())
+    (root / "cfg" / "rendered").mkdir()
+    (root / "cfg" / "rendered" / "out.yaml").write_text(BROKEN)
+    (root / "cfg" / ".gitops-schedignore").write_text("rendered/\n")
+    git(root, "add", "cfg")
+    git(root, "commit", "-q", "-m", "base")
+    monkeypatch.chdir(root)
+    # the base ignores rendered/ by its committed ignore file; the working tree by its own
+    code, output = run("plan", "cfg", "--base", "main", "--format", "json")
+    assert code == 0, output
+    # a broken file on both sides, left out of both by --exclude
+    (root / "cfg" / "scratch").mkdir()
+    (root / "cfg" / "scratch" / "x.yaml").write_text(BROKEN)
+    git(root, "add", "cfg")
+    git(root, "commit", "-q", "-m", "scratch")
+    assert run("plan", "cfg", "--base", "main")[0] == 1
+    code, output = run("plan", "cfg", "--base", "main", "--exclude", "scratch/", "--format", "json")
+    assert code == 0, output
+    # the working tree drops its ignore file: rendered/ counts there, and breaks the head
+    (root / "cfg" / ".gitops-schedignore").unlink()
+    code, _ = run("plan", "cfg", "--base", "main", "--exclude", "scratch/")
+    assert code == 1
