@@ -1,4 +1,5 @@
-"""Jinja2 expressions: the plain-lookup fast path renders exactly what Jinja2 renders."""
+"""Jinja2 expressions: the plain-lookup fast path renders exactly what Jinja2 renders, and
+hostile expressions fail with a limit error instead of hanging or eating memory."""
 
 from __future__ import annotations
 
@@ -6,10 +7,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from config_builders import doc
 from jinja2 import UndefinedError
+from test_checks import check, found, line_at
 
 from gitops_sched.config import templating
-from gitops_sched.config.templating import context_for, render_value, renders_everywhere
+from gitops_sched.config.templating import (
+    TemplateLimitError,
+    context_for,
+    render_value,
+    renders_everywhere,
+    unknown_names,
+)
 from gitops_sched.config.validate import check_repo
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "clusters" / "oci-a100"
@@ -78,3 +87,113 @@ def keys(value: Any) -> Any:
 def test_every_context_has_the_same_names() -> None:
     for context in contexts():
         assert keys(context) == keys(templating._SHAPE)
+
+
+# Each class of hostile expression, and the limit it meets. Every one fails in
+# milliseconds: the limits refuse the operation before Python builds its result.
+LIMIT = "template expression exceeds a limit: "
+HOSTILE = {
+    # parser and compiler recursion
+    "parens": ("{{ " + "(" * 5000 + "1" + ")" * 5000 + " }}", "expression nested too deeply"),
+    "lists": ("{{ " + "[" * 3000 + "]" * 3000 + " }}", "expression nested too deeply"),
+    "nots": ("{{ " + "not " * 5000 + "1 }}", "expression nested too deeply"),
+    "filters": ("{{ 'x'" + "|upper" * 5000 + " }}", "expression nested too deeply"),
+    "blocks": ("{% if 1 %}" * 2000 + "{% endif %}" * 2000, "expression nested too deeply"),
+    "macro": (
+        "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}",
+        "calls nested too deeply (a macro or loop calling itself)",
+    ),
+    # memory
+    "repeat": ("{{ 'a' * 10**9 }}", "'*' makes a string or list longer than 100,000"),
+    "repeat-list": ("{{ 10**9 * [1] }}", "'*' makes a string or list longer than 100,000"),
+    "center": ("{{ 'x'|center(10**9) }}", "'center' width of 1,000,000,000 is over 100,000"),
+    "ljust": ("{{ 'x'.ljust(10**9) }}", "'ljust' width of 1,000,000,000 is over 100,000"),
+    "indent": ("{{ 'x'|indent(10**9) }}", "'indent' width of 1,000,000,000 is over 100,000"),
+    "format": ("{{ '%999999999d'|format(1) }}", "'format' width of 999,999,999 is over 100,000"),
+    "percent": ("{{ '%*d' % (10**9, 1) }}", "'%' format width of 1,000,000,000 is over 100,000"),
+    "str.format": (
+        "{{ '{:{}}'.format(1, 10**9) }}",
+        "'format' width of 1,000,000,000 is over 100,000",
+    ),
+    "batch": ("{{ [1]|batch(10**9)|list }}", "'batch' size of 1,000,000,000 is over 100,000"),
+    "replace": (
+        "{{ ('a' * 1000)|replace('a', 'b' * 1000) }}",
+        "'replace' makes a string longer than 100,000",
+    ),
+    "doubling": (
+        "{% set ns = namespace(s='ab') %}{% for i in range(60) %}{% set ns.s = ns.s ~ ns.s %}"
+        "{% endfor %}{{ ns.s }}",
+        "'~' makes a string longer than 100,000",
+    ),
+    "captured": (
+        "{% set ns = namespace(s='ab') %}{% for i in range(60) %}"
+        "{% set ns.s %}{{ ns.s }}{{ ns.s }}{% endset %}{% endfor %}",
+        "output longer than 100,000 characters",
+    ),
+    "output": (
+        "{% for i in range(9999) %}{{ 'x' * 99 }}{% endfor %}",
+        "output longer than 100,000 characters",
+    ),
+    # CPU
+    "power": ("{{ 2 ** 99999999 }}", "'**' makes an integer of more than 4,096 bits"),
+    "product": ("{{ (10**1000) * (10**1000) }}", "'*' makes an integer of more than 4,096 bits"),
+    "range": (
+        "{% for i in range(10**9) %}{% endfor %}",
+        "range() of 1,000,000,000 items is over 10,000",
+    ),
+    "loops": (
+        "{% for i in range(10000) %}{% for j in range(10000) %}{% endfor %}{% endfor %}",
+        "more than 100,000 loop iterations",
+    ),
+}
+
+
+@pytest.mark.parametrize(("source", "message"), HOSTILE.values(), ids=HOSTILE.keys())
+def test_a_hostile_expression_meets_a_limit(source: str, message: str) -> None:
+    with pytest.raises(TemplateLimitError) as error:
+        unknown_names(source)  # parsing, as the checks do first
+        render_value(source, contexts()[0])
+    assert str(error.value) == LIMIT + message
+
+
+def test_a_render_that_runs_out_of_time_stops(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(templating, "MAX_SECONDS", -1.0)  # already over at the first step
+    with pytest.raises(TemplateLimitError, match="rendering took more than -1 seconds"):
+        render_value("{% for i in range(3) %}{{ i }}{% endfor %}", contexts()[0])
+
+
+@pytest.mark.parametrize(
+    ("source", "rendered"),
+    [
+        ("{{ 'ab' * 3 }}-{{ 2 ** 10 }}-{{ [0] * 2 }}", "ababab-1024-[0, 0]"),
+        ("{{ '%05d'|format(7) }}-{{ '{:>3}'.format(1) }}-{{ 'x'|center(3) }}", "00007-  1- x "),
+        ("{% for i in range(3) %}{{ i }}{% endfor %}-{{ workload.name ~ '!' }}", "012-w!"),
+        ("{{ 'x' * 100000 }}", "x" * 100_000),  # at the limits, not over
+    ],
+)
+def test_ordinary_expressions_are_within_the_limits(source: str, rendered: str) -> None:
+    assert render_value(source, {"workload": {"name": "w"}}) == rendered
+
+
+@pytest.fixture
+def repo_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_a_render_limit_is_reported_at_the_expression(repo_dir: Path) -> None:
+    template = doc("Template", "t", image="x", env={"PAD": "{{ 'x'|center(10**9) }}"})
+    workload = doc("Workload", "w", project="vision", template="t")
+    diagnostics = check(repo_dir, template, workload)
+    message = "cannot render template expression: " + LIMIT + HOSTILE["center"][1]
+    assert found(diagnostics) == [("Template/t", "error", message)]
+    assert line_at(diagnostics[0]) == "'{{ ''x''|center(10**9) }}'"
+
+
+def test_too_deep_an_expression_is_reported_once_at_it(repo_dir: Path) -> None:
+    deep = HOSTILE["parens"][0]
+    template = doc("Template", "t", image="x", command=["run", deep])
+    workloads = [doc("Workload", name, project="vision", template="t") for name in ("a", "b")]
+    diagnostics = check(repo_dir, template, *workloads)
+    assert found(diagnostics) == [("Template/t", "error", LIMIT + "expression nested too deeply")]
+    assert line_at(diagnostics[0]).startswith("'{{ (((")

@@ -9,22 +9,333 @@ more than the lookups themselves. So each source is also compiled to a plain loo
 when Jinja2's own parse of it is only text and attribute chains; the plan does what the
 sandboxed environment does for plain dicts, and hands anything else (a missing name, a
 value other than a string or number) to Jinja2, which renders it or raises as ever.
+
+Expressions come from the repo, so a hostile one must fail, not hang the CLI or eat its
+memory: the environment caps what one render may cost (see "Limits" below) and raises
+TemplateLimitError, which the checks report at the expression like any render error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateError, meta, nodes
+from jinja2 import StrictUndefined, TemplateError, meta, nodes, pass_context
+from jinja2.environment import Template
+from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from gitops_sched.config.model import Cluster, Project, Workload
 
 CONTEXT_NAMES = ("project", "workload", "cluster")
 
-_ENV = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+# Limits. Pod fields are short strings: each limit is far above what a real expression
+# needs and far below what hurts (a render stays within a few MB and a second or two).
+MAX_INT_BITS = 4096  # an integer result (`2 ** 99999999`): about 1,233 decimal digits
+MAX_SIZE = 100_000  # a string or list a single operation makes (`'a' * 10**9`, a width)
+MAX_RANGE = 10_000  # items in one `range(...)`
+MAX_LOOP_ITERATIONS = 100_000  # `{% for %}` iterations in one render, all loops together
+MAX_OUTPUT = 100_000  # characters one render prints, captured blocks and macros included
+MAX_SECONDS = 2.0  # wall-clock time of one render, checked at each loop step and operation
+
+
+class TemplateLimitError(TemplateError):
+    """A template expression went past one of the limits above."""
+
+
+def _limit(what: str) -> TemplateLimitError:
+    return TemplateLimitError(f"template expression exceeds a limit: {what}")
+
+
+class _Budget:
+    """What one render has spent so far."""
+
+    def __init__(self) -> None:
+        self.deadline = time.monotonic() + MAX_SECONDS
+        self.iterations = 0
+        self.output = 0
+
+    def tick(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise _limit(f"rendering took more than {MAX_SECONDS:g} seconds")
+
+
+_BUDGET: ContextVar[_Budget | None] = ContextVar("gitops_sched_template_budget", default=None)
+
+
+def _budget() -> _Budget:
+    # None while compiling (Jinja2 folds constants): a throwaway budget then
+    return _BUDGET.get() or _Budget()
+
+
+def _check_size(value: Any, what: str) -> Any:
+    if isinstance(value, str | list | tuple) and len(value) > MAX_SIZE:
+        raise _limit(f"{what} makes a string or list longer than {MAX_SIZE:,}")
+    if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+        raise _limit(f"{what} makes an integer of more than {MAX_INT_BITS:,} bits")
+    return value
+
+
+def _check_width(width: Any, what: str) -> None:
+    if isinstance(width, int) and abs(width) > MAX_SIZE:
+        raise _limit(f"{what} of {width:,} is over {MAX_SIZE:,}")
+
+
+_PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[#0 +-]*(\*|\d+)?(?:\.(\*|\d+))?")
+_BRACE_SPEC = re.compile(r"\{[^{}:]*:([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}")
+
+
+def _check_format(fmt: Any, args: Iterable[Any], what: str) -> None:
+    """Widths and precisions of `%`-formatting and `str.format` (`'%999999999d'`)."""
+    if not isinstance(fmt, str):
+        return
+    indirect = False
+    for width, precision in _PERCENT_SPEC.findall(fmt):
+        for number in (width, precision):
+            indirect = indirect or number == "*"
+            if number.isdigit():
+                _check_width(int(number), f"{what} width")
+    for spec in _BRACE_SPEC.findall(fmt):
+        indirect = indirect or "{" in spec
+        for number in re.findall(r"\d+", spec):
+            _check_width(int(number), f"{what} width")
+    if indirect:  # a width taken from the arguments: `'%*d' % (10**9, 1)`
+        for arg in args:
+            _check_width(arg, f"{what} width")
+
+
+def _args(value: Any) -> tuple[Any, ...]:
+    if isinstance(value, tuple):
+        return value
+    if isinstance(value, dict):
+        return tuple(value.values())
+    return (value,)
+
+
+class _LimitedTemplate(Template):
+    def render(self, *args: Any, **kwargs: Any) -> str:
+        """Template.render, with a fresh budget and the output counted as it comes."""
+        ctx = self.new_context(dict(*args, **kwargs))
+        token = _BUDGET.set(_Budget())
+        try:
+            out: list[str] = []
+            size = 0
+            for chunk in self.root_render_func(ctx):
+                size += len(chunk)
+                if size > MAX_OUTPUT:
+                    raise _limit(f"output longer than {MAX_OUTPUT:,} characters")
+                out.append(chunk)
+            return self.environment.concat(out)  # type: ignore[attr-defined]
+        except (RecursionError, MemoryError):
+            raise _limit("calls nested too deeply (a macro or loop calling itself)") from None
+        except Exception:
+            self.environment.handle_exception()
+        finally:
+            _BUDGET.reset(token)
+
+
+def _finalize(value: Any) -> Any:
+    """Every `{{ ... }}` printed, in the template or in a block it captures."""
+    budget = _budget()
+    budget.tick()
+    if isinstance(value, str):
+        budget.output += len(value)
+        if budget.output > MAX_OUTPUT:
+            raise _limit(f"output longer than {MAX_OUTPUT:,} characters")
+    return value
+
+
+@pass_context  # never folded at compile time: counted per render
+def _loop_guard(context: Context, iterable: Any) -> Iterator[Any]:
+    budget = _budget()
+    for item in iterable:
+        budget.iterations += 1
+        if budget.iterations > MAX_LOOP_ITERATIONS:
+            raise _limit(f"more than {MAX_LOOP_ITERATIONS:,} loop iterations")
+        budget.tick()
+        yield item
+
+
+def _concat_guard(items: list[Any]) -> str:
+    """`a ~ b`, as Jinja2 joins it, refusing a result over the size limit first."""
+    parts = [str(item) for item in items]
+    if sum(map(len, parts)) > MAX_SIZE:
+        raise _limit(f"'~' makes a string longer than {MAX_SIZE:,}")
+    return "".join(parts)
+
+
+def _range(*args: int) -> range:
+    rng = range(*args)
+    if len(rng) > MAX_RANGE:
+        raise _limit(f"range() of {len(rng):,} items is over {MAX_RANGE:,}")
+    return rng
+
+
+def _guard_filter(env: ImmutableSandboxedEnvironment, name: str, check: Callable) -> None:
+    """Wrap filter `name` so `check(value, *args, **kwargs)` runs before it."""
+    original = env.filters[name]
+
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        check(*args[1:] if _takes_env(original) else args, **kwargs)
+        return _check_size(original(*args, **kwargs), f"'{name}'")
+
+    for attr in ("jinja_pass_arg",):  # keep pass_environment / pass_eval_context
+        if hasattr(original, attr):
+            setattr(guarded, attr, getattr(original, attr))
+    env.filters[name] = guarded
+
+
+def _takes_env(func: Callable) -> bool:
+    return hasattr(func, "jinja_pass_arg")
+
+
+# The filters that allocate by an argument rather than by their input's size.
+_FILTER_CHECKS: dict[str, Callable[..., None]] = {
+    "center": lambda value, width=80: _check_width(width, "'center' width"),
+    "indent": lambda value, width=4, *a, **k: _check_width(width, "'indent' width"),
+    "tojson": lambda value, indent=None: _check_width(indent, "'tojson' indent"),
+    "slice": lambda value, slices, *a: _check_width(slices, "'slice' count"),
+    "batch": lambda value, linecount, *a: _check_width(linecount, "'batch' size"),
+    "format": lambda value, *args, **kwargs: _check_format(
+        value, (*args, *kwargs.values()), "'format'"
+    ),
+    "replace": lambda value, old, new, count=None: _check_replace(value, old, new, count),
+}
+
+
+def _check_replace(value: Any, old: Any, new: Any, count: Any = None) -> None:
+    if isinstance(value, str) and isinstance(old, str) and isinstance(new, str):
+        found = len(value) + 1 if old == "" else value.count(old)
+        if isinstance(count, int) and count >= 0:
+            found = min(found, count)
+        if len(value) + found * (len(new) - len(old)) > MAX_SIZE:
+            raise _limit(f"'replace' makes a string longer than {MAX_SIZE:,}")
+
+
+# str methods that allocate by an argument: `'x'.ljust(10**9)`.
+_WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs"})
+
+
+class _LimitedEnvironment(ImmutableSandboxedEnvironment):
+    """The sandbox, with each operation that may allocate or compute without bound capped."""
+
+    template_class = _LimitedTemplate
+    intercepted_binops = frozenset({"*", "**", "+", "%"})
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(finalize=_finalize, **options)
+        self.globals["range"] = _range
+        self.globals.pop("lipsum", None)  # generates text by the paragraph: not for pod fields
+        for name, check in _FILTER_CHECKS.items():
+            _guard_filter(self, name, check)
+        self.filters["_gitops_sched_loop"] = _loop_guard
+        self.filters["_gitops_sched_concat"] = _concat_guard
+
+    def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
+        _budget().tick()
+        _check_binop(operator, left, right)
+        return _check_size(super().call_binop(context, operator, left, right), f"'{operator}'")
+
+    def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        _budget().tick()
+        name = getattr(__obj, "__name__", "")
+        # the sandbox hands out str.format wrapped, the method as `__wrapped__`
+        string = getattr(getattr(__obj, "__wrapped__", __obj), "__self__", None)
+        if isinstance(string, str):
+            if name in _WIDTH_METHODS:
+                for arg in (*args, *kwargs.values()):
+                    _check_width(arg, f"'{name}' width")
+            elif name in ("format", "format_map"):
+                _check_format(string, (*args, *kwargs.values()), "'format'")
+            elif name == "replace" and len(args) >= 2:
+                _check_replace(string, *args[:3])
+        result = super().call(__context, __obj, *args, **kwargs)
+        return _check_size(result, f"'{name or 'call'}'")
+
+    def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
+        try:
+            return super()._parse(source, name, filename)
+        except RecursionError:
+            raise _limit("expression nested too deeply") from None
+
+    def _generate(self, source: nodes.Template, *args: Any, **kwargs: Any) -> str:
+        try:
+            return super()._generate(_guarded_tree(source), *args, **kwargs)
+        except RecursionError:
+            raise _limit("expression nested too deeply") from None
+
+    def _compile(self, source: str, filename: str) -> Any:
+        try:
+            return super()._compile(source, filename)
+        except (RecursionError, MemoryError, SyntaxError):
+            raise _limit("expression nested too deeply") from None
+
+
+def _check_binop(operator: str, left: Any, right: Any) -> None:
+    """Refuse an operation whose result would be too big before Python builds it."""
+    what = f"'{operator}'"
+    ints = isinstance(left, int) and isinstance(right, int)
+    too_many_bits = _limit(f"{what} makes an integer of more than {MAX_INT_BITS:,} bits")
+    too_long = _limit(f"{what} makes a string or list longer than {MAX_SIZE:,}")
+    if operator == "**" and ints and right > 0 and abs(left) > 1:
+        # at most bit_length * right bits, and at least (bit_length - 1) * right
+        if right > MAX_INT_BITS or (left.bit_length() - 1) * right > MAX_INT_BITS:
+            raise too_many_bits
+    elif operator == "*" and ints:
+        if left.bit_length() + right.bit_length() > MAX_INT_BITS + 1:
+            raise too_many_bits
+    elif operator == "*":
+        for seq, times in ((left, right), (right, left)):
+            if _sized(seq) and isinstance(times, int) and len(seq) * times > MAX_SIZE:
+                raise too_long
+    elif operator == "+" and _sized(left) and _sized(right):
+        if len(left) + len(right) > MAX_SIZE:
+            raise too_long
+    elif operator == "%" and isinstance(left, str):
+        _check_format(left, _args(right), "'%' format")
+
+
+def _sized(value: Any) -> bool:
+    return isinstance(value, str | list | tuple)
+
+
+def _guarded_tree(tree: nodes.Template) -> nodes.Template:
+    """Route every loop's iterable and every `~` through the guards (walked without
+    recursion: the tree may be deep)."""
+    stack: list[nodes.Node] = [tree]
+    while stack:
+        node = stack.pop()
+        for field in node.fields:
+            child = getattr(node, field, None)
+            children = child if isinstance(child, list) else [child]
+            for i, item in enumerate(children):
+                if not isinstance(item, nodes.Node):
+                    continue
+                if isinstance(item, nodes.Concat) and not getattr(item, "_guarded", False):
+                    item._guarded = True  # type: ignore[attr-defined]
+                    wrapped = nodes.Filter(
+                        nodes.List(item.nodes), "_gitops_sched_concat", [], [], None, None
+                    ).set_lineno(item.lineno)
+                    if isinstance(child, list):
+                        child[i] = wrapped
+                    else:
+                        setattr(node, field, wrapped)
+                    stack.extend(item.nodes)
+                    continue
+                stack.append(item)
+        if isinstance(node, nodes.For) and not getattr(node, "_guarded", False):
+            node._guarded = True  # type: ignore[attr-defined]
+            node.iter = nodes.Filter(
+                node.iter, "_gitops_sched_loop", [], [], None, None
+            ).set_lineno(node.lineno)
+    return tree
+
+
+_ENV = _LimitedEnvironment(undefined=StrictUndefined, autoescape=False)
 # What a plan prints as Jinja2 does (with `str`); other values take Jinja2's own path.
 _PRINTABLE = (str, int, float, bool)
 
@@ -115,7 +426,10 @@ def _always_defined(chain: tuple[str, ...]) -> bool:
 @lru_cache(maxsize=4096)
 def unknown_names(source: str) -> tuple[str, ...]:
     """Top-level names an expression uses that the context will not have."""
-    names = meta.find_undeclared_variables(_ENV.parse(source))
+    try:
+        names = meta.find_undeclared_variables(_ENV.parse(source))
+    except RecursionError:  # a long filter chain parses without recursion, not so this walk
+        raise _limit("expression nested too deeply") from None
     return tuple(sorted(n for n in names if n not in CONTEXT_NAMES))
 
 
@@ -178,6 +492,7 @@ def render_value(value: Any, context: dict[str, Any]) -> Any:
 __all__ = [
     "CONTEXT_NAMES",
     "TemplateError",
+    "TemplateLimitError",
     "context_for",
     "is_templated",
     "render_value",

@@ -21,6 +21,7 @@ from gitops_sched.config.loader import Path_
 from gitops_sched.config.model import Repo, Workload
 from gitops_sched.config.templating import (
     CONTEXT_NAMES,
+    TemplateLimitError,
     context_for,
     is_templated,
     render_value,
@@ -48,6 +49,8 @@ def _expression_problems(source: str) -> tuple[str, ...]:
         names = unknown_names(source)
     except TemplateSyntaxError as exc:
         return (f"template syntax error: {exc.message}",)
+    except TemplateLimitError as exc:  # nested too deeply to parse
+        return (str(exc),)
     known = ", ".join(CONTEXT_NAMES)
     return tuple(f"unknown name '{name}' in template expression (known: {known})" for name in names)
 
