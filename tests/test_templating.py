@@ -130,6 +130,12 @@ HOSTILE = {
         "{% set ns.s %}{{ ns.s }}{{ ns.s }}{% endset %}{% endfor %}",
         "output longer than 100,000 characters",
     ),
+    "shared": (  # small in memory, a million characters printed
+        "{% set a = ['x' * 1000] * 10 %}{% set b = [a, a, a, a, a, a, a, a, a, a] %}"
+        "{% set c = [b, b, b, b, b, b, b, b, b, b] %}{{ c }}",
+        "a literal makes a string or list longer than 100,000",
+    ),
+    "join": ("{{ (['y'] * 10000)|join('z' * 100) }}", "'join' makes a string longer than 100,000"),
     "output": (
         "{% for i in range(9999) %}{{ 'x' * 99 }}{% endfor %}",
         "output longer than 100,000 characters",

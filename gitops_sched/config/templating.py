@@ -58,6 +58,7 @@ class _Budget:
         self.deadline = time.monotonic() + MAX_SECONDS
         self.iterations = 0
         self.output = 0
+        self.sizes: dict[int, tuple[Any, int]] = {}  # see _size; each value kept alive
 
     def tick(self) -> None:
         if time.monotonic() > self.deadline:
@@ -72,8 +73,34 @@ def _budget() -> _Budget:
     return _BUDGET.get() or _Budget()
 
 
+def _size(value: Any) -> int:
+    """About how many characters `value` prints as, a shared item counted each time it
+    appears: `[a, a, a]` nested ten deep is tiny in memory and huge once printed.
+
+    Lists, tuples and dicts are remembered for the render, so a structure built a level
+    at a time (each level checked as it is made) is walked once; the count stops early
+    past MAX_SIZE."""
+    if isinstance(value, str | bytes):
+        return len(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value.bit_length() // 3 + 1
+    if not isinstance(value, list | tuple | dict):
+        return 1
+    sizes = _budget().sizes
+    known = sizes.get(id(value))
+    if known is not None and known[0] is value:
+        return known[1]
+    total = len(value)
+    for item in value.items() if isinstance(value, dict) else value:
+        total += _size(item)
+        if total > MAX_SIZE:
+            break
+    sizes[id(value)] = (value, total)
+    return total
+
+
 def _check_size(value: Any, what: str) -> Any:
-    if isinstance(value, str | list | tuple) and len(value) > MAX_SIZE:
+    if isinstance(value, str | bytes | list | tuple | dict) and _size(value) > MAX_SIZE:
         raise _limit(f"{what} makes a string or list longer than {MAX_SIZE:,}")
     if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
         raise _limit(f"{what} makes an integer of more than {MAX_INT_BITS:,} bits")
@@ -142,10 +169,9 @@ def _finalize(value: Any) -> Any:
     """Every `{{ ... }}` printed, in the template or in a block it captures."""
     budget = _budget()
     budget.tick()
-    if isinstance(value, str):
-        budget.output += len(value)
-        if budget.output > MAX_OUTPUT:
-            raise _limit(f"output longer than {MAX_OUTPUT:,} characters")
+    budget.output += _size(value)  # before Jinja2 makes it a string
+    if budget.output > MAX_OUTPUT:
+        raise _limit(f"output longer than {MAX_OUTPUT:,} characters")
     return value
 
 
@@ -162,10 +188,14 @@ def _loop_guard(context: Context, iterable: Any) -> Iterator[Any]:
 
 def _concat_guard(items: list[Any]) -> str:
     """`a ~ b`, as Jinja2 joins it, refusing a result over the size limit first."""
-    parts = [str(item) for item in items]
-    if sum(map(len, parts)) > MAX_SIZE:
+    if sum(map(_size, items)) > MAX_SIZE:
         raise _limit(f"'~' makes a string longer than {MAX_SIZE:,}")
-    return "".join(parts)
+    return "".join(map(str, items))
+
+
+def _literal_guard(value: Any) -> Any:
+    """A list, tuple or dict written in the template: `[a, a, a]`."""
+    return _check_size(value, "a literal")
 
 
 def _range(*args: int) -> range:
@@ -204,7 +234,28 @@ _FILTER_CHECKS: dict[str, Callable[..., None]] = {
         value, (*args, *kwargs.values()), "'format'"
     ),
     "replace": lambda value, old, new, count=None: _check_replace(value, old, new, count),
+    "join": lambda value, d="", attribute=None: _check_join(value, d),
+    "sum": lambda value, attribute=None, start=0: _check_sum(value, start),
+    "wordwrap": lambda value, width=79, break_long_words=True, wrapstring=None, *a: _check_join(
+        value, wrapstring or "", "'wordwrap'"
+    ),
 }
+
+
+def _check_join(value: Any, separator: Any, what: str = "'join'") -> None:
+    """`join`: the items, and the separator between each two (`wordwrap`: each line)."""
+    if (
+        _sized(value)
+        and isinstance(separator, str)
+        and _size(value) + len(value) * len(separator) > MAX_SIZE
+    ):
+        raise _limit(f"{what} makes a string longer than {MAX_SIZE:,}")
+
+
+def _check_sum(value: Any, start: Any) -> None:
+    """`sum(start=[])` adds lists one at a time: each step copies the total so far."""
+    if _sized(start) and _sized(value) and len(value) * _size(value) > 100 * MAX_SIZE:
+        raise _limit(f"'sum' of {len(value):,} lists is too costly")
 
 
 def _check_replace(value: Any, old: Any, new: Any, count: Any = None) -> None:
@@ -234,6 +285,7 @@ class _LimitedEnvironment(ImmutableSandboxedEnvironment):
             _guard_filter(self, name, check)
         self.filters["_gitops_sched_loop"] = _loop_guard
         self.filters["_gitops_sched_concat"] = _concat_guard
+        self.filters["_gitops_sched_literal"] = _literal_guard
 
     def call_binop(self, context: Context, operator: str, left: Any, right: Any) -> Any:
         _budget().tick()
@@ -253,6 +305,8 @@ class _LimitedEnvironment(ImmutableSandboxedEnvironment):
                 _check_format(string, (*args, *kwargs.values()), "'format'")
             elif name == "replace" and len(args) >= 2:
                 _check_replace(string, *args[:3])
+            elif name == "join" and len(args) == 1:
+                _check_join(args[0], string)
         result = super().call(__context, __obj, *args, **kwargs)
         return _check_size(result, f"'{name or 'call'}'")
 
@@ -290,22 +344,28 @@ def _check_binop(operator: str, left: Any, right: Any) -> None:
             raise too_many_bits
     elif operator == "*":
         for seq, times in ((left, right), (right, left)):
-            if _sized(seq) and isinstance(times, int) and len(seq) * times > MAX_SIZE:
+            if _sized(seq) and isinstance(times, int) and _size(seq) * times > MAX_SIZE:
                 raise too_long
     elif operator == "+" and _sized(left) and _sized(right):
-        if len(left) + len(right) > MAX_SIZE:
+        if _size(left) + _size(right) > MAX_SIZE:
             raise too_long
     elif operator == "%" and isinstance(left, str):
         _check_format(left, _args(right), "'%' format")
 
 
 def _sized(value: Any) -> bool:
-    return isinstance(value, str | list | tuple)
+    return isinstance(value, str | bytes | list | tuple)
+
+
+def _is_literal(node: nodes.Node) -> bool:
+    if isinstance(node, nodes.List | nodes.Dict):
+        return True
+    return isinstance(node, nodes.Tuple) and node.ctx == "load"  # not `for k, v in ...`
 
 
 def _guarded_tree(tree: nodes.Template) -> nodes.Template:
-    """Route every loop's iterable and every `~` through the guards (walked without
-    recursion: the tree may be deep)."""
+    """Route every loop's iterable, every `~` and every list, tuple or dict literal through
+    the guards (walked without recursion: the tree may be deep)."""
     stack: list[nodes.Node] = [tree]
     while stack:
         node = stack.pop()
@@ -326,6 +386,15 @@ def _guarded_tree(tree: nodes.Template) -> nodes.Template:
                         setattr(node, field, wrapped)
                     stack.extend(item.nodes)
                     continue
+                if _is_literal(item) and not getattr(item, "_guarded", False):
+                    item._guarded = True  # type: ignore[attr-defined]
+                    wrapped = nodes.Filter(
+                        item, "_gitops_sched_literal", [], [], None, None
+                    ).set_lineno(item.lineno)
+                    if isinstance(child, list):
+                        child[i] = wrapped
+                    else:
+                        setattr(node, field, wrapped)
                 stack.append(item)
         if isinstance(node, nodes.For) and not getattr(node, "_guarded", False):
             node._guarded = True  # type: ignore[attr-defined]
