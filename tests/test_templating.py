@@ -115,6 +115,14 @@ HOSTILE = {
         "{{ '{:{}}'.format(1, 10**9) }}",
         "'format' width of 1,000,000,000 is over 100,000",
     ),
+    "indent-lines": (
+        "{{ ('x\\n' * 50000)|indent(100000) }}",
+        "'indent' makes a string longer than 100,000",
+    ),
+    "widths": (
+        "{{ ('%99999s' * 100) % ((1,) * 100) }}",
+        "'%' format widths add up to more than 100,000",
+    ),
     "batch": ("{{ [1]|batch(10**9)|list }}", "'batch' size of 1,000,000,000 is over 100,000"),
     "replace": (
         "{{ ('a' * 1000)|replace('a', 'b' * 1000) }}",

@@ -121,18 +121,28 @@ def _check_format(fmt: Any, args: Iterable[Any], what: str) -> None:
     if not isinstance(fmt, str):
         return
     indirect = False
+    widths = []  # each width and precision written in the format
     for width, precision in _PERCENT_SPEC.findall(fmt):
         for number in (width, precision):
             indirect = indirect or number == "*"
-            if number.isdigit():
-                _check_width(int(number), f"{what} width")
+            widths += [int(number)] if number.isdigit() else []
     for spec in _BRACE_SPEC.findall(fmt):
         indirect = indirect or "{" in spec
-        for number in re.findall(r"\d+", spec):
-            _check_width(int(number), f"{what} width")
+        widths += [int(number) for number in re.findall(r"\d+", spec)]
     if indirect:  # a width taken from the arguments: `'%*d' % (10**9, 1)`
-        for arg in args:
-            _check_width(arg, f"{what} width")
+        widths += [arg for arg in args if isinstance(arg, int)]
+    for width in widths:
+        _check_width(width, f"{what} width")
+    if sum(map(abs, widths)) > MAX_SIZE:  # `'%99999s' * 100` written out
+        raise _limit(f"{what} widths add up to more than {MAX_SIZE:,}")
+
+
+def _check_indent(value: Any, width: Any) -> None:
+    """`indent`: the width, and the prefix it makes on every line."""
+    _check_width(width, "'indent' width")
+    prefix = width if isinstance(width, int) else len(width) if isinstance(width, str) else 0
+    if isinstance(value, str) and len(value) + (value.count("\n") + 1) * prefix > MAX_SIZE:
+        raise _limit(f"'indent' makes a string longer than {MAX_SIZE:,}")
 
 
 def _args(value: Any) -> tuple[Any, ...]:
@@ -226,7 +236,7 @@ def _takes_env(func: Callable) -> bool:
 # The filters that allocate by an argument rather than by their input's size.
 _FILTER_CHECKS: dict[str, Callable[..., None]] = {
     "center": lambda value, width=80: _check_width(width, "'center' width"),
-    "indent": lambda value, width=4, *a, **k: _check_width(width, "'indent' width"),
+    "indent": lambda value, width=4, *a, **k: _check_indent(value, width),
     "tojson": lambda value, indent=None: _check_width(indent, "'tojson' indent"),
     "slice": lambda value, slices, *a: _check_width(slices, "'slice' count"),
     "batch": lambda value, linecount, *a: _check_width(linecount, "'batch' size"),
