@@ -539,30 +539,32 @@ def test_rerendering_into_a_git_checkout_keeps_what_render_did_not_write(tmp_pat
 
 
 def test_render_refuses_to_replace_what_it_did_not_write(tmp_path: Path) -> None:
-    (tmp_path / "repo.yaml").write_text(yaml.safe_dump_all(BASE, sort_keys=False))
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "repo.yaml").write_text(yaml.safe_dump_all(BASE, sort_keys=False))
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("precious")
     (mine / "kustomization.yaml").write_text("resources: [app.yaml]\n")
-    result = CliRunner().invoke(main, ["render", str(tmp_path / "repo.yaml"), "-o", str(mine)])
+    result = CliRunner().invoke(main, ["render", str(repo), "-o", str(mine)])
     assert result.exit_code == 2
     assert "refusing to replace" in result.output
     assert sorted(p.name for p in mine.iterdir()) == ["kustomization.yaml", "notes.txt"]
     assert (mine / "kustomization.yaml").read_text() == "resources: [app.yaml]\n"
     (mine / "kustomization.yaml").unlink()
-    result = CliRunner().invoke(main, ["render", str(tmp_path / "repo.yaml"), "-o", str(mine)])
+    result = CliRunner().invoke(main, ["render", str(repo), "-o", str(mine)])
     assert result.exit_code == 0  # files of its own beside the user's
     assert (mine / "notes.txt").read_text() == "precious"
     a_file = tmp_path / "file.yaml"
     a_file.write_text("x: 1\n")
-    result = CliRunner().invoke(main, ["render", str(tmp_path / "repo.yaml"), "-o", str(a_file)])
+    result = CliRunner().invoke(main, ["render", str(repo), "-o", str(a_file)])
     assert result.exit_code == 2
     assert a_file.read_text() == "x: 1\n"
 
 
 def test_stream_parses_back_to_the_same_objects(tmp_path: Path) -> None:
     objects = render(tmp_path, workload("api", type="inference", gpu=1, args=["--lr", "3e-4"]))
-    result = CliRunner().invoke(main, ["render", str(tmp_path / "repo.yaml"), "-o", "-"])
+    result = CliRunner().invoke(main, ["render", str(tmp_path), "-o", "-"])
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("---\n")
     assert list(yaml.safe_load_all(result.stdout)) == objects
