@@ -436,3 +436,37 @@ def test_a_folder_whose_every_file_is_ignored_says_so(tmp_path: Path) -> None:
         f"{root}:1:1: no YAML files found under {root} (1 left out by .gitops-schedignore or "
         "--exclude)"
     ]
+
+
+# --- nesting depth -------------------------------------------------------------------------
+
+
+def _nested(depth: int) -> str:
+    """A Cluster whose `spec` holds flow sequences nested so the document is `depth` deep."""
+    levels = depth - 1  # the document's own mapping is the first level
+    return CLUSTER + "spec: " + "[" * levels + "]" * levels + "\n"
+
+
+def test_nesting_up_to_the_limit_loads(tmp_path: Path) -> None:
+    documents, problems = load(tmp_path, {"c.yaml": _nested(loader.MAX_DEPTH)})
+    assert [d.name for d in documents] == ["demo"] and problems == []
+
+
+@pytest.mark.parametrize("depth", [loader.MAX_DEPTH + 1, 3_000, 100_000])
+def test_nesting_past_the_limit_is_reported_at_the_first_level_too_deep(
+    tmp_path: Path, depth: int
+) -> None:
+    # libyaml alone takes minutes over 100,000 levels: the loader stops reading at level 65
+    text = CLUSTER + "---\n" + _nested(depth) + "---\n" + CLUSTER
+    documents, problems = load(tmp_path, {"c.yaml": text})
+    assert [d.name for d in documents] == ["demo"]  # the first document only: the file ends
+    col = len("spec: ") + loader.MAX_DEPTH
+    assert problems == [f"c.yaml:10:{col}: mappings and sequences nested more than 64 deep"]
+
+
+def test_deep_block_nesting_is_bounded_too(tmp_path: Path) -> None:
+    text = CLUSTER + "spec:\n" + "".join(f"{'  ' * i}k{i}:\n" for i in range(1, 70))
+    documents, problems = load(tmp_path, {"c.yaml": text})
+    assert documents == []
+    # `k64:` (line 69, indented 128) opens the 65th mapping, the document's being the first
+    assert problems == ["c.yaml:69:129: mappings and sequences nested more than 64 deep"]

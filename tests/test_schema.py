@@ -9,16 +9,23 @@ from typing import Any
 
 import pytest
 import yaml
+from click.testing import CliRunner
 from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from kubernetes.utils.quantity import parse_quantity
 
+from gitops_sched.cli import main
 from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.loader import KINDS, Document, load_repo
 from gitops_sched.config.model import POD_FIELDS, build_cluster
-from gitops_sched.config.schema import SchemaValidator, schema_for, validate_documents
+from gitops_sched.config.schema import (
+    SchemaValidator,
+    _quick_check,
+    schema_for,
+    validate_documents,
+)
 from gitops_sched.engine.types import STALE_GANG_GRACE_S
 
 HEADER = "apiVersion: gitops-sched.io/v1alpha1\nkind: {kind}\nmetadata:\n  name: {name}\n"
@@ -594,3 +601,104 @@ def test_valid_exactly_when_jsonschema_says_so(kind: str, data: st.DataObject) -
     expected = SchemaValidator(schema_for(kind)).is_valid(document)
     valid = validate_documents([Document("f.yaml", 0, document, {})], Diagnostics())
     assert bool(valid) == expected
+
+
+# --- hostile values: rejected by the schema stage (both paths), at the value ---------------
+
+HUGE = "9" * 400
+SHOWN = "999999999999999999...9999999999999999999"  # as messages shorten HUGE
+QUANTITY = "is not a Kubernetes quantity (e.g. 500m, 4, 1.5, 16Gi)"
+DECIMAL = "is not an integer (write it without the decimal point)"
+NODE_GROUP = "spec:\n  role: gpu-worker\n  nodeCount: 2\n  gpusPerNode: 8\n"
+
+
+@pytest.mark.parametrize(
+    ("kind", "spec", "problem"),
+    [
+        (
+            "NodeGroup",
+            NODE_GROUP.replace("2\n", ".inf\n"),
+            "7:14: OBJ: spec.nodeCount: inf is not a finite number",
+        ),
+        (
+            "NodeGroup",
+            NODE_GROUP.replace("2\n", "2.0\n"),
+            "7:14: OBJ: spec.nodeCount: 2.0 " + DECIMAL,
+        ),
+        (
+            "NodeGroup",
+            NODE_GROUP.replace("2\n", f"{HUGE}\n"),
+            "7:14: OBJ: spec.nodeCount: " + SHOWN + " is greater than the maximum of 100000",
+        ),
+        (
+            "NodeGroup",
+            NODE_GROUP.replace("2\n", "1000000000\n"),
+            "7:14: OBJ: spec.nodeCount: 1000000000 is greater than the maximum of 100000",
+        ),
+        (
+            "NodeGroup",
+            NODE_GROUP.replace(" 8\n", " 1000000\n"),
+            "8:16: OBJ: spec.gpusPerNode: 1000000 is greater than the maximum of 64",
+        ),
+        (
+            "NodeGroup",
+            NODE_GROUP + "  memoryPerNode: .nan\n",
+            "9:18: OBJ: spec.memoryPerNode: nan is not a finite number",
+        ),
+        (
+            "NodeGroup",
+            NODE_GROUP + '  memoryPerNode: "5Gi\\n"\n',
+            "9:18: OBJ: spec.memoryPerNode: '5Gi\\n' " + QUANTITY,
+        ),
+        (
+            "NodeGroup",
+            NODE_GROUP + "  memoryPerNode: 1e999\n",
+            "9:18: OBJ: spec.memoryPerNode: '1e999' " + QUANTITY,
+        ),
+        (
+            "NodeGroup",
+            NODE_GROUP + "  mig:\n    enabled: true\n    byGpu: [{gpus: [1.0], layout: []}]\n",
+            "11:21: OBJ: spec.mig.byGpu[0].gpus[0]: 1.0 " + DECIMAL,
+        ),
+        (
+            "Project",
+            "spec:\n  department: d\n  quota: {gpu: .inf}\n",
+            "7:16: OBJ: spec.quota.gpu: inf is not a finite number",
+        ),
+        (
+            "Project",
+            f"spec:\n  department: d\n  quota: {{gpu: {HUGE}}}\n",
+            "7:16: OBJ: spec.quota.gpu: " + SHOWN + " is greater than the maximum of 1000000",
+        ),
+        (
+            "Workload",
+            "spec:\n  project: p\n  gpu: .nan\n",
+            "7:8: OBJ: spec.gpu: nan is not a finite number",
+        ),
+        (
+            "Workload",
+            "spec:\n  project: p\n  replicas: 2.0\n",
+            "7:13: OBJ: spec.replicas: 2.0 " + DECIMAL,
+        ),
+    ],
+)
+def test_non_finite_huge_and_float_integers_are_rejected(
+    tmp_path: Path, kind: str, spec: str, problem: str
+) -> None:
+    text = text_of(kind, spec, name="x")
+    data = yaml.safe_load(text)
+    assert not _quick_check(kind)(data)  # the fast path never accepts what jsonschema rejects
+    assert problems(tmp_path, text) == [f"repo.yaml:{problem.replace('OBJ', f'{kind}/x')}"]
+    result = CliRunner().invoke(main, ["validate", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_a_mapping_as_kind_is_an_unknown_kind(tmp_path: Path) -> None:
+    text = "apiVersion: gitops-sched.io/v1alpha1\nkind: {}\nmetadata: {name: x}\n"
+    assert problems(tmp_path, text) == [
+        "repo.yaml:2:7: ?/x: unknown kind {} (expected one of Cluster, NodeGroup, Department, "
+        "Project, Template, Workload)"
+    ]
+    result = CliRunner().invoke(main, ["validate", str(tmp_path)])
+    assert result.exit_code == 1, result.output

@@ -674,3 +674,63 @@ def test_cli_simulates_the_netapp_dgx_example() -> None:
     table = CliRunner().invoke(main, ["simulate", str(EXAMPLE)])
     assert table.exit_code == 0, table.output
     assert "Projects" in table.output
+
+
+# --- hostile values: a diagnostic at the value and exit 1, never a traceback ---------------
+
+HUGE = "9" * 400
+
+
+def _line_col(text: str, at: str) -> str:
+    before = text[: text.index(at)]
+    return f"{before.count(chr(10)) + 1}:{len(before) - before.rfind(chr(10))}"
+
+
+@pytest.mark.parametrize(
+    ("body", "at", "message"),
+    [
+        ("steps:\n  - advance: .inf\n", ".inf", "inf is not a finite number"),
+        ("steps:\n  - advance: .nan\n", ".nan", "nan is not a finite number"),
+        ("steps:\n  - advance: 60.0\n", "60.0", "60.0 is not an integer"),
+        (f"steps:\n  - advance: {HUGE}\n", HUGE, "is greater than the maximum of 3153600000"),
+        ('steps:\n  - advance: "5m\\n"\n', '"5m', "is not a duration"),
+        (
+            "steps:\n  - expect: {projects: {nlp: {allocated: .inf}}}\n",
+            ".inf",
+            "allocated: inf is not a finite number",
+        ),
+        (
+            f"steps:\n  - expect: {{projects: {{nlp: {{queued: {HUGE}}}}}}}\n",
+            HUGE,
+            "is greater than the maximum of 1000000",
+        ),
+        ("nodes:\n  - {name: n0, gpus: 1000000}\n", "1000000", "is greater than the maximum of 64"),
+        ("nodes:\n  - {name: n0, gpus: 2.0}\n", "2.0", "2.0 is not an integer"),
+        ('nodes:\n  - {name: n0, gpus: 1, memory: "5Gi\\n"}\n', '"5Gi', "is not a Kubernetes"),
+        (
+            "running:\n  - {name: half, pods: [{node: dgx-0, gpus: [1.0]}]}\n",
+            "1.0",
+            "1.0 is not an integer",
+        ),
+    ],
+)
+def test_hostile_values_are_schema_errors_at_the_value(
+    here: Path, body: str, at: str, message: str
+) -> None:
+    text = "apiVersion: gitops-sched.io/v1alpha1\nkind: Simulation\nmetadata: {name: t}\n" + body
+    (here / "sim.yaml").write_text(text)
+    result = CliRunner().invoke(main, ["simulate", "repo", "--events", "sim.yaml"])
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    [found] = [line for line in result.output.splitlines() if line.startswith("sim.yaml:")]
+    assert found.startswith(f"sim.yaml:{_line_col(text, at)}: Simulation/t: "), found
+    assert message in found
+
+
+def test_deep_nesting_in_a_simulation_file_stops_at_the_65th_level(here: Path) -> None:
+    text = "kind: Simulation\nsteps: " + "[" * 3000 + "]" * 3000 + "\n"
+    (here / "sim.yaml").write_text(text)
+    result = CliRunner().invoke(main, ["simulate", "repo", "--events", "sim.yaml"])
+    assert result.exit_code == 1, result.output
+    # the document's mapping is the first level, the 64th `[` the 65th
+    assert "sim.yaml:2:71: mappings and sequences nested more than 64 deep" in result.output

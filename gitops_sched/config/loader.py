@@ -36,6 +36,10 @@ MAX_FILE_BYTES = 4 * 1024 * 1024
 # An alias may repeat a node, but a document may not grow past this many values in
 # total through aliases (the "billion laughs" attack expands exponentially).
 MAX_EXPANDED_NODES = 200_000
+# Mappings and sequences may nest this deep: far beyond any real config (a Workload's
+# deepest field is under ten levels), and shallow enough that no later stage (jsonschema,
+# the model, copying an anchor) recurses anywhere near Python's limit.
+MAX_DEPTH = 64
 
 Path_ = tuple[str | int, ...]
 Position = tuple[int, int]
@@ -57,7 +61,8 @@ class Document:
 
     @cached_property
     def kind(self) -> str:
-        return self.data.get("kind", "") if isinstance(self.data, dict) else ""
+        kind = self.data.get("kind") if isinstance(self.data, dict) else None
+        return kind if isinstance(kind, str) else ""  # `kind: {}` is no kind (the schema says)
 
     @cached_property
     def name(self) -> str:
@@ -166,6 +171,11 @@ class _LoadError(Exception):
         self.message = message
 
 
+class _TooDeep(_LoadError):
+    """Nesting past `MAX_DEPTH`: the rest of the file is not read (libyaml takes time
+    quadratic in the depth of flow nesting: 100,000 levels take minutes)."""
+
+
 def _tag(event: yaml.ScalarEvent) -> str:
     """The scalar's tag as PyYAML's composer resolves it (plain scalars by their text)."""
     if event.tag is not None and event.tag != "!":
@@ -251,7 +261,8 @@ class _Builder:
     A problem with the data (duplicate key, merge key, alias bomb) fails this document only,
     and is reported once the document's end is reached: PyYAML's composer reads a whole
     document before it is built, so a composer or syntax error later in the same document
-    wins, as it did when the loader built from a composed node tree.
+    wins, as it did when the loader built from a composed node tree. Nesting past
+    `MAX_DEPTH` is the exception: it ends the file at once (`_TooDeep`).
     """
 
     def __init__(self) -> None:
@@ -332,6 +343,8 @@ class _Builder:
             merge = event.tag == _MERGE_TAG
             self._fail(_LoadError(mark, _MERGE_KEY if merge else _COMPLEX_KEY))
             return
+        if len(self.stack) >= MAX_DEPTH:  # ends the file: the parser is quadratic in depth
+            raise _TooDeep(mark, f"mappings and sequences nested more than {MAX_DEPTH} deep")
         container: dict | list = {} if isinstance(event, yaml.MappingStartEvent) else []
         self._place(frame, container, mark)
         self.stack.append(_Frame(container, anchor, (len(self.values), len(self.keys))))
@@ -477,6 +490,8 @@ def load_text(text: str, file: str, diagnostics: Diagnostics) -> list[Document]:
                 index, builder = index + 1, _Builder()
                 builder.build(loader.get_event)
                 documents.extend(_finish(builder, file, index, diagnostics))
+    except _TooDeep as exc:
+        diagnostics.error(_mark_location(file, exc.mark), exc.message)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         diagnostics.error(_mark_location(file, mark), f"YAML syntax error: {_yaml_problem(exc)}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import difflib
 import json
+import math
 import re
 import reprlib
 from collections.abc import Callable, Iterator
@@ -73,8 +74,26 @@ def _pattern_keyword(validator: Any, pattern: str, instance: Any, schema: dict) 
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
+def _is_integer(checker: Any, value: Any) -> bool:
+    """JSON Schema counts 2.0 as an integer; the model does not (`gpus: 2.0`, GPU index 1.0)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_finite_number(checker: Any, value: Any) -> bool:
+    """`.inf` and `.nan` are YAML floats but no JSON numbers (and `nan >= 0` is false, so
+    `minimum` alone would let NaN through)."""
+    return _is_number(value)
+
+
 # jsonschema's own `pattern` is Python's `re.search`; ours reads `$` as the schema means it.
-SchemaValidator = validators.extend(Draft202012Validator, {"pattern": _pattern_keyword})
+# Its types are the model's: integers are ints (not 2.0), numbers are finite.
+SchemaValidator = validators.extend(
+    Draft202012Validator,
+    {"pattern": _pattern_keyword},
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many(
+        {"integer": _is_integer, "number": _is_finite_number}
+    ),
+)
 
 
 @cache
@@ -117,7 +136,7 @@ def _header_problems(doc: Document) -> list[Diagnostic]:
     if "kind" not in doc.data:
         problems.append(Diagnostic(doc.location(), f"missing kind ({expected})", doc.ref))
     elif doc.kind not in KINDS:
-        message = f"unknown kind {_show(doc.kind)} ({expected})"
+        message = f"unknown kind {_show(doc.data['kind'])} ({expected})"
         problems.append(Diagnostic(doc.location(("kind",)), message, doc.ref))
     return problems
 
@@ -170,9 +189,26 @@ def _custom_message(error: ValidationError) -> str | None:
 def _message(error: ValidationError) -> str:
     """The schema's own message after the value, else jsonschema's with the value shortened."""
     custom = _custom_message(error)
+    if custom is None and error.validator == "type" and isinstance(error.instance, float):
+        custom = _FLOAT_PROBLEMS.get(_float_problem(error.instance, error.validator_value))
     if custom is None:
         return error.message.replace(repr(error.instance), _show(error.instance), 1)
     return custom if _is_container(error.instance) else f"{_show(error.instance)} {custom}"
+
+
+_FLOAT_PROBLEMS = {
+    "non-finite": "is not a finite number",
+    "decimal point": "is not an integer (write it without the decimal point)",
+}
+
+
+def _float_problem(value: float, types: str | list[str]) -> str | None:
+    """Why a float failed a `type`: `.inf`/`.nan`, or `2.0` where an integer is expected
+    (None: jsonschema's message says it, as for 1.5)."""
+    names = [types] if isinstance(types, str) else types
+    if not math.isfinite(value):
+        return "non-finite" if "number" in names or "integer" in names else None
+    return "decimal point" if "integer" in names and value.is_integer() else None
 
 
 def _is_container(value: Any) -> bool:
@@ -253,7 +289,10 @@ def _any(checks: list[Check]) -> Check:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    """A JSON number: an int, or a finite float (not `.inf`, not `.nan`)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 _TYPES: dict[str, Check] = {

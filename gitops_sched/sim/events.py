@@ -41,7 +41,7 @@ from gitops_sched.config.checks import run_checks
 from gitops_sched.config.diagnostics import Diagnostics, Location
 from gitops_sched.config.loader import Document, Path_, load_repo
 from gitops_sched.config.model import Repo, Workload, build_workload, duration_seconds, quantity
-from gitops_sched.config.schema import schema_problems, validate_documents
+from gitops_sched.config.schema import SchemaValidator, schema_problems, validate_documents
 from gitops_sched.engine.codec import pod_from_dict
 from gitops_sched.engine.types import (
     GPU_EPSILON,
@@ -132,8 +132,9 @@ def load_simulation(path: Path, repo: Repo, diagnostics: Diagnostics) -> Simulat
 
 @cache
 def _validator() -> Draft202012Validator:
+    """The repo's validator: `$` ends the string, integers are ints, numbers are finite."""
     text = (resources.files("gitops_sched") / "schemas" / "simulation.json").read_text()
-    return Draft202012Validator(json.loads(text))
+    return SchemaValidator(json.loads(text))
 
 
 def parse_simulation(doc: Document, repo: Repo, diagnostics: Diagnostics) -> Simulation | None:
