@@ -12,10 +12,9 @@ from decimal import Decimal
 from functools import cached_property
 from typing import Any
 
-from kubernetes.utils.quantity import parse_quantity
-
 from gitops_sched.config.loader import Document, Path_
 from gitops_sched.hardware.mig import MigInstance
+from gitops_sched.quantity import parse_quantity
 
 # Default priorities per workload type, as KAI's priority classes order them:
 # inference outranks interactive (build), which outranks train.

@@ -18,7 +18,7 @@ import json
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from kubernetes.utils import parse_quantity
+from gitops_sched.quantity import parse_quantity
 
 FIELD_MANAGER = "gitops-sched"
 QUANTITY_MAPS = ("limits", "requests", "hard", "capacity", "allocatable")
