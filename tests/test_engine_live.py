@@ -140,6 +140,15 @@ def test_a_job_is_pipelined_onto_gpus_being_released():
     assert (bind.job, bind.pods[0].gpus, bind.waits_for) == ("x", (0,), ("old",))
 
 
+def test_a_new_pod_waits_for_its_own_jobs_old_pod_still_releasing():
+    pol = policy(project("a", 4))
+    others = [running(job(f"r-{i}", "a", 1, preemptible=False), on("n-0", i)) for i in (1, 2, 3)]
+    releasing = (ReleasingPod("x", "a", on("n-0", 0)),)  # x's evicted pod, terminating
+    state = replace(snapshot(pol, ONE_NODE, [*others, job("x", "a", 1)]), releasing=releasing)
+    (bind,) = schedule(state).binds
+    assert (bind.job, bind.pods[0].gpus, bind.waits_for) == ("x", (0,), ("x",))
+
+
 def test_a_bind_after_reclaim_waits_for_its_victims():
     pol = policy(project("a", 2), project("b", 2))
     hog = [running(job(f"b-{i}", "b", 1), on("n-0", i)) for i in range(4)]
@@ -230,8 +239,8 @@ def test_no_gpu_is_double_booked_with_releasing_pods_and_static_layouts_never_ch
         for pod in bind.pods:
             for g in pod.gpus:
                 holders = use.get((pod.node, g), [])
-                staying = [h for h in holders if not h[2] and h[0] != bind.job]
-                leaving = {h[0] for h in holders if h[2] and h[0] != bind.job}
+                staying = [h for h in holders if not h[2]]
+                leaving = {h[0] for h in holders if h[2]}  # its own old pods included
                 if pod.mig is None and pod.fraction == 0:
                     assert not staying, (bind, holders)  # a whole GPU is nobody else's
                 else:

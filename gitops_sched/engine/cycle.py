@@ -125,6 +125,7 @@ class _Waits:
     """What a bind or a MIG change must wait for: the pods that held its GPUs (or its MIG
     instance) when the cycle began and are leaving (evicted now, or releasing already).
     MIG changes on one GPU are carried out in the order listed, so a create needs no more.
+    A job's own old pods count too: in a cluster they are other pods, still terminating.
     """
 
     def __init__(
@@ -144,21 +145,21 @@ class _Waits:
             for slot in _slots(pod):
                 self.holders.setdefault(slot, set()).add(job)
 
-    def _leaving(self, job: str, pods: tuple[PodPlacement, ...]) -> tuple[str, ...]:
+    def _leaving(self, pods: tuple[PodPlacement, ...]) -> tuple[str, ...]:
         found = {h for pod in pods for slot in _slots(pod) for h in self.holders.get(slot, ())}
-        return tuple(sorted(found - {job}))
+        return tuple(sorted(found))
 
     def bind(self, bind: Bind) -> Bind:
         instances = {(p.node, p.gpus[0], p.mig) for p in bind.pods if p.mig is not None}
         found = sorted(c for i in instances for c in self.creates.get(i, ()))
         created = tuple(self.mig(change) for _, change in found)
-        return Bind(bind.job, bind.pods, self._leaving(bind.job, bind.pods), created)
+        return Bind(bind.job, bind.pods, self._leaving(bind.pods), created)
 
     def mig(self, change: MigChange) -> MigChange:
         if change.create:
             return change
         pod = PodPlacement(change.node, (change.gpu,), mig=change.instance)
-        return MigChange(change.node, change.gpu, change.instance, False, self._leaving("", (pod,)))
+        return MigChange(change.node, change.gpu, change.instance, False, self._leaving((pod,)))
 
 
 def _slots(pod: PodPlacement) -> list[tuple]:
