@@ -22,29 +22,13 @@ def apply_decisions(snapshot: Snapshot, decisions: Decisions) -> Snapshot:
     jobs = {job.key: job for job in snapshot.jobs}
     stopped = set()
     for evict in decisions.evictions:
-        job = jobs[evict.job]
-        left = tuple(p for p in job.placement if p not in evict.pods)
-        jobs[evict.job] = replace(
-            job,
-            placement=left,
-            started_at=job.started_at if left else None,
-            idle_since=job.idle_since if left else None,
-        )
+        jobs[evict.job] = jobs[evict.job].without_pods(evict.pods)
         if evict.reason in STOPPING:
             stopped.add(evict.job)
     for bind in decisions.binds:
-        job = jobs[bind.job]
-        placement = tuple(sorted((*job.placement, *bind.pods), key=lambda p: p.index))
-        started = job.started_at if job.running else snapshot.now
-        jobs[bind.job] = replace(job, placement=placement, started_at=started)
+        jobs[bind.job] = jobs[bind.job].with_pods(bind.pods, snapshot.now)
     for key, job in jobs.items():
-        short_since = (
-            (job.short_since if job.short_since is not None else snapshot.now)
-            if job.short
-            else None
-        )
-        if short_since != job.short_since:
-            jobs[key] = replace(job, short_since=short_since)
+        jobs[key] = job.tracking_short(snapshot.now)
     nodes = {node.name: node for node in snapshot.nodes}
     for change in decisions.mig_changes:
         nodes[change.node] = _with_mig_change(nodes[change.node], change)

@@ -33,7 +33,7 @@ def place(session: Session, job: Job, count: int | None = None) -> bool:
     """
     job = session.jobs[job.key]
     count = job.next_pods if count is None else count
-    if count <= 0 or len(job.placement) + count < min(job.min_available, job.pods):
+    if count <= 0 or job.starts_short(count):
         return False
     taken = {pod.index for pod in job.placement}
     indexes = [i for i in range(job.pods) if i not in taken][:count]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 
 from gitops_sched.engine.fairshare import fair_shares
 from gitops_sched.engine.requests import pod_gpus
@@ -298,13 +297,7 @@ class Session:
     ) -> None:
         """Start `pods` more pods of the job (their `index` says which); `started_at` keeps
         the start of a victim given its place back."""
-        current = self.jobs[job.key]
-        placement = tuple(sorted((*current.placement, *pods), key=lambda p: p.index))
-        if current.running:
-            started = current.started_at
-        else:
-            started = self.now if started_at is None else started_at
-        placed = replace(current, placement=placement, started_at=started)
+        placed = self.jobs[job.key].with_pods(pods, self.now if started_at is None else started_at)
         self._set_job(placed)
         self._occupy(placed, pods)
         self._log(lambda: self._release(placed, pods))
@@ -332,8 +325,7 @@ class Session:
         pods = current.placement if pods is None else pods
         self._release(current, pods)
         self._log(lambda: self._occupy(current, pods))
-        left = tuple(p for p in current.placement if p not in pods)
-        after = replace(current, placement=left, started_at=current.started_at if left else None)
+        after = current.without_pods(pods)
         self._set_job(after)
         self.evictions.append(Evict(job.key, reason, by, pods))
         return after

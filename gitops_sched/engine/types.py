@@ -7,7 +7,7 @@ in-cluster scheduler all build a `Snapshot` and apply the `Decisions`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
 
@@ -118,6 +118,30 @@ class Job:
         """How many pods the next placement must start together: the rest of the gang,
         or one elastic pod once the gang runs; 0 when every pod runs."""
         return min(self.missing, max(self.min_available - len(self.placement), 1))
+
+    def starts_short(self, count: int) -> bool:
+        """Whether starting `count` more pods would leave it short of its gang (an elastic
+        pod started, or given back, after its gang has gone)."""
+        return len(self.placement) + count < min(self.min_available, self.pods)
+
+    def with_pods(self, pods: tuple[PodPlacement, ...], now: float) -> Job:
+        """The job with `pods` started too, in index order; it keeps its start if it ran."""
+        placement = tuple(sorted((*self.placement, *pods), key=lambda pod: pod.index))
+        started = self.started_at if self.running else now
+        return replace(self, placement=placement, started_at=started)
+
+    def without_pods(self, pods: tuple[PodPlacement, ...]) -> Job:
+        """The job without `pods`; left with none, it is pending: no start, no idle time."""
+        left = tuple(pod for pod in self.placement if pod not in pods)
+        if left:
+            return replace(self, placement=left)
+        return replace(self, placement=(), started_at=None, idle_since=None)
+
+    def tracking_short(self, now: float) -> Job:
+        """The job with `short_since` kept up: the time it became short (`now` if it just
+        did), None when it is not short."""
+        since = (now if self.short_since is None else self.short_since) if self.short else None
+        return self if since == self.short_since else replace(self, short_since=since)
 
 
 @dataclass(frozen=True)

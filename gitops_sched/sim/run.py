@@ -154,11 +154,8 @@ class _Run:
 
     def _job(self, workload: Workload, pods: tuple[PodPlacement, ...]) -> Job:
         job = job_from_workload(self.repo, workload, self.submitted)
-        if pods:
-            placement = tuple(sorted(pods, key=lambda pod: pod.index))
-            job = replace(job, placement=placement, started_at=self.snapshot.now)
-            if job.short:  # a gang in flight: its grace period starts now
-                job = replace(job, short_since=self.snapshot.now)
+        if pods:  # a gang in flight among them: its grace period starts now
+            job = job.with_pods(pods, self.snapshot.now).tracking_short(self.snapshot.now)
         self.submitted += 1
         self.names[job.key] = workload.name
         self.workloads[workload.name] = workload
@@ -183,11 +180,7 @@ class _Run:
             lost = tuple(pod for pod in job.placement if pod.node in names)
             if not up and lost:
                 self._evicted(step, 0, job.name, NODE_DOWN, "", lost)
-                left = tuple(pod for pod in job.placement if pod not in lost)
-                if left:
-                    job = replace(job, placement=left, short_since=self.snapshot.now)
-                else:
-                    job = replace(job, placement=(), started_at=None, idle_since=None)
+                job = job.without_pods(lost).tracking_short(self.snapshot.now)
             jobs.append(job)
         self.snapshot = replace(self.snapshot, nodes=nodes, jobs=tuple(jobs))
 

@@ -123,8 +123,7 @@ def give_back(session: Session, taken: list[Taken], accept: Callable[[], bool]) 
 def restore(session: Session, victim: Taken) -> bool:
     """Run the victim's pods again exactly where they ran, if nothing took their GPUs and
     the job would not run short of its gang (an elastic pod whose gang has gone)."""
-    job = session.jobs[victim.job]
-    if len(job.placement) + len(victim.pods) < min(job.min_available, job.pods):
+    if session.jobs[victim.job].starts_short(len(victim.pods)):
         return False
     shared: dict[tuple[str, int], float] = {}  # what the victim's own pods add per GPU
     for pod in victim.pods:
