@@ -177,9 +177,6 @@ class FakeBackend:
             raise ValueError(f"GPU {gpu_index} is not in MIG mode")
         self._processes[pid] = GpuProcess(pid, gpu_index, used_memory, instance_start, sm_util)
 
-    def set_utilisation(self, pid: int, sm_util: float | None) -> None:
-        self._processes[pid] = replace(self._processes[pid], sm_util=sm_util)
-
     def end_process(self, pid: int) -> None:
         self._processes.pop(pid, None)
 

@@ -95,12 +95,6 @@ class ClusterClient:
 
         return self._call(find)
 
-    def is_namespaced(self, api_version: str, kind: str) -> bool:
-        resource = self.resource(api_version, kind)
-        if resource is None:
-            raise NotFound(404, "NotFound", f"{api_version} {kind} is not served")
-        return bool(resource.namespaced)
-
     def _path(self, ref: ObjectRef, subresource: str | None = None) -> str:
         resource = self.resource(ref.api_version, ref.kind)
         if resource is None:
