@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from gitops_sched.config.loader import API_VERSION, Document
-from gitops_sched.config.model import Cluster
 
 GROUP = API_VERSION.split("/")[0]
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gitops-sched"}
@@ -19,10 +18,6 @@ PROJECT_LABEL = f"{GROUP}/project"
 DEPARTMENT_LABEL = f"{GROUP}/department"
 WORKLOAD_LABEL = f"{GROUP}/workload"
 TYPE_LABEL = f"{GROUP}/type"
-
-
-def project_namespace(cluster: Cluster, project: str) -> str:
-    return f"{cluster.namespace_prefix}{project}"
 
 
 def object_meta(

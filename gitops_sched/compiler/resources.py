@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gitops_sched.compiler.meta import object_meta, project_namespace
+from gitops_sched.compiler.meta import object_meta
 from gitops_sched.config.loader import API_VERSION, Document
 from gitops_sched.config.model import Repo
 
@@ -22,7 +22,7 @@ def render_custom_resources(repo: Repo) -> list[dict[str, Any]]:
         for item in items
     ]
     workloads = [
-        custom_resource(w.doc, project_namespace(cluster, w.project)) for w in repo.workloads
+        custom_resource(w.doc, cluster.project_namespace(w.project)) for w in repo.workloads
     ]
     return cluster_scoped + workloads
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gitops_sched.compiler.meta import PROJECT_LABEL, object_meta, project_namespace
+from gitops_sched.compiler.meta import PROJECT_LABEL, object_meta
 from gitops_sched.config.model import Cluster, Repo, VolumeClaim
 
 NO_PRUNE = {
@@ -35,7 +35,7 @@ def render_claims(repo: Repo) -> list[dict[str, Any]]:
 
 
 def persistent_volume_claim(cluster: Cluster, project: str, claim: VolumeClaim) -> dict[str, Any]:
-    meta = object_meta(claim.name, project_namespace(cluster, project), {PROJECT_LABEL: project})
+    meta = object_meta(claim.name, cluster.project_namespace(project), {PROJECT_LABEL: project})
     meta["annotations"] = dict(NO_PRUNE)
     spec: dict[str, Any] = {
         "accessModes": list(claim.access_modes),

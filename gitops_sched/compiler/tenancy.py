@@ -15,7 +15,6 @@ from gitops_sched.compiler.meta import (
     DEPARTMENT_LABEL,
     PROJECT_LABEL,
     object_meta,
-    project_namespace,
 )
 from gitops_sched.config.model import Cluster, Project, Repo
 
@@ -33,7 +32,7 @@ def render_tenancy(repo: Repo) -> list[dict[str, Any]]:
 
 def project_namespace_object(cluster: Cluster, project: Project) -> dict[str, Any]:
     labels = {PROJECT_LABEL: project.name, DEPARTMENT_LABEL: project.department}
-    name = project_namespace(cluster, project.name)
+    name = cluster.project_namespace(project.name)
     return {
         "apiVersion": "v1",
         "kind": "Namespace",
@@ -42,7 +41,7 @@ def project_namespace_object(cluster: Cluster, project: Project) -> dict[str, An
 
 
 def isolation(cluster: Cluster, project: Project) -> dict[str, Any]:
-    namespace = project_namespace(cluster, project.name)
+    namespace = cluster.project_namespace(project.name)
     allowed = sorted(
         set(cluster.allowed_namespaces + project.allowed_namespaces)
         - {cluster.system_namespace, namespace}  # admitted already

@@ -26,7 +26,6 @@ from gitops_sched.compiler.meta import (
     TYPE_LABEL,
     WORKLOAD_LABEL,
     object_meta,
-    project_namespace,
     template_meta,
 )
 from gitops_sched.compiler.priorities import priority_class_name
@@ -80,7 +79,7 @@ def render_workload(
         _add_rendezvous_env(pod_spec["containers"][0], workload)
     pod = {"metadata": pod_meta, "spec": pod_spec}
     meta = object_meta(
-        workload.name, project_namespace(cluster, project.name), labels, source=workload.doc
+        workload.name, cluster.project_namespace(project.name), labels, source=workload.doc
     )
     if workload.type == "inference":
         objects = [_deployment(workload, meta, pod)]

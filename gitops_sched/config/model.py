@@ -20,6 +20,7 @@ from gitops_sched.quantity import parse_quantity
 # inference outranks interactive (build), which outranks train.
 DEFAULT_PRIORITY = {"train": 50, "interactive": 100, "inference": 125}
 NODE_GROUP_LABEL = "gitops-sched.io/node-group"
+DEFAULT_NAMESPACE_PREFIX = "project-"
 
 
 def quantity(value: Any) -> Decimal:
@@ -91,6 +92,10 @@ class Cluster:
     # namespaces (by name) whose pods may reach every project's pods, e.g. the ingress's
     allowed_namespaces: tuple[str, ...]
     doc: Document = field(repr=False, compare=False)
+
+    def project_namespace(self, project: str) -> str:
+        """The namespace a project's workloads run in: the cluster's prefix + its name."""
+        return self.namespace_prefix + project
 
 
 @dataclass(frozen=True)
@@ -301,8 +306,9 @@ class Repo:
         return sum(g.gpu_capacity for g in self.node_groups)
 
     def project_namespace(self, project: str) -> str:
-        """The namespace a project's workloads run in: the cluster's prefix + its name."""
-        prefix = self.cluster.namespace_prefix if self.cluster else "project-"
+        """The project's namespace (see Cluster.project_namespace; the default prefix while
+        the repo has no Cluster, so checks can still name it)."""
+        prefix = self.cluster.namespace_prefix if self.cluster else DEFAULT_NAMESPACE_PREFIX
         return prefix + project
 
     def workload_node_group_names(self, workload: Workload) -> tuple[str, ...]:
@@ -417,7 +423,7 @@ def build_cluster(doc: Document) -> Cluster:
         name=doc.name,
         kubernetes_version=str(spec.get("kubernetesVersion", "1.32")),
         system_namespace=spec.get("systemNamespace", "gitops-sched-system"),
-        namespace_prefix=spec.get("namespacePrefix", "project-"),
+        namespace_prefix=spec.get("namespacePrefix", DEFAULT_NAMESPACE_PREFIX),
         scheduler_name=spec.get("schedulerName", "gitops-sched"),
         policy=SchedulerPolicy(
             cycle_period_s=duration_seconds(policy.get("cyclePeriod", "10s")) or 10,

@@ -29,7 +29,7 @@ from jinja2.environment import Template
 from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from gitops_sched.config.model import Cluster, Project, Workload
+from gitops_sched.config.model import DEFAULT_NAMESPACE_PREFIX, Cluster, Project, Workload
 
 CONTEXT_NAMES = ("project", "workload", "cluster")
 
@@ -514,10 +514,10 @@ def unknown_names(source: str) -> tuple[str, ...]:
 
 def context_for(cluster: Cluster | None, project: Project | None, workload: Workload) -> dict:
     """What template expressions may refer to: `project.*`, `workload.*`, `cluster.*`."""
-    prefix = cluster.namespace_prefix if cluster else "project-"
+    prefix = cluster.namespace_prefix if cluster else DEFAULT_NAMESPACE_PREFIX
     project_ctx = {
         "name": workload.project,
-        "namespace": f"{prefix}{workload.project}",
+        "namespace": prefix + workload.project,
         "department": project.department if project else "",
         "quota": {"gpu": project.quota.gpu if project else None},
     }

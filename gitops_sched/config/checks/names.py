@@ -28,7 +28,7 @@ def check_derived_names(repo: Repo) -> Iterator[Diagnostic]:
     """Names the compiler derives must still be valid Kubernetes names."""
     if repo.cluster is not None:
         for project in repo.projects:
-            namespace = repo.cluster.namespace_prefix + project.name
+            namespace = repo.cluster.project_namespace(project.name)
             if len(namespace) > MAX_NAMESPACE_LENGTH:
                 yield _error(
                     project.doc,
