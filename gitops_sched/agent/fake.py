@@ -20,8 +20,8 @@ from gitops_sched.agent.errors import (
     NotFound,
     NotSupported,
 )
-from gitops_sched.agent.gpus import MIB, ComputeInstance, Gpu, GpuInstance, GpuProcess
-from gitops_sched.hardware.gpus import GpuModel, known_gpu_model_names, lookup_gpu_model
+from gitops_sched.agent.gpus import ComputeInstance, Gpu, GpuInstance, GpuProcess
+from gitops_sched.hardware.gpus import MIB, GpuModel, known_gpu_model_names, lookup_gpu_model
 from gitops_sched.hardware.mig import MigInstance, is_valid_layout, mig_profiles
 
 

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 MigMode = Literal["enabled", "disabled", "unsupported"]
-MIB = 1024 * 1024
 
 
 @dataclass(frozen=True)

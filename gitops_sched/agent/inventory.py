@@ -10,7 +10,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gitops_sched.agent.gpus import MIB, Gpu
+from gitops_sched.agent.gpus import Gpu
+from gitops_sched.hardware.gpus import MIB
 
 INVENTORY_VERSION = 1
 

@@ -20,9 +20,7 @@ from gitops_sched.config.model import (
     gpu_request_of,
 )
 from gitops_sched.engine.types import Gpu, GpuRequest, Job, Node, Policy, QueueSpec, RequestKind
-from gitops_sched.hardware.gpus import lookup_gpu_model
-
-MIB = 1024 * 1024
+from gitops_sched.hardware.gpus import MIB, lookup_gpu_model
 
 
 def over_quota_weight(explicit: float | None, quota: Resources, rule: str) -> float:

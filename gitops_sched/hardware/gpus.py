@@ -8,6 +8,8 @@ instead of string comparisons scattered over the engine.
 import re
 from dataclasses import dataclass
 
+MIB = 1024 * 1024  # bytes: GPU memory is counted in MiB throughout
+
 
 @dataclass(frozen=True)
 class GpuModel:
