@@ -29,6 +29,7 @@ from gitops_sched.engine.fairshare import fair_shares
 from gitops_sched.engine.requests import pod_gpus
 from gitops_sched.engine.types import Job, Node, PodPlacement
 from gitops_sched.sim.events import Placed, Simulation, parse_simulation, repo_workloads
+from gitops_sched.sim.report import rounded
 from gitops_sched.sim.run import SimulationResult, WorkloadState, simulate
 
 RUNNING = "running"
@@ -77,7 +78,7 @@ class Scenario:
 
 
 def _num(value: float | None) -> float | None:
-    return None if value is None else round(value, 4) + 0.0
+    return None if value is None else rounded(value)
 
 
 def full_demand_shares(repo: Repo) -> dict[str, float]:

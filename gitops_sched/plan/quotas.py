@@ -13,6 +13,7 @@ from typing import Any
 
 from gitops_sched.bridge.build import over_quota_weight
 from gitops_sched.config.model import Department, Project, Repo, Resources
+from gitops_sched.sim.report import rounded
 
 GIB = Decimal(1024**3)
 
@@ -49,7 +50,7 @@ class Capacity:
 
 
 def _gpus(value: float | None) -> float:
-    return round(value or 0.0, 4) + 0.0
+    return rounded(value or 0.0)
 
 
 def _cpu(value: Decimal | None) -> float | None:

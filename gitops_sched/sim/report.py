@@ -32,8 +32,9 @@ DECIMALS = 4
 STATUS_STYLE = {"running": "green", "pending": "yellow", "stopped": "red", "deleted": "dim"}
 
 
-def _round(value: float) -> float:
-    return round(value, DECIMALS) + 0.0  # + 0.0: no "-0.0"
+def rounded(value: float) -> float:
+    """GPUs as every report prints them (`plan`'s too): DECIMALS places, never "-0.0"."""
+    return round(value, DECIMALS) + 0.0
 
 
 def _or_none(value: str) -> str | None:
@@ -74,10 +75,10 @@ def _by_name(queues: tuple[QueueStatus, ...]) -> list[QueueStatus]:
 def _queue(queue: QueueStatus) -> dict[str, Any]:
     return {
         "name": queue.name,
-        "deserved": _round(queue.deserved),
-        "fairShare": _round(queue.fair_share),
-        "allocated": _round(queue.allocated),
-        "queued": _round(queue.queued),
+        "deserved": rounded(queue.deserved),
+        "fairShare": rounded(queue.fair_share),
+        "allocated": rounded(queue.allocated),
+        "queued": rounded(queue.queued),
     }
 
 
@@ -157,7 +158,7 @@ def _node(node: Node, usage: Usage) -> dict[str, Any]:
         "topology": _or_none(node.topology),
         "schedulable": node.schedulable,
         "capacity": len(node.gpus),
-        "allocated": _round(sum(hold.share for holds in held for hold in holds)),
+        "allocated": rounded(sum(hold.share for holds in held for hold in holds)),
         "gpus": [_gpu(node, index, holds) for index, holds in enumerate(held)],
     }
 
@@ -168,9 +169,9 @@ def _gpu(node: Node, index: int, holds: list[Held]) -> dict[str, Any]:
     return {
         "index": index,
         "memoryMiB": gpu.memory_mib,
-        "allocated": _round(sum(hold.share for hold in holds)),
+        "allocated": rounded(sum(hold.share for hold in holds)),
         "workloads": [
-            {"name": hold.workload, "share": _round(hold.share)}
+            {"name": hold.workload, "share": rounded(hold.share)}
             for hold in sorted(holds, key=lambda hold: (hold.workload, hold.share))
         ],
         "mig": [
@@ -184,7 +185,7 @@ def _gpu(node: Node, index: int, holds: list[Held]) -> dict[str, Any]:
 
 
 def _num(value: float) -> str:
-    return f"{_round(value):g}"
+    return f"{rounded(value):g}"
 
 
 def request_text(request: GpuRequest) -> str:
