@@ -7,8 +7,16 @@ MIG instance as its share of the GPU's compute slices.
 
 from __future__ import annotations
 
-from gitops_sched.engine.types import Job, PodPlacement, RequestKind
+from gitops_sched.engine.types import Job, Node, PodPlacement, RequestKind
 from gitops_sched.hardware.mig import compute_share
+
+
+def placed_pod_gpus(job: Job, pod: PodPlacement, node: Node | None) -> float:
+    """The share of GPUs a running pod of `job` holds on its node (None: a node not known)."""
+    if node is None:
+        return pod_gpus(job, pod, "", 0)
+    memory = node.gpus[pod.gpus[0]].memory_mib if pod.gpus else 0
+    return pod_gpus(job, pod, node.gpu_model, memory)
 
 
 def pod_gpus(job: Job, pod: PodPlacement | None, model: str, memory_mib: int) -> float:

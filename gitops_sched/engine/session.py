@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 from gitops_sched.engine.fairshare import fair_shares
-from gitops_sched.engine.requests import pod_gpus
+from gitops_sched.engine.requests import placed_pod_gpus, pod_gpus
 from gitops_sched.engine.types import (
     GPU_EPSILON,
     Bind,
@@ -208,10 +208,7 @@ class Session:
 
     def _pod_gpus(self, job: Job, pod: PodPlacement) -> float:
         use = self.nodes.get(pod.node)
-        if use is None:
-            return pod_gpus(job, pod, "", 0)
-        gpu = use.gpus[pod.gpus[0]] if pod.gpus else None
-        return pod_gpus(job, pod, use.node.gpu_model, gpu.memory_mib if gpu else 0)
+        return placed_pod_gpus(job, pod, use.node if use else None)
 
     def candidate_nodes(self, job: Job) -> list[NodeUse]:
         """Schedulable nodes of the job's allowed node groups, by name (cached per groups)."""

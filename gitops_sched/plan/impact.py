@@ -26,7 +26,7 @@ from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.loader import API_VERSION, Document
 from gitops_sched.config.model import Repo
 from gitops_sched.engine.fairshare import fair_shares
-from gitops_sched.engine.requests import pod_gpus
+from gitops_sched.engine.requests import placed_pod_gpus
 from gitops_sched.engine.types import Job, Node, PodPlacement
 from gitops_sched.sim.events import Placed, Simulation, parse_simulation, repo_workloads
 from gitops_sched.sim.report import rounded
@@ -231,12 +231,9 @@ def held_gpus(job: Job | None, nodes: dict[str, Node]) -> float:
     """GPUs a job holds, as the engine counts them toward quota."""
     if job is None:
         return 0.0
-    total = 0.0
-    for pod in job.placement:
-        node = nodes.get(pod.node)
-        if node is not None:
-            memory = node.gpus[pod.gpus[0]].memory_mib if pod.gpus else 0
-            total += pod_gpus(job, pod, node.gpu_model, memory)
+    total = sum(
+        placed_pod_gpus(job, pod, nodes[pod.node]) for pod in job.placement if pod.node in nodes
+    )
     return _num(total) or 0.0
 
 
