@@ -205,23 +205,18 @@ def _mig(session: Session, job: Job, domain: str | None, limit: float) -> PodPla
         use, gpu = usage.gpu((node, index))
         if domain is not None and use.node.topology != domain:
             continue
-        plan = _layout_with(use.node.gpu_model, tuple(gpu.mig), profile, gpu.idle_instances())
+        idle_instances = tuple(gpu.idle_instances())
+        plan = _layout_with(use.node.gpu_model, tuple(gpu.mig), profile, idle_instances)
         if plan:
             return _create(session, use, gpu.index, profile, plan[0], plan[1])
     return None
 
 
-def _layout_with(
-    model: str, layout: tuple[MigInstance, ...], profile: str, idle: list[MigInstance]
-) -> tuple[int, tuple[MigInstance, ...]] | None:
-    """`layout_with` of one GPU, answered once per layout, idle instances and profile."""
-    return _cached_layout_with(model, layout, profile, tuple(idle))
-
-
 @lru_cache(maxsize=65536)
-def _cached_layout_with(
+def _layout_with(
     model: str, layout: tuple[MigInstance, ...], profile: str, idle: tuple[MigInstance, ...]
 ) -> tuple[int, tuple[MigInstance, ...]] | None:
+    """`layout_with` of one GPU, answered once per layout, idle instances and profile."""
     return layout_with(model, layout, profile, idle)
 
 
