@@ -98,6 +98,7 @@ def test_train_job_is_a_gang_for_the_gitops_scheduler_with_whole_gpus(tmp_path: 
     assert container(job)["resources"]["limits"]["nvidia.com/gpu"] == 2
     assert pod_annotations(job) == {
         "gitops-sched.io/min-available": "2",
+        "gitops-sched.io/replicas": "3",
         "gitops-sched.io/preemptible": "true",
         "gitops-sched.io/priority": "50",
     }
@@ -183,6 +184,18 @@ def test_gpu_shares_are_annotations_not_device_requests(
     job = find(objects, "Job", "share")
     assert pod_annotations(job)[annotation] == value
     assert "nvidia.com/gpu" not in container(job)["resources"]["limits"]
+    # the GPU the scheduler picks, and the share, reach the container through the downward API
+    env = {
+        e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"]
+        for e in container(job)["env"]
+        if "valueFrom" in e
+    }
+    assert env == {
+        "NVIDIA_VISIBLE_DEVICES": "metadata.annotations['gitops-sched.io/gpu-uuid']",
+        "GITOPS_SCHED_GPU_MEMORY_LIMIT_MIB": (
+            "metadata.annotations['gitops-sched.io/gpu-memory-limit-mib']"
+        ),
+    }
 
 
 def test_templates_merge_and_jinja_renders(tmp_path: Path) -> None:
@@ -192,7 +205,7 @@ def test_templates_merge_and_jinja_renders(tmp_path: Path) -> None:
     )
     main_container = container(find(objects, "Job", "nb"))
     assert main_container["image"] == "nvcr.io/nvidia/pytorch:24.05-py3"  # default template
-    assert main_container["env"] == [  # merged by name, the workload's value wins, sorted
+    assert main_container["env"][:2] == [  # merged by name, the workload's value wins, sorted
         {"name": "A", "value": "2"},
         {"name": "RUN", "value": "vision-nb"},
     ]

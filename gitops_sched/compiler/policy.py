@@ -55,6 +55,7 @@ def policy_document(repo: Repo) -> dict[str, Any]:
     return {
         "cluster": cluster.name,
         "schedulerName": cluster.scheduler_name,
+        "systemNamespace": cluster.system_namespace,
         "cyclePeriodSeconds": policy.cycle_period_s,
         "reclaimThreshold": _number(policy.reclaim_threshold),
         "consolidation": policy.consolidation,
@@ -62,31 +63,34 @@ def policy_document(repo: Repo) -> dict[str, Any]:
         "defaultOverQuotaWeight": policy.over_quota_weight,
         "allowOversubscription": policy.allow_oversubscription,
         "departments": [
-            _department(d, projects.get(d.name, []))
+            _department(cluster, d, projects.get(d.name, []))
             for d in sorted(repo.departments, key=lambda d: d.name)
         ],
         "nodeGroups": [_node_group(g) for g in sorted(repo.node_groups, key=lambda g: g.name)],
     }
 
 
-def _department(department: Department, projects: list[Project]) -> dict[str, Any]:
+def _department(
+    cluster: Cluster, department: Department, projects: list[Project]
+) -> dict[str, Any]:
     return _compact(
         {
             "name": department.name,
             "quota": _resources(department.quota),
             "overQuotaWeight": _number(department.over_quota_weight),
             "limit": _resources(department.limit),
-            "projects": [_project(p) for p in projects],
+            "projects": [_project(cluster, p) for p in projects],
         }
     )
 
 
-def _project(project: Project) -> dict[str, Any]:
+def _project(cluster: Cluster, project: Project) -> dict[str, Any]:
     by_group = sorted(project.node_group_quotas.items())
     by_type = sorted(project.node_groups_by_type.items())
     return _compact(
         {
             "name": project.name,
+            "namespace": cluster.project_namespace(project.name),
             "quota": _resources(project.quota),
             "nodeGroupQuotas": {group: _resources(quota) for group, quota in by_group},
             "overQuotaAllowed": project.over_quota_allowed,

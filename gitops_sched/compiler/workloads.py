@@ -20,8 +20,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from gitops_sched.compiler.contract import (
+    COMPLETION_INDEX,
+    GPU_FRACTION,
+    GPU_MEMORY,
+    GPU_MEMORY_LIMIT,
+    GPU_MEMORY_LIMIT_ENV,
+    GPU_RESOURCE,
+    GPU_UUID,
+    MIG_RESOURCE_PREFIX,
+    MIN_AVAILABLE,
+    PREEMPTIBLE,
+    PRIORITY,
+    REPLICAS,
+    VISIBLE_DEVICES_ENV,
+)
 from gitops_sched.compiler.meta import (
-    GROUP,
     PROJECT_LABEL,
     TYPE_LABEL,
     WORKLOAD_LABEL,
@@ -32,15 +46,8 @@ from gitops_sched.compiler.priorities import priority_class_name
 from gitops_sched.config.model import SHM_VOLUME, NodeGroup, Project, Repo, Workload
 from gitops_sched.config.templating import context_for, render_value
 
-MIN_AVAILABLE = f"{GROUP}/min-available"
-PREEMPTIBLE = f"{GROUP}/preemptible"
-PRIORITY = f"{GROUP}/priority"
-GPU_FRACTION = f"{GROUP}/gpu-fraction"
-GPU_MEMORY = f"{GROUP}/gpu-memory"
-GPU_RESOURCE = "nvidia.com/gpu"
 SERVICE_TYPES = ("interactive", "inference")
 RENDEZVOUS_PORT = 29500  # torchrun's default
-COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 # Retries of a failing job; an eviction (preemption, reclaim) is no failure: see _job.
 BACKOFF_LIMIT = 3
 
@@ -136,6 +143,7 @@ def _headless_service(workload: Workload, meta: dict[str, Any]) -> dict[str, Any
 def _pod_annotations(workload: Workload, spec: dict[str, Any]) -> dict[str, str]:
     annotations = {
         MIN_AVAILABLE: str(workload.min_available),
+        REPLICAS: str(workload.replicas),
         PREEMPTIBLE: "true" if workload.preemptible else "false",
         PRIORITY: str(workload.priority),
     }
@@ -170,6 +178,8 @@ def _containers(workload: Workload, spec: dict[str, Any]) -> dict[str, Any]:
             container[key] = spec[key]
     if spec.get("env"):
         container["env"] = [{"name": k, "value": v} for k, v in sorted(spec["env"].items())]
+    if _shares_a_gpu(spec):
+        _add_shared_gpu_env(container)
     if spec.get("ports"):
         container["ports"] = [
             {"name": _port_name(p), "containerPort": p["containerPort"], "protocol": _protocol(p)}
@@ -195,6 +205,27 @@ def _containers(workload: Workload, spec: dict[str, Any]) -> dict[str, Any]:
     return {"containers": [container], **({"volumes": volumes} if volumes else {})}
 
 
+def _shares_a_gpu(spec: dict[str, Any]) -> bool:
+    return "gpuMemory" in spec or 0 < spec.get("gpu", 0) < 1
+
+
+def _add_shared_gpu_env(container: dict[str, Any]) -> None:
+    """A fraction pod asks the device plugin for no GPU: the scheduler writes the UUID of the
+    GPU it shares, and its memory share, on the pod before binding it, and the container
+    reads them through the downward API. The user's own variables of these names win."""
+    ours = {VISIBLE_DEVICES_ENV: GPU_UUID, GPU_MEMORY_LIMIT_ENV: GPU_MEMORY_LIMIT}
+    env = container.setdefault("env", [])
+    taken = {e["name"] for e in env}
+    env += [
+        {
+            "name": name,
+            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{annotation}']"}},
+        }
+        for name, annotation in sorted(ours.items())
+        if name not in taken
+    ]
+
+
 def _resources(spec: dict[str, Any]) -> dict[str, Any]:
     """CPU and memory with requests equal to limits; whole GPUs and MIG as extended resources."""
     amounts = {name: str(value) for name, value in spec.get("resources", {}).items()}
@@ -202,7 +233,7 @@ def _resources(spec: dict[str, Any]) -> dict[str, Any]:
     if spec.get("gpu", 0) >= 1:
         limits[GPU_RESOURCE] = int(spec["gpu"])
     if "mig" in spec:
-        limits[f"nvidia.com/mig-{spec['mig']}"] = 1
+        limits[f"{MIG_RESOURCE_PREFIX}{spec['mig']}"] = 1
     return {**({"requests": amounts} if amounts else {}), **({"limits": limits} if limits else {})}
 
 
