@@ -14,11 +14,12 @@ import os
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import kubernetes
+import kubernetes.watch
 import urllib3
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
@@ -129,6 +130,64 @@ class ClusterClient:
             return None
         return [{"apiVersion": api_version, "kind": kind, **item} for item in body["items"]]
 
+    def list_versioned(
+        self,
+        api_version: str,
+        kind: str,
+        field_selector: str | None = None,
+        namespace: str | None = None,
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Objects of a kind and the list's resourceVersion, to watch from; NotFound when the
+        server does not serve the kind."""
+        resource = self.resource(api_version, kind)
+        if resource is None:
+            raise NotFound(404, "NotFound", f"{api_version} {kind} is not served")
+        query = [("fieldSelector", field_selector)] if field_selector else []
+        body = self._request("GET", resource.path(namespace=namespace), query=query)
+        items = [{"apiVersion": api_version, "kind": kind, **item} for item in body["items"]]
+        return items, body.get("metadata", {}).get("resourceVersion", "")
+
+    def watch(
+        self,
+        api_version: str,
+        kind: str,
+        resource_version: str,
+        timeout: int,
+        field_selector: str | None = None,
+        namespace: str | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Change events after `resource_version` (`{"type", "object"}`, objects as plain
+        dicts, bookmarks included) until the server ends the watch after `timeout` seconds.
+
+        Not retried: a watch that fails (ApiFailure; 410 Gone when the version is too old)
+        is the caller's cue to list again."""
+        resource = self.resource(api_version, kind)
+        if resource is None:
+            raise NotFound(404, "NotFound", f"{api_version} {kind} is not served")
+        watcher = kubernetes.watch.Watch()
+        events = watcher.stream(
+            resource.get,
+            namespace=namespace,
+            field_selector=field_selector,
+            resource_version=resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=timeout,
+            serialize=False,
+            deserialize=False,
+            _request_timeout=timeout + self.timeout,
+        )
+        self.requests["read"] += 1
+        try:
+            while True:
+                try:
+                    event = _translated(lambda: next(events))
+                except StopIteration:
+                    return
+                if event is not None:
+                    yield event
+        finally:
+            watcher.stop()
+
     def apply(
         self,
         obj: dict[str, Any],
@@ -196,14 +255,16 @@ class ClusterClient:
         return self._call(send, retry_conflicts)
 
     def _call(self, action: Callable[[], Any], retry_conflicts: bool = True) -> Any:
-        def translated() -> Any:
-            try:
-                return action()
-            except DynamicApiError as exc:
-                raise ApiFailure.from_response(exc.status, exc.body, exc.headers) from exc
-            except kubernetes.client.ApiException as exc:
-                raise ApiFailure.from_response(exc.status, exc.body, exc.headers) from exc
-            except (urllib3.exceptions.HTTPError, OSError) as exc:
-                raise ApiFailure(0, "Unreachable", f"{type(exc).__name__}: {exc}") from exc
+        return self.backoff.call(lambda: _translated(action), retry_conflicts)
 
-        return self.backoff.call(translated, retry_conflicts)
+
+def _translated(action: Callable[[], Any]) -> Any:
+    """`action()`, with the client's and the network's exceptions as ApiFailure."""
+    try:
+        return action()
+    except DynamicApiError as exc:
+        raise ApiFailure.from_response(exc.status, exc.body, exc.headers) from exc
+    except kubernetes.client.ApiException as exc:
+        raise ApiFailure.from_response(exc.status, exc.body, exc.headers) from exc
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise ApiFailure(0, "Unreachable", f"{type(exc).__name__}: {exc}") from exc
