@@ -59,7 +59,7 @@ def to_json(result: SimulationResult) -> dict[str, Any]:
         "log": [_entry(entry) for entry in result.log],
         "expectations": {
             "checked": result.expectations,
-            "failed": [_failure(failure) for failure in result.failures],
+            "failed": [failure_json(failure) for failure in result.failures],
         },
     }
 
@@ -107,7 +107,8 @@ def _entry(entry: LogEntry) -> dict[str, Any]:
     }
 
 
-def _failure(failure: ExpectationFailure) -> dict[str, Any]:
+def failure_json(failure: ExpectationFailure) -> dict[str, Any]:
+    """An unmet expectation as `simulate` and `test` print it in JSON."""
     return {
         "step": failure.step,
         "file": failure.location.file,
@@ -288,13 +289,14 @@ def _failures(failures: tuple[ExpectationFailure, ...]) -> Table:
             str(f.location),
             f"{f.subject}/{f.name}",
             f.field,
-            f"[green]{_shown(f.expected)}[/green]",
-            f"[red]{_shown(f.actual)}[/red]",
+            f"[green]{shown(f.expected)}[/green]",
+            f"[red]{shown(f.actual)}[/red]",
         )
     return table
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
+    """An expected or actual value as the reports print it (GPUs as numbers)."""
     if isinstance(value, float):
         return _num(value)
     return "(none)" if value in (None, "") else str(value)
