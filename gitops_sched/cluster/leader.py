@@ -11,8 +11,11 @@ write carries the resourceVersion read just before: of two candidates, one gets 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -22,6 +25,12 @@ from gitops_sched.cluster.errors import ApiFailure
 
 log = logging.getLogger(__name__)
 LEASE_API = "coordination.k8s.io/v1"
+
+
+def default_identity() -> str:
+    """This replica's name in the Lease: the pod's name (else the host's) and a random suffix,
+    so a restarted pod is a new candidate."""
+    return f"{os.environ.get('POD_NAME') or socket.gethostname()}-{uuid.uuid4().hex[:6]}"
 
 
 def _micro_time() -> str:

@@ -8,33 +8,27 @@ between two commits (which repair drift) do not compile again.
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import tempfile
 import threading
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gitops_sched.cluster.client import ClusterClient
 from gitops_sched.cluster.errors import ApiFailure
-from gitops_sched.cluster.leader import LeaderElector
+from gitops_sched.cluster.leader import LeaderElector, default_identity
+from gitops_sched.cluster.serving import Health
 from gitops_sched.compiler import render_repo
 from gitops_sched.config.diagnostics import Severity
 from gitops_sched.config.loader import API_VERSION
 from gitops_sched.config.validate import check_repo
-from gitops_sched.reconciler.metrics import Health, Metrics
+from gitops_sched.reconciler.metrics import Metrics
 from gitops_sched.reconciler.report import Reporter, cluster_ref
 from gitops_sched.reconciler.source import Checkout, SourceError, open_source
 from gitops_sched.reconciler.sync import NotLeader, SourceConflict, Syncer, SyncResult
 
 log = logging.getLogger(__name__)
-
-
-def default_identity() -> str:
-    return f"{os.environ.get('POD_NAME') or socket.gethostname()}-{uuid.uuid4().hex[:6]}"
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,10 @@ import threading
 
 from gitops_sched.cluster.client import ClusterClient
 from gitops_sched.cluster.config import load_configuration
-from gitops_sched.cluster.leader import LeaderElector
-from gitops_sched.reconciler.loop import Reconciler, Settings, default_identity
-from gitops_sched.reconciler.metrics import Health, Metrics, serve
+from gitops_sched.cluster.leader import LeaderElector, default_identity
+from gitops_sched.cluster.serving import Health, serve
+from gitops_sched.reconciler.loop import Reconciler, Settings
+from gitops_sched.reconciler.metrics import Metrics
 
 log = logging.getLogger("gitops_sched.reconciler")
 
@@ -61,7 +62,7 @@ def run_reconciler(
         signal.signal(sig, lambda *_: stop.set())
     if not once and listen:
         host, _, port = listen.rpartition(":")
-        serve(metrics, health, host or "0.0.0.0", int(port))
+        serve(metrics.registry, health, host or "0.0.0.0", int(port))
     if elector is not None:
         elector.start()
     try:
