@@ -273,6 +273,55 @@ def reconcile(
 
 
 @main.command()
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Default: in-cluster.")
+@click.option("--once", is_flag=True, help="Run one cycle and exit (1 on errors).")
+@click.option("--dry-run", is_flag=True, help="Print what one cycle would do; write nothing.")
+@click.option("--cycle-period", default="1s", show_default=True, help="Time between cycles.")
+@click.option(
+    "--namespace",
+    envvar="POD_NAMESPACE",
+    default="gitops-sched-system",
+    show_default=True,
+    help="The system namespace: policy ConfigMap, Lease, GPU reservation pods.",
+)
+@click.option(
+    "--reservation-image",
+    envvar="GITOPS_SCHED_IMAGE",
+    default="ghcr.io/gitops-sched/gitops-sched:latest",
+    show_default=True,
+    help="Image of the pods that hold shared GPUs (runs `gitops-sched reserve`).",
+)
+@click.option("--leader-elect/--no-leader-elect", default=True, show_default=True)
+@click.option("--listen", default=":8080", show_default=True, help="/metrics, /healthz, /readyz.")
+def scheduler(
+    kubeconfig: str | None,
+    once: bool,
+    dry_run: bool,
+    cycle_period: str,
+    namespace: str,
+    reservation_image: str,
+    leader_elect: bool,
+    listen: str,
+) -> None:
+    """Place the pods of gitops-sched's schedulerName (the in-cluster scheduler)."""
+    from gitops_sched.scheduler.loop import Settings
+    from gitops_sched.scheduler.main import run_scheduler
+
+    settings = Settings(
+        namespace=namespace,
+        cycle_period=_duration(cycle_period),
+        dry_run=dry_run,
+        reservation_image=reservation_image,
+    )
+    once = once or dry_run  # a dry run prints what one cycle would do, and exits
+    sys.exit(
+        run_scheduler(
+            settings, kubeconfig, once=once, leader_elect=leader_elect and not once, listen=listen
+        )
+    )
+
+
+@main.command()
 @click.option(
     "--node", envvar="NODE_NAME", help="This node's name (default: NODE_NAME, else the host name)."
 )
