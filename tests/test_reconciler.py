@@ -558,12 +558,13 @@ def test_health_readiness_and_metrics_endpoints(kube, tmp_path):
     import urllib.error
     import urllib.request
 
-    from gitops_sched.reconciler.metrics import Health, Metrics, serve
+    from gitops_sched.cluster.serving import Health, serve
+    from gitops_sched.reconciler.metrics import Metrics
 
     repo = tmp_path / "repo"
     revision = commit(repo, config({"vision": 8}))
     metrics, health = Metrics(), Health(stale_after=60)
-    server = serve(metrics, health, "127.0.0.1", 0)
+    server = serve(metrics.registry, health, "127.0.0.1", 0)
     base = f"http://127.0.0.1:{server.server_address[1]}"
 
     def get(path: str) -> tuple[int, str]:
