@@ -16,8 +16,9 @@ the GPU's index on its node); the pod learns its GPU's UUID from the device plug
 writes it to its own `GPU_UUID` annotation.
 
 The node agent publishes the node's GPUs (`NODE_GPUS`, `agent.inventory`'s JSON), reads the
-scheduler's MIG requests (`NODE_MIG_REQUEST`) and answers in `NODE_MIG_STATUS`, and marks
-an idle pod with `IDLE_SINCE` (RFC 3339).
+scheduler's MIG requests (`NODE_MIG_REQUEST`, `agent.mig`'s format) and answers in
+`NODE_MIG_STATUS`, and marks an idle pod with `IDLE_SINCE` (RFC 3339). It never changes the
+MIG layout of a node labelled `MIG_STATIC_LABEL=true`.
 """
 
 from __future__ import annotations
@@ -52,3 +53,4 @@ NODE_GPUS = f"{GROUP}/gpus"  # JSON inventory (agent.inventory.node_inventory)
 NODE_MIG_REQUEST = f"{GROUP}/mig-request"  # JSON, written by the scheduler
 NODE_MIG_STATUS = f"{GROUP}/mig-status"  # JSON, the agent's answer to the request
 IDLE_SINCE = f"{GROUP}/gpu-idle-since"  # on a pod: RFC 3339 time its GPUs went idle
+MIG_STATIC_LABEL = f"{GROUP}/mig-static"  # node label set by the admin: "true" = never changed
