@@ -235,6 +235,24 @@ class ClusterClient:
         path = self._path(ObjectRef.of(obj))
         return self._request("PUT", path, body=obj, query=query, retry_conflicts=False)
 
+    def patch(
+        self,
+        ref: ObjectRef,
+        body: dict[str, Any],
+        subresource: str | None = None,
+        content_type: str = MERGE_PATCH,
+    ) -> dict[str, Any]:
+        """A merge patch (or `content_type`'s) of the object or of a subresource (`status`)."""
+        path = self._path(ref, subresource)
+        return self._request("PATCH", path, body=body, content_type=content_type)
+
+    def post(self, ref: ObjectRef, subresource: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST to a subresource (`binding`, `eviction`). Neither a 409 nor a 429 is retried:
+        a pod already bound, or an eviction a PodDisruptionBudget refuses, is an answer the
+        caller acts on (the next cycle tries again)."""
+        path = self._path(ref, subresource)
+        return self._request("POST", path, body=body, retry_conflicts=False, retry_throttled=False)
+
     def delete(self, ref: ObjectRef, propagation: str = "Background") -> bool:
         """Delete an object; False when it was already gone."""
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
@@ -252,6 +270,7 @@ class ClusterClient:
         query: list[tuple[str, str]] | None = None,
         content_type: str | None = None,
         retry_conflicts: bool = True,
+        retry_throttled: bool = True,
     ) -> dict[str, Any]:
         def send() -> dict[str, Any]:
             for hook in self.before_request:
@@ -268,10 +287,12 @@ class ClusterClient:
             )
             return json.loads(response.data or b"{}")
 
-        return self._call(send, retry_conflicts)
+        return self._call(send, retry_conflicts, retry_throttled)
 
-    def _call(self, action: Callable[[], Any], retry_conflicts: bool = True) -> Any:
-        return self.backoff.call(lambda: _translated(action), retry_conflicts)
+    def _call(
+        self, action: Callable[[], Any], retry_conflicts: bool = True, retry_throttled: bool = True
+    ) -> Any:
+        return self.backoff.call(lambda: _translated(action), retry_conflicts, retry_throttled)
 
 
 def _translated(action: Callable[[], Any]) -> Any:

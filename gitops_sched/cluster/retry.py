@@ -29,7 +29,11 @@ class Backoff:
             return min(self.cap, error.retry_after)
         return random.uniform(0, min(self.cap, self.base * 2**attempt))
 
-    def call(self, action: Callable[[], T], retry_conflicts: bool = True) -> T:
+    def call(
+        self, action: Callable[[], T], retry_conflicts: bool = True, retry_throttled: bool = True
+    ) -> T:
+        """`action()`, tried again on what is worth retrying; `retry_throttled=False` leaves a
+        429 to the caller (an Eviction refused by a PodDisruptionBudget is one)."""
         for attempt in range(self.attempts):
             try:
                 return action()
@@ -38,6 +42,8 @@ class Backoff:
                 if error.reason == "AlreadyExists":
                     retried = False
                 if error.status == 409 and not retry_conflicts:
+                    retried = False
+                if error.status == 429 and not retry_throttled:
                     retried = False
                 if not retried or attempt == self.attempts - 1:
                     raise
