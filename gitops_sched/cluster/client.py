@@ -212,22 +212,6 @@ class ClusterClient:
         query = [("fieldManager", field_manager)] if field_manager else []
         return self._request("POST", path, body=obj, query=query, retry_conflicts=False)
 
-    def merge_patch(
-        self, ref: ObjectRef, patch: dict[str, Any], field_manager: str | None = None
-    ) -> dict[str, Any]:
-        """RFC 7386 merge patch: the keys given change, a None value removes its key (how the
-        node agent sets and clears single annotations without owning the object)."""
-        query = [("fieldManager", field_manager)] if field_manager else []
-        path = self._path(ref)
-        return self._request("PATCH", path, body=patch, query=query, content_type=MERGE_PATCH)
-
-    def create_subresource(
-        self, ref: ObjectRef, subresource: str, body: dict[str, Any]
-    ) -> dict[str, Any]:
-        """POST to an object's subresource, e.g. a pod's `eviction` (policy/v1 Eviction)."""
-        path = self._path(ref, subresource)
-        return self._request("POST", path, body=body, retry_conflicts=False)
-
     def replace(self, obj: dict[str, Any], field_manager: str | None = None) -> dict[str, Any]:
         """PUT with the object's resourceVersion: a 409 means someone else wrote first, and
         is returned to the caller rather than retried."""
