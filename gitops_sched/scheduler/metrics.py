@@ -1,0 +1,155 @@
+"""The scheduler's Prometheus metrics (served with its probes by `cluster.serving`).
+
+Per queue (`level` project or department): GPUs deserved, fair share, allocated and asked by
+pending work, as the last cycle computed them; the cluster's GPUs, nodes and workloads;
+cycle duration; pods bound by request kind; pods evicted by the engine's reason, and
+evictions a PodDisruptionBudget refused. `scheduler/grafana-dashboard.json` charts them.
+
+State gauges describe the cluster only while this replica leads: a standby clears them, so
+the replicas' series never disagree. Counters and the cycle histogram are per replica.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from gitops_sched.engine.requests import placed_pod_gpus
+from gitops_sched.engine.types import Decisions, EvictReason, QueueStatus, RequestKind, Snapshot
+
+PROJECT = "project"
+DEPARTMENT = "department"
+# the `kind` label of binds: GPU memory requests are fractions once placed
+BIND_KINDS = {
+    RequestKind.WHOLE: "whole",
+    RequestKind.FRACTION: "fraction",
+    RequestKind.MEMORY: "fraction",
+    RequestKind.MIG: "mig",
+    RequestKind.NONE: "none",
+}
+CYCLE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class SchedulerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        queue = ["level", "queue"]
+        self.deserved = Gauge(
+            "gitops_sched_queue_deserved_gpus",
+            "GPUs the queue deserves (quota).",
+            queue,
+            registry=r,
+        )
+        self.fair_share = Gauge(
+            "gitops_sched_queue_fair_share_gpus",
+            "GPUs the queue's fair share comes to (quota plus its share of spare GPUs).",
+            queue,
+            registry=r,
+        )
+        self.allocated = Gauge(
+            "gitops_sched_queue_allocated_gpus", "GPUs the queue's pods hold.", queue, registry=r
+        )
+        self.pending = Gauge(
+            "gitops_sched_queue_pending_gpus",
+            "GPUs the queue's pending pods ask for.",
+            queue,
+            registry=r,
+        )
+        self.cycle_duration = Histogram(
+            "gitops_sched_cycle_duration_seconds",
+            "Time of one scheduling cycle (decide and carry out).",
+            registry=r,
+            buckets=CYCLE_BUCKETS,
+        )
+        self.binds = Counter(
+            "gitops_sched_binds", "Pods bound, by GPU request kind.", ["kind"], registry=r
+        )
+        self.evictions = Counter(
+            "gitops_sched_evictions", "Pods evicted, by reason.", ["reason"], registry=r
+        )
+        self.refused = Counter(
+            "gitops_sched_evictions_refused",
+            "Evictions a PodDisruptionBudget refused (retried in a later cycle).",
+            registry=r,
+        )
+        self.cluster_gpus = Gauge(
+            "gitops_sched_cluster_gpus",
+            "The cluster's GPUs: total, allocated, and allocated to idle workloads.",
+            ["state"],
+            registry=r,
+        )
+        self.nodes = Gauge("gitops_sched_nodes", "GPU nodes by state.", ["state"], registry=r)
+        self.workloads = Gauge(
+            "gitops_sched_workloads", "Workloads (jobs) by state.", ["state"], registry=r
+        )
+        self.leader = Gauge(
+            "gitops_sched_leader", "1 while this replica holds the Lease.", registry=r
+        )
+        self._queues: set[tuple[str, str]] = set()
+        for kind in sorted(set(BIND_KINDS.values())):
+            self.binds.labels(kind=kind)
+        for reason in EvictReason:
+            self.evictions.labels(reason=reason.value)
+
+    def record_cycle(self, seconds: float) -> None:
+        self.cycle_duration.observe(seconds)
+
+    def record_queues(self, decisions: Decisions) -> None:
+        """Set each queue's gauges from the cycle's status; drop queues no longer there."""
+        current: set[tuple[str, str]] = set()
+        for level, statuses in ((DEPARTMENT, decisions.departments), (PROJECT, decisions.projects)):
+            for status in statuses:
+                self._set_queue(level, status)
+                current.add((level, status.name))
+        self._remove_queues(self._queues - current)
+        self._queues = current
+
+    def record_binds(self, n: int, kind: RequestKind) -> None:
+        self.binds.labels(kind=BIND_KINDS[kind]).inc(n)
+
+    def record_evictions(self, n: int, reason: EvictReason) -> None:
+        self.evictions.labels(reason=reason.value).inc(n)
+
+    def record_refused(self, n: int) -> None:
+        self.refused.inc(n)
+
+    def record_cluster(self, snapshot: Snapshot) -> None:
+        """GPUs, nodes and workloads as the cycle saw them."""
+        nodes = {node.name: node for node in snapshot.nodes}
+        allocated = idle = 0.0
+        for job in snapshot.jobs:
+            held = sum(placed_pod_gpus(job, pod, nodes.get(pod.node)) for pod in job.placement)
+            allocated += held
+            if job.idle_since is not None:
+                idle += held
+        self.cluster_gpus.labels(state="total").set(sum(len(n.gpus) for n in snapshot.nodes))
+        self.cluster_gpus.labels(state="allocated").set(allocated)
+        self.cluster_gpus.labels(state="idle_allocated").set(idle)
+        schedulable = sum(1 for node in snapshot.nodes if node.schedulable)
+        self.nodes.labels(state="schedulable").set(schedulable)
+        self.nodes.labels(state="unschedulable").set(len(snapshot.nodes) - schedulable)
+        running = sum(1 for job in snapshot.jobs if job.running)
+        self.workloads.labels(state="running").set(running)
+        self.workloads.labels(state="pending").set(len(snapshot.jobs) - running)
+
+    def set_leader(self, leading: bool) -> None:
+        """Mark this replica leader or standby; a standby reports no cluster state."""
+        self.leader.set(1 if leading else 0)
+        if not leading:
+            self._remove_queues(self._queues)
+            self._queues = set()
+            for gauge in (self.cluster_gpus, self.nodes, self.workloads):
+                gauge.clear()
+
+    def _set_queue(self, level: str, status: QueueStatus) -> None:
+        self.deserved.labels(level, status.name).set(status.deserved)
+        self.fair_share.labels(level, status.name).set(status.fair_share)
+        self.allocated.labels(level, status.name).set(status.allocated)
+        self.pending.labels(level, status.name).set(status.queued)
+
+    def _remove_queues(self, queues: Iterable[tuple[str, str]]) -> None:
+        for labels in queues:
+            for gauge in (self.deserved, self.fair_share, self.allocated, self.pending):
+                gauge.remove(*labels)
