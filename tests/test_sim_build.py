@@ -75,15 +75,16 @@ def test_equal_rule_weighs_everyone_one_unless_a_weight_is_given() -> None:
 
 def test_queues_carry_quota_limits_parents_and_time_limits() -> None:
     policy = policy_from_repo(repo_of(cluster(), *DEPARTMENTS, *PROJECTS))
-    research = policy.departments[0]
+    queues = {q.name: q for q in (*policy.departments, *policy.projects)}
+    research = queues["research"]
     assert (research.deserved, research.limit, research.parent) == (12, 14, "")
-    search = policy.projects[2]
+    search = queues["search"]
     assert search.parent == "product"
     assert (search.deserved, search.limit) == (4, 6)
     assert not search.over_quota_allowed
     assert search.over_quota_rank == 2
     assert (search.interactive_time_limit_s, search.idle_timeout_s) == (8 * 3600, 30 * 60)
-    assert policy.projects[0].over_quota_allowed
+    assert queues["vision"].over_quota_allowed
     assert (policy.reclaim_threshold, policy.consolidation) == (0.5, False)
 
 

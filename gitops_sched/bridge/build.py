@@ -7,12 +7,12 @@ in-cluster scheduler's policy, so the rules for weights and requests live only h
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from decimal import Decimal
+from typing import Protocol
 
 from gitops_sched.config.model import (
-    Department,
     NodeGroup,
-    Project,
     Repo,
     Resources,
     SchedulerPolicy,
@@ -21,6 +21,7 @@ from gitops_sched.config.model import (
 )
 from gitops_sched.engine.types import Gpu, GpuRequest, Job, Node, Policy, QueueSpec, RequestKind
 from gitops_sched.hardware.gpus import MIB, lookup_gpu_model
+from gitops_sched.hardware.mig import MigInstance
 
 
 def over_quota_weight(explicit: float | None, quota: Resources, rule: str) -> float:
@@ -30,40 +31,72 @@ def over_quota_weight(explicit: float | None, quota: Resources, rule: str) -> fl
     return 1.0 if rule == "equal" else quota.gpu or 0.0
 
 
-def _department_queue(department: Department, rule: str) -> QueueSpec:
+def queue_spec(
+    name: str,
+    quota: Resources,
+    weight: float | None,
+    limit: Resources,
+    rule: str,
+    *,
+    parent: str = "",
+    over_quota_allowed: bool = True,
+    over_quota_rank: int = 0,
+    interactive_time_limit_s: int | None = None,
+    idle_timeout_s: int | None = None,
+) -> QueueSpec:
+    """A department's or project's queue: its GPU quota is deserved, its weight the explicit
+    one or the cluster's rule. The one translation the repo (`policy_from_repo`) and the
+    policy the scheduler reads back (`compiler.policy.read_policy_document`) share."""
     return QueueSpec(
-        name=department.name,
-        deserved=department.quota.gpu or 0.0,
-        over_quota_weight=over_quota_weight(department.over_quota_weight, department.quota, rule),
-        limit=department.limit.gpu,
+        name=name,
+        deserved=quota.gpu or 0.0,
+        over_quota_weight=over_quota_weight(weight, quota, rule),
+        over_quota_allowed=over_quota_allowed,
+        over_quota_rank=over_quota_rank,
+        limit=limit.gpu,
+        parent=parent,
+        interactive_time_limit_s=interactive_time_limit_s,
+        idle_timeout_s=idle_timeout_s,
     )
 
 
-def _project_queue(project: Project, rule: str) -> QueueSpec:
-    return QueueSpec(
-        name=project.name,
-        deserved=project.quota.gpu or 0.0,
-        over_quota_weight=over_quota_weight(project.over_quota_weight, project.quota, rule),
-        over_quota_allowed=project.over_quota_allowed,
-        over_quota_rank=project.over_quota_rank,
-        limit=project.limit.gpu,
-        parent=project.department,
-        interactive_time_limit_s=project.interactive_time_limit_s,
-        idle_timeout_s=project.idle_gpu_timeout_s,
+def engine_policy(
+    settings: SchedulerPolicy, departments: Iterable[QueueSpec], projects: Iterable[QueueSpec]
+) -> Policy:
+    """The engine's policy: the queues by name (whatever order they were declared in, so
+    the repo and the policy document give the same Policy) with the cluster's knobs."""
+    return Policy(
+        departments=tuple(sorted(departments, key=lambda queue: queue.name)),
+        projects=tuple(sorted(projects, key=lambda queue: queue.name)),
+        reclaim_threshold=settings.reclaim_threshold,
+        consolidation=settings.consolidation,
+        stale_gang_grace_s=float(settings.stale_gang_grace_s),
     )
 
 
 def policy_from_repo(repo: Repo) -> Policy:
     """Departments and projects as the engine's queues, with the cluster's policy knobs."""
-    policy = repo.cluster.policy if repo.cluster else SchedulerPolicy()
-    rule = policy.over_quota_weight
-    return Policy(
-        departments=tuple(_department_queue(d, rule) for d in repo.departments),
-        projects=tuple(_project_queue(p, rule) for p in repo.projects),
-        reclaim_threshold=policy.reclaim_threshold,
-        consolidation=policy.consolidation,
-        stale_gang_grace_s=float(policy.stale_gang_grace_s),
+    settings = repo.cluster.policy if repo.cluster else SchedulerPolicy()
+    rule = settings.over_quota_weight
+    departments = (
+        queue_spec(d.name, d.quota, d.over_quota_weight, d.limit, rule) for d in repo.departments
     )
+    projects = (
+        queue_spec(
+            p.name,
+            p.quota,
+            p.over_quota_weight,
+            p.limit,
+            rule,
+            parent=p.department,
+            over_quota_allowed=p.over_quota_allowed,
+            over_quota_rank=p.over_quota_rank,
+            interactive_time_limit_s=p.interactive_time_limit_s,
+            idle_timeout_s=p.idle_gpu_timeout_s,
+        )
+        for p in repo.projects
+    )
+    return engine_policy(settings, departments, projects)
 
 
 def memory_mib(memory_bytes: Decimal) -> int:
@@ -85,7 +118,19 @@ def canonical_model(model: str | None) -> str:
     return known.name if known else model or ""
 
 
-def _group_gpu(group: NodeGroup, index: int, memory: int) -> Gpu:
+class MigDeclaration(Protocol):
+    """What a node group declares about MIG: a config NodeGroup, or the policy's read back."""
+
+    @property
+    def mig_enabled(self) -> bool: ...
+
+    @property
+    def mig_static(self) -> bool: ...
+
+    def mig_layout(self, gpu: int) -> tuple[MigInstance, ...] | None: ...
+
+
+def group_gpu(group: MigDeclaration, index: int, memory: int) -> Gpu:
     """One GPU of each node of the group; a static group's with its declared instances."""
     if not group.mig_static:
         return Gpu(index=index, memory_mib=memory, mig_enabled=group.mig_enabled)
@@ -95,7 +140,7 @@ def _group_gpu(group: NodeGroup, index: int, memory: int) -> Gpu:
 
 def _group_nodes(group: NodeGroup) -> tuple[Node, ...]:
     memory = gpu_memory_mib(group.gpu_model, group.gpu_memory)
-    gpus = tuple(_group_gpu(group, i, memory) for i in range(group.gpus_per_node))
+    gpus = tuple(group_gpu(group, i, memory) for i in range(group.gpus_per_node))
     per_domain = group.nodes_per_topology_domain or group.node_count
     nodes = []
     for i in range(group.node_count):

@@ -1,0 +1,211 @@
+"""The policy ConfigMap read back: the scheduler's engine Policy is the one `simulate` uses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from config_builders import doc
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gitops_sched.bridge.build import policy_from_repo
+from gitops_sched.compiler.policy import (
+    POLICY_KEY,
+    PolicyFormatError,
+    policy_document,
+    policy_from_configmap,
+    read_policy_document,
+    render_policy,
+)
+from gitops_sched.compiler.yamltext import dump_object
+from gitops_sched.config.diagnostics import Diagnostics
+from gitops_sched.config.loader import load_repo, load_text
+from gitops_sched.config.model import Repo, build_repo
+
+EXAMPLES = Path(__file__).parent.parent / "examples" / "clusters"
+
+
+def example(name: str) -> Repo:
+    diagnostics = Diagnostics()
+    repo = build_repo(load_repo(EXAMPLES / name, diagnostics))
+    assert not diagnostics.has_errors
+    return repo
+
+
+def repo_of(*documents: dict[str, Any]) -> Repo:
+    diagnostics = Diagnostics()
+    loaded = load_text(yaml.safe_dump_all(documents, sort_keys=False), "repo.yaml", diagnostics)
+    assert not diagnostics.items, [d.text() for d in diagnostics.items]
+    return build_repo(loaded)
+
+
+def read_back(repo: Repo):
+    return read_policy_document(yaml.safe_load(dump_object(policy_document(repo))))
+
+
+@pytest.mark.parametrize("name", ["netapp-dgx", "oci-a100"])
+def test_every_example_reads_back_to_the_policy_simulate_uses(name: str) -> None:
+    repo = example(name)
+    read = read_back(repo)
+    assert read.policy == policy_from_repo(repo)
+    assert read.scheduler_name == repo.cluster.scheduler_name
+    assert read.system_namespace == repo.cluster.system_namespace
+    assert read.cycle_period_s == repo.cluster.policy.cycle_period_s
+    assert read.namespaces == {
+        repo.cluster.project_namespace(p.name): p.name for p in repo.projects
+    }
+    for project in repo.projects:
+        for wtype in ("train", "interactive", "inference"):
+            assert read.projects[project.name].allowed_node_groups(
+                wtype
+            ) == project.allowed_node_groups(wtype)
+
+
+def test_node_groups_read_back_with_their_selectors_gpus_and_mig_layouts() -> None:
+    repo = example("oci-a100")
+    read = {g.name: g for g in read_back(repo).node_groups}
+    assert list(read) == sorted(read)
+    for group in repo.node_groups:
+        back = read[group.name]
+        assert (back.role, back.node_selector, back.node_label) == (
+            group.role,
+            group.node_selector,
+            group.node_label,
+        )
+        assert (back.gpus_per_node, back.gpu_model, back.topology_label) == (
+            group.gpus_per_node,
+            group.gpu_model,
+            group.topology_label,
+        )
+        assert back.gpu_memory_bytes == group.gpu_memory
+        assert (back.mig_enabled, back.mig_static) == (group.mig_enabled, group.mig_static)
+        for gpu in range(group.gpus_per_node):
+            assert back.mig_layout(gpu) == (group.mig_layout(gpu) if group.mig_static else None)
+    assert read["a100-serve"].mig_layout(7) != read["a100-serve"].mig_layout(0)  # byGpu kept
+
+
+def test_the_rendered_configmap_is_what_the_scheduler_reads() -> None:
+    repo = example("netapp-dgx")
+    _, config_map = render_policy(repo)
+    assert policy_from_configmap(config_map).policy == policy_from_repo(repo)
+
+
+def test_queues_are_in_name_order_whatever_the_files_order() -> None:
+    documents = [
+        doc("Cluster", "lab"),
+        doc("Department", "zeta", quota={"gpu": 2}),
+        doc("Department", "alpha", quota={"gpu": 2}),
+        doc("Project", "b", department="zeta", quota={"gpu": 1}),
+        doc("Project", "a", department="alpha", quota={"gpu": 1}),
+    ]
+    policy = policy_from_repo(repo_of(*documents))
+    assert [d.name for d in policy.departments] == ["alpha", "zeta"]
+    assert [p.name for p in policy.projects] == ["a", "b"]
+    assert policy == policy_from_repo(repo_of(*reversed(documents)))
+
+
+GPUS = st.one_of(st.integers(0, 64), st.sampled_from([0.5, 1.5, 2.25, 7.75]))
+DURATIONS = st.one_of(st.none(), st.sampled_from(["90s", "30m", "8h", "2d"]))
+
+
+@st.composite
+def repos(draw: st.DrawFn) -> Repo:
+    """Small repos that vary every value the engine's queues are made of."""
+    policy = {
+        "defaultOverQuotaWeight": draw(st.sampled_from(["quota", "equal"])),
+        "reclaimThreshold": draw(st.sampled_from([0, 0.5, 2])),
+        "consolidation": draw(st.booleans()),
+        "staleGangGrace": draw(st.sampled_from(["0s", "45s", "5m"])),
+        "cyclePeriod": draw(st.sampled_from(["1s", "10s"])),
+    }
+    documents = [doc("Cluster", "lab", namespacePrefix="ns-", policy=policy)]
+    departments = draw(st.lists(st.sampled_from("abcd"), min_size=1, max_size=3, unique=True))
+    for name in departments:
+        documents.append(doc("Department", f"dept-{name}", **queue_fields(draw)))
+    names = draw(st.lists(st.sampled_from("pqrstu"), min_size=1, max_size=5, unique=True))
+    for name in names:
+        extra: dict[str, Any] = {
+            "department": f"dept-{draw(st.sampled_from(departments))}",
+            "overQuota": draw(st.sampled_from(["allowed", "denied"])),
+            "overQuotaRank": draw(st.integers(0, 3)),
+        }
+        for key in ("interactiveTimeLimit", "idleGpuTimeout"):
+            if (value := draw(DURATIONS)) is not None:
+                extra[key] = value
+        documents.append(doc("Project", f"proj-{name}", **queue_fields(draw), **extra))
+    return repo_of(*draw(st.permutations(documents)))
+
+
+def queue_fields(draw: st.DrawFn) -> dict[str, Any]:
+    fields: dict[str, Any] = {"quota": {"gpu": draw(GPUS)}}
+    if draw(st.booleans()):
+        fields["overQuotaWeight"] = draw(st.sampled_from([0, 1, 2.5, 0.1]))
+    if draw(st.booleans()):
+        fields["limit"] = {"gpu": draw(GPUS)}
+    return fields
+
+
+@given(repos())
+def test_generated_repos_read_back_to_the_policy_simulate_uses(repo: Repo) -> None:
+    assert read_back(repo).policy == policy_from_repo(repo)
+
+
+def document() -> dict[str, Any]:
+    return yaml.safe_load(dump_object(policy_document(example("oci-a100"))))
+
+
+def broken(path: tuple[str | int, ...], value: Any) -> dict[str, Any]:
+    data = document()
+    *parents, last = path
+    at: Any = data
+    for key in parents:
+        at = at[key]
+    at[last] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (
+            ("departments", 1, "projects", 0, "quota", "gpu"),
+            "four",
+            "departments[1].projects[0].quota.gpu: expected a number",
+        ),
+        (("departments", 0, "quota", "gpu"), True, "departments[0].quota.gpu: expected a number"),
+        (("departments", 0, "projects"), {}, "departments[0].projects: expected a list"),
+        (("consolidation",), "yes", "consolidation: expected true or false"),
+        (("schedulerName",), None, "schedulerName: missing"),
+        (
+            ("nodeGroups", 2, "mig", "byGpu"),
+            [{"gpus": ["6"]}],
+            "nodeGroups[2].mig.byGpu[0].gpus[0]: expected an integer",
+        ),
+        (("nodeGroups", 0, "nodeLabel"), {"key": "k"}, "nodeGroups[0].nodeLabel.value: missing"),
+        (("departments", 0), "research", "departments[0]: expected a mapping"),
+    ],
+)
+def test_a_malformed_document_says_where(
+    path: tuple[str | int, ...], value: Any, message: str
+) -> None:
+    with pytest.raises(PolicyFormatError) as error:
+        read_policy_document(broken(path, value))
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize(
+    ("config_map", "message"),
+    [
+        ({"data": {}}, f"data.{POLICY_KEY}: missing"),
+        ({"data": {POLICY_KEY: "a: [b"}}, f"data.{POLICY_KEY}: not YAML"),
+        ({"data": {POLICY_KEY: "- 1"}}, "policy: expected a mapping"),
+    ],
+)
+def test_a_configmap_without_a_readable_policy_is_refused(
+    config_map: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message.replace("[", r"\[")):
+        policy_from_configmap(config_map)
