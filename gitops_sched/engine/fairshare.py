@@ -23,13 +23,16 @@ Each level splits its parent's share among sibling queues the way NVIDIA KAI Sch
 So with whole-GPU demand and a whole number of GPUs every fair share is a whole number,
 one that whole-GPU jobs can reach: 7 spare GPUs split 3:1 give 5 and 2, not 5.25 and 1.75.
 A department's fair share is what its projects share.
+
+`explain` shows how a share came about: pass a `Trace` and every step (the deserved
+part, each round, the remainder) is recorded as data; the results do not depend on it.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gitops_sched.engine.types import GPU_EPSILON, QueueSpec
 
@@ -42,10 +45,49 @@ class Claim:
     demand: float
 
 
-def split(capacity: float, claims: Sequence[Claim]) -> list[float]:
+@dataclass(frozen=True)
+class Give:
+    """What one queue was offered in a step and what it took."""
+
+    queue: str
+    offered: float  # deserved step: its quota; a round: its weight's part of the offer
+    given: float
+    asks: float  # what it could still take before the step (demand, limit, rules)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of one level's split: `deserved`, a `round` of spare GPUs by weight, or
+    the `remainder` rounding left."""
+
+    level: str  # the parent whose share is split: "" for the cluster, else a department
+    kind: str  # deserved | round | remainder
+    rank: int  # over-quota rank served (0 for deserved)
+    offer: float  # GPUs the step started with
+    gives: tuple[Give, ...]
+
+
+@dataclass
+class Trace:
+    """The steps of fair_shares (or split), in the order they were taken."""
+
+    steps: list[Step] = field(default_factory=list)
+    level: str = ""  # the level split is working on, set by fair_shares
+
+    def add(self, kind: str, rank: int, offer: float, gives: list[Give]) -> None:
+        if gives:
+            self.steps.append(Step(self.level, kind, rank, offer, tuple(gives)))
+
+
+def split(capacity: float, claims: Sequence[Claim], trace: Trace | None = None) -> list[float]:
     """Fair shares of `capacity` among sibling queues (one level of the hierarchy)."""
     caps = [_cap(c) for c in claims]
     shares = [min(c.spec.deserved, cap) for c, cap in zip(claims, caps)]
+    if trace is not None:
+        gives = [
+            Give(c.spec.name, c.spec.deserved, s, cap) for c, s, cap in zip(claims, shares, caps)
+        ]
+        trace.add("deserved", 0, capacity, gives)
     left = capacity - sum(shares)
     if left <= GPU_EPSILON:
         return shares  # quotas use it all (or oversubscribe it): nothing is spare
@@ -53,10 +95,28 @@ def split(capacity: float, claims: Sequence[Claim]) -> list[float]:
     fractions: dict[int, dict[int, float]] = {}
     for rank in ranks:
         members = [i for i, c in enumerate(claims) if c.spec.over_quota_rank == rank]
-        left, fractions[rank] = _rounds(left, members, claims, caps, shares)
+        left, fractions[rank] = _rounds(left, members, claims, caps, shares, _Log(trace, rank))
     for rank in ranks:
-        left = _remainder(left, fractions[rank], claims, caps, shares)
+        left = _remainder(left, fractions[rank], claims, caps, shares, _Log(trace, rank))
     return shares
+
+
+@dataclass
+class _Log:
+    """Records one rank's steps into a trace, if there is one."""
+
+    trace: Trace | None
+    rank: int
+    gives: list[Give] = field(default_factory=list)
+
+    def give(self, claim: Claim, offered: float, given: float, asks: float) -> None:
+        if self.trace is not None:
+            self.gives.append(Give(claim.spec.name, offered, given, asks))
+
+    def step(self, kind: str, offer: float) -> None:
+        if self.trace is not None:
+            self.trace.add(kind, self.rank, offer, self.gives)
+        self.gives = []
 
 
 def _rounds(
@@ -65,6 +125,7 @@ def _rounds(
     claims: Sequence[Claim],
     caps: list[float],
     shares: list[float],
+    log: _Log,
 ) -> tuple[float, dict[int, float]]:
     """Hand `left` to one rank's queues in whole-GPU rounds by weight (updates `shares`).
 
@@ -75,6 +136,8 @@ def _rounds(
     if len(members) == 1:
         (only,) = members
         give = min(left, caps[only] - shares[only])
+        log.give(claims[only], left, give, caps[only] - shares[only])
+        log.step("round", left)
         shares[only] += give
         return left - give, fractions
     while left > GPU_EPSILON:
@@ -99,8 +162,10 @@ def _rounds(
                 give = float(math.floor(part + GPU_EPSILON))
                 if part - give > GPU_EPSILON:
                     fractions[i] = part - give
+            log.give(claims[i], part, give, wants)
             shares[i] += give
             left -= give
+        log.step("round", offer)
         if not slack:
             break
     return left, fractions
@@ -112,15 +177,19 @@ def _remainder(
     claims: Sequence[Claim],
     caps: list[float],
     shares: list[float],
+    log: _Log,
 ) -> float:
     """Up to one GPU each to the queues rounding kept most from, largest fraction first."""
     order = sorted(fractions, key=lambda i: (-round(fractions[i], 9), claims[i].spec.name))
+    offer = left
     for i in order:
         if left <= GPU_EPSILON:
             break
         give = max(min(1.0, left, caps[i] - shares[i]), 0.0)
+        log.give(claims[i], fractions[i], give, caps[i] - shares[i])
         shares[i] += give
         left -= give
+    log.step("remainder", offer)
     return left
 
 
@@ -138,11 +207,12 @@ def fair_shares(
     departments: Sequence[QueueSpec],
     projects: Sequence[QueueSpec],
     demand: dict[str, float],
+    trace: Trace | None = None,
 ) -> dict[str, float]:
     """Fair share of every department and project, given each project's total demand.
 
     A department asks for what its projects may take (capped by its own hard limit), so
-    no GPU of its share is left to none of its projects.
+    no GPU of its share is left to none of its projects. `trace` records every step.
     """
     result: dict[str, float] = {}
     children: dict[str, list[QueueSpec]] = {d.name: [] for d in departments}
@@ -158,10 +228,14 @@ def fair_shares(
         )
         for d in departments
     ]
-    for claim, share in zip(dept_claims, split(capacity, dept_claims)):
+    if trace is not None:
+        trace.level = ""
+    for claim, share in zip(dept_claims, split(capacity, dept_claims, trace)):
         result[claim.spec.name] = share
         kids = children[claim.spec.name]
         project_claims = [Claim(p, demand.get(p.name, 0.0)) for p in kids]
-        for p_claim, p_share in zip(project_claims, split(share, project_claims)):
+        if trace is not None:
+            trace.level = claim.spec.name
+        for p_claim, p_share in zip(project_claims, split(share, project_claims, trace)):
             result[p_claim.spec.name] = p_share
     return result
