@@ -13,10 +13,13 @@ from gitops_sched.cli import main
 
 BROKEN = Path(__file__).resolve().parent.parent / "examples" / "clusters" / "broken"
 CASES = sorted(p.name for p in BROKEN.iterdir() if p.is_dir())
-TEXT_LINE = re.compile(r"(?P<file>[^:]+):(?P<line>\d+):(?P<col>\d+): (?P<obj>[^:]+): (?P<msg>.*)")
+TEXT_LINE = re.compile(
+    r"(?P<file>[^:]+):(?P<line>\d+):(?P<col>\d+): error (?P<code>GS\d{3}) (?P<obj>[^:]+): "
+    r"(?P<msg>.*)"
+)
 GITHUB_LINE = re.compile(
     r"::error file=(?P<file>[^,]+),line=(?P<line>\d+),col=(?P<col>\d+),"
-    r"title=(?P<obj>[^:]+)::(?P<msg>.*)"
+    r"title=(?P<code>GS\d{3}) (?P<obj>[^:]+)::(?P<msg>.*)"
 )
 
 
@@ -29,10 +32,17 @@ def _expected(case: str) -> list[str]:
     return (BROKEN / case / "expected.txt").read_text().splitlines()
 
 
-def _fields(pattern: re.Pattern[str], line: str) -> tuple[str, int, int, str, str]:
+def _fields(pattern: re.Pattern[str], line: str) -> tuple[str, int, int, str, str, str]:
     match = pattern.fullmatch(line)
     assert match, line
-    return match["file"], int(match["line"]), int(match["col"]), match["obj"], match["msg"]
+    return (
+        match["file"],
+        int(match["line"]),
+        int(match["col"]),
+        match["code"],
+        match["obj"],
+        match["msg"],
+    )
 
 
 def test_there_are_cases() -> None:
@@ -58,7 +68,8 @@ def test_json_and_github_formats_carry_the_same_diagnostics(
     assert payload["valid"] is False
     assert payload["errors"] == len(expected)
     assert [
-        (d["file"], d["line"], d["col"], d["object"], d["message"]) for d in payload["diagnostics"]
+        (d["file"], d["line"], d["col"], d["code"], d["object"], d["message"])
+        for d in payload["diagnostics"]
     ] == expected
     assert {d["severity"] for d in payload["diagnostics"]} == {"error"}
 

@@ -1,7 +1,9 @@
-"""Diagnostics: every problem found in a run, with the place it points at.
+"""Diagnostics: every problem found in a run, with the place it points at and its code.
 
 Like a compiler, the loader and the checks keep going after a problem and collect
-all of them; the CLI prints them sorted and exits by the worst severity.
+all of them; the CLI prints them sorted and exits by the worst severity. Each carries a
+stable code (`gitops_sched.config.codes`) that every output format shows, so CI and
+`plan` can tell problems apart by code and object rather than by wording.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+from gitops_sched.config.codes import Code
 
 
 class Severity(StrEnum):
@@ -35,20 +39,22 @@ class Diagnostic:
     message: str
     obj: str = ""  # "Kind/name" of the object the problem belongs to, if known
     severity: Severity = Severity.ERROR
+    code: Code | None = None  # every diagnostic has one; None only while a check lacks it
 
     def sort_key(self) -> tuple:
         return (self.location, self.obj, self.message)
 
     def text(self) -> str:
-        prefix = "" if self.severity is Severity.ERROR else "warning: "
-        obj = f"{self.obj}: " if self.obj else ""
-        return f"{self.location}: {obj}{prefix}{self.message}"
+        """`FILE:LINE:COL: error GS301 Kind/name: message`, as compilers print them."""
+        head = " ".join(str(part) for part in (self.severity.value, self.code, self.obj) if part)
+        return f"{self.location}: {head}: {self.message}"
 
     def as_dict(self) -> dict:
         return {
             "file": self.location.file,
             "line": self.location.line,
             "col": self.location.col,
+            "code": self.code.id if self.code else None,
             "object": self.obj,
             "severity": self.severity.value,
             "message": self.message,
@@ -57,10 +63,10 @@ class Diagnostic:
     def github(self) -> str:
         """A GitHub Actions workflow command, which GitHub shows as an annotation on the line."""
         loc = self.location
-        title = _gh_escape_property(self.obj or "gitops-sched")
+        title = " ".join(str(part) for part in (self.code, self.obj) if part) or "gitops-sched"
         return (
             f"::{self.severity.value} file={_gh_escape_property(loc.file)},line={loc.line},"
-            f"col={loc.col},title={title}::{_gh_escape_data(self.message)}"
+            f"col={loc.col},title={_gh_escape_property(title)}::{_gh_escape_data(self.message)}"
         )
 
 
@@ -78,11 +84,15 @@ class Diagnostics:
 
     items: list[Diagnostic] = field(default_factory=list)
 
-    def error(self, location: Location, message: str, obj: str = "") -> None:
-        self.items.append(Diagnostic(location, message, obj, Severity.ERROR))
+    def error(
+        self, location: Location, message: str, obj: str = "", code: Code | None = None
+    ) -> None:
+        self.items.append(Diagnostic(location, message, obj, Severity.ERROR, code))
 
-    def warning(self, location: Location, message: str, obj: str = "") -> None:
-        self.items.append(Diagnostic(location, message, obj, Severity.WARNING))
+    def warning(
+        self, location: Location, message: str, obj: str = "", code: Code | None = None
+    ) -> None:
+        self.items.append(Diagnostic(location, message, obj, Severity.WARNING, code))
 
     def extend(self, other: Iterable[Diagnostic]) -> None:
         self.items.extend(other)

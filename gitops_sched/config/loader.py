@@ -21,6 +21,8 @@ from typing import Any
 import yaml
 from yaml.composer import ComposerError
 
+from gitops_sched.config import codes
+from gitops_sched.config.codes import Code
 from gitops_sched.config.diagnostics import Diagnostics, Location
 from gitops_sched.config.ignore import IGNORE_FILE, IgnoreRules
 
@@ -31,6 +33,8 @@ except AttributeError:  # pragma: no cover - PyYAML built without libyaml
 
 API_VERSION = "gitops-sched.io/v1alpha1"
 KINDS = ("Cluster", "NodeGroup", "Department", "Project", "Template", "Workload")
+# The repo's own tests (`gitops-sched test`): checked by `validate`, never compiled.
+SIMULATION = "Simulation"
 YAML_SUFFIXES = (".yaml", ".yml")
 MAX_FILE_BYTES = 4 * 1024 * 1024
 # An alias may repeat a node, but a document may not grow past this many values in
@@ -165,10 +169,11 @@ _SCALAR_TYPES: dict[str, Callable[[yaml.ScalarNode], Any] | None] = {
 
 
 class _LoadError(Exception):
-    def __init__(self, mark: yaml.Mark | None, message: str) -> None:
+    def __init__(self, mark: yaml.Mark | None, message: str, code: Code) -> None:
         super().__init__(message)
         self.mark = mark
         self.message = message
+        self.code = code
 
 
 class _TooDeep(_LoadError):
@@ -207,7 +212,7 @@ def _scalar_value(event: yaml.ScalarEvent) -> Any:
         return _construct(event.tag, event.value)
     except (ValueError, LookupError) as exc:  # e.g. `!!int abc`, `!!bool maybe`, `0x_`
         message = f"{event.value!r} is not a valid {_tag(event)}"
-        raise _LoadError(event.start_mark, message) from exc
+        raise _LoadError(event.start_mark, message, codes.BAD_SCALAR) from exc
 
 
 # --- building documents from events --------------------------------------------------------
@@ -341,10 +346,13 @@ class _Builder:
         mark = event.start_mark
         if frame is not None and frame.awaits_key:
             merge = event.tag == _MERGE_TAG
-            self._fail(_LoadError(mark, _MERGE_KEY if merge else _COMPLEX_KEY))
+            self._fail(
+                _LoadError(mark, _MERGE_KEY if merge else _COMPLEX_KEY, codes.UNSUPPORTED_YAML)
+            )
             return
         if len(self.stack) >= MAX_DEPTH:  # ends the file: the parser is quadratic in depth
-            raise _TooDeep(mark, f"mappings and sequences nested more than {MAX_DEPTH} deep")
+            message = f"mappings and sequences nested more than {MAX_DEPTH} deep"
+            raise _TooDeep(mark, message, codes.TOO_DEEP)
         container: dict | list = {} if isinstance(event, yaml.MappingStartEvent) else []
         self._place(frame, container, mark)
         self.stack.append(_Frame(container, anchor, (len(self.values), len(self.keys))))
@@ -370,7 +378,7 @@ class _Builder:
             if frame is not None and frame.awaits_key:
                 self._alias_key(frame, anchor)
             elif not anchor.done:  # an alias inside its own anchor repeats without end
-                raise _LoadError(event.start_mark, _expansion_message())
+                raise _LoadError(event.start_mark, _expansion_message(), codes.ALIAS_BOMB)
             else:
                 self.values += anchor.values
                 self.keys += anchor.keys
@@ -405,9 +413,10 @@ class _Builder:
 
     def _key(self, frame: _Frame, key: str, tag: str, mark: yaml.Mark) -> None:
         if tag == _MERGE_TAG:
-            raise _LoadError(mark, _MERGE_KEY)
+            raise _LoadError(mark, _MERGE_KEY, codes.UNSUPPORTED_YAML)
         if (first := frame.seen.get(key)) is not None:
-            raise _LoadError(mark, f"duplicate key {key!r} (first at line {first + 1})")
+            message = f"duplicate key {key!r} (first at line {first + 1})"
+            raise _LoadError(mark, message, codes.DUPLICATE_KEY)
         frame.seen[key] = mark.line
         frame.key = key
         self.keys.extend((mark.line, mark.column))
@@ -415,9 +424,9 @@ class _Builder:
     def _alias_key(self, frame: _Frame, anchor: _Anchor) -> None:
         """An alias as a key stands for its anchor's node, which must be a scalar."""
         if anchor.tag == _MERGE_TAG:
-            raise _LoadError(anchor.mark, _MERGE_KEY)
+            raise _LoadError(anchor.mark, _MERGE_KEY, codes.UNSUPPORTED_YAML)
         if anchor.text is None:
-            raise _LoadError(anchor.mark, _COMPLEX_KEY)
+            raise _LoadError(anchor.mark, _COMPLEX_KEY, codes.UNSUPPORTED_YAML)
         self._key(frame, anchor.text, anchor.tag or _STR_TAG, anchor.mark)
 
     def _place(self, frame: _Frame | None, value: Any, mark: yaml.Mark) -> None:
@@ -441,7 +450,8 @@ class _Builder:
         """
         if self._expanded_too_far():
             at = 2 * MAX_EXPANDED_NODES
-            error = _LoadError(_Mark(self.values[at], self.values[at + 1]), _expansion_message())
+            mark = _Mark(self.values[at], self.values[at + 1])
+            error = _LoadError(mark, _expansion_message(), codes.ALIAS_BOMB)
         self.error = error
         self.stack.clear()
 
@@ -491,12 +501,13 @@ def load_text(text: str, file: str, diagnostics: Diagnostics) -> list[Document]:
                 builder.build(loader.get_event)
                 documents.extend(_finish(builder, file, index, diagnostics))
     except _TooDeep as exc:
-        diagnostics.error(_mark_location(file, exc.mark), exc.message)
+        diagnostics.error(_mark_location(file, exc.mark), exc.message, code=exc.code)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        diagnostics.error(_mark_location(file, mark), f"YAML syntax error: {_yaml_problem(exc)}")
+        message = f"YAML syntax error: {_yaml_problem(exc)}"
+        diagnostics.error(_mark_location(file, mark), message, code=codes.YAML_SYNTAX)
     except yaml.YAMLError as exc:
-        diagnostics.error(Location(file), f"YAML error: {exc}")
+        diagnostics.error(Location(file), f"YAML error: {exc}", code=codes.YAML_SYNTAX)
     finally:
         loader.dispose()
     return documents
@@ -506,18 +517,21 @@ def _finish(builder: _Builder, file: str, index: int, diagnostics: Diagnostics) 
     """The built document, or none once its problem is reported (the next ones still load)."""
     if builder.root_text == "":
         line = builder.root_mark.line + 1
-        diagnostics.warning(Location(file, line, 1), "empty document ignored")
+        diagnostics.warning(
+            Location(file, line, 1), "empty document ignored", code=codes.EMPTY_DOCUMENT
+        )
         return []
     try:
         data = builder.finish()
     except _LoadError as exc:
-        diagnostics.error(_mark_location(file, exc.mark), exc.message)
+        diagnostics.error(_mark_location(file, exc.mark), exc.message, code=exc.code)
         return []
     if not isinstance(data, dict):
         mark = builder.root_mark
         diagnostics.error(
             Location(file, mark.line + 1, mark.column + 1),
             "a document must be a mapping with apiVersion, kind, metadata and spec",
+            code=codes.NOT_A_MAPPING,
         )
         return []
     values, keys = builder.values, builder.keys
@@ -543,9 +557,9 @@ def _decode(raw: bytes, file: str, diagnostics: Diagnostics) -> str | None:
         before = raw[: exc.start]
         line = before.count(b"\n") + 1
         col = exc.start - (before.rfind(b"\n") + 1) + 1
-        diagnostics.error(
-            Location(file, line, col), f"file is not valid UTF-8 (byte 0x{raw[exc.start]:02x})"
-        )
+        message = f"file is not valid UTF-8 (byte 0x{raw[exc.start]:02x})"
+        diagnostics.error(Location(file, line, col), message, code=codes.NOT_UTF8)
+
         return None
     return text.removeprefix("\ufeff")
 
@@ -566,6 +580,7 @@ class Unreadable:
     """Why a path of a source could not be read: reported at the path, in place of its bytes."""
 
     reason: str
+    code: Code = codes.UNREADABLE_FILE
 
 
 def read_capped(
@@ -614,7 +629,7 @@ def read_capped(
     finally:
         os.close(fd)
     if size > cap:
-        return Unreadable(f"file is over the {cap}-byte limit")
+        return Unreadable(f"file is over the {cap}-byte limit", codes.FILE_TOO_LARGE)
     return b"".join(chunks)
 
 
@@ -635,9 +650,9 @@ def folder_rules(root: Path, excludes: Iterable[str] = ()) -> IgnoreRules | Unre
     try:
         return IgnoreRules.of(raw.decode("utf-8"), excludes)
     except UnicodeDecodeError:
-        return Unreadable("file is not valid UTF-8")
+        return Unreadable("file is not valid UTF-8", codes.BAD_IGNORE_FILE)
     except ValueError as exc:  # pathspec: a malformed pattern
-        return Unreadable(f"bad pattern: {exc}")
+        return Unreadable(f"bad pattern: {exc}", codes.BAD_IGNORE_FILE)
 
 
 def _unreadable_folders(failed: list[OSError]) -> Iterator[tuple[str, Unreadable]]:
@@ -697,7 +712,8 @@ def folder_files(
     yield from _unreadable_folders(failed)  # the root itself
     if not found:
         note = f" ({left_out} left out by {IGNORE_FILE} or --exclude)" if left_out else ""
-        yield root.as_posix(), Unreadable(f"no YAML files found under {root.as_posix()}{note}")
+        message = f"no YAML files found under {root.as_posix()}{note}"
+        yield root.as_posix(), Unreadable(message, codes.NO_YAML_FILES)
 
 
 def load_files(files: Source, diagnostics: Diagnostics) -> list[Document]:
@@ -705,11 +721,12 @@ def load_files(files: Source, diagnostics: Diagnostics) -> list[Document]:
     documents: list[Document] = []
     for file, raw in files:
         if isinstance(raw, Unreadable):
-            diagnostics.error(Location(file), raw.reason)
+            diagnostics.error(Location(file), raw.reason, code=raw.code)
             continue
         if len(raw) > MAX_FILE_BYTES:
             message = f"file is {len(raw)} bytes, over the {MAX_FILE_BYTES}-byte limit"
-            diagnostics.error(Location(file), message)
+            diagnostics.error(Location(file), message, code=codes.FILE_TOO_LARGE)
+
             continue
         text = _decode(raw, file, diagnostics)
         if text is not None:

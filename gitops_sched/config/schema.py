@@ -23,8 +23,10 @@ from typing import Any
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError, best_match
 
+from gitops_sched.config import codes
+from gitops_sched.config.codes import Code
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
-from gitops_sched.config.loader import API_VERSION, KINDS, Document, Path_
+from gitops_sched.config.loader import API_VERSION, KINDS, SIMULATION, Document, Path_
 
 _PLAIN_KEY = re.compile(r"[A-Za-z_][-A-Za-z0-9_]*")
 
@@ -36,7 +38,7 @@ _SHORT.maxlevel = 2
 
 @cache
 def _load(kind: str) -> dict:
-    if kind not in KINDS:
+    if kind not in KINDS and kind != SIMULATION:
         raise ValueError(f"unknown kind {kind!r}")
     text = (resources.files("gitops_sched") / "schemas" / f"{kind.lower()}.json").read_text()
     return json.loads(text)
@@ -97,7 +99,8 @@ SchemaValidator = validators.extend(
 
 
 @cache
-def _validator(kind: str) -> Draft202012Validator:
+def validator_for(kind: str) -> Draft202012Validator:
+    """The validator of `kind`'s schema (Simulation's too: the Simulation parser's)."""
     return SchemaValidator(_load(kind))
 
 
@@ -112,11 +115,12 @@ def validate_documents(documents: list[Document], diagnostics: Diagnostics) -> l
     valid: list[Document] = []
     for doc in documents:
         problems = _header_problems(doc)
-        if doc.kind in KINDS:
+        if doc.kind in KINDS or doc.kind == SIMULATION:
             # a wrong apiVersion is reported once, above; the rest of the document still counts
             data = {**doc.data, "apiVersion": API_VERSION}
-            if not _quick_check(doc.kind)(data):  # most documents pass: only the rest cost more
-                problems += schema_problems(doc, data, _validator(doc.kind))
+            # most documents pass the quick check: only the rest cost more (Simulations are few)
+            if doc.kind == SIMULATION or not _quick_check(doc.kind)(data):
+                problems += schema_problems(doc, data, validator_for(doc.kind))
             if not problems:
                 valid.append(doc)
         diagnostics.extend(problems)
@@ -128,16 +132,18 @@ def _header_problems(doc: Document) -> list[Diagnostic]:
     problems = []
     if "apiVersion" not in doc.data:
         message = f"missing apiVersion (expected {API_VERSION})"
-        problems.append(Diagnostic(doc.location(), message, doc.ref))
+        problems.append(Diagnostic(doc.location(), message, doc.ref, code=codes.BAD_API_VERSION))
     elif (api := doc.data["apiVersion"]) != API_VERSION:
         message = f"unknown apiVersion {_show(api)} (expected {API_VERSION})"
-        problems.append(Diagnostic(doc.location(("apiVersion",)), message, doc.ref))
-    expected = f"expected one of {', '.join(KINDS)}"
+        where = doc.location(("apiVersion",))
+        problems.append(Diagnostic(where, message, doc.ref, code=codes.BAD_API_VERSION))
+    expected = f"expected one of {', '.join((*KINDS, SIMULATION))}"
     if "kind" not in doc.data:
-        problems.append(Diagnostic(doc.location(), f"missing kind ({expected})", doc.ref))
-    elif doc.kind not in KINDS:
+        message = f"missing kind ({expected})"
+        problems.append(Diagnostic(doc.location(), message, doc.ref, code=codes.BAD_KIND))
+    elif doc.kind not in KINDS and doc.kind != SIMULATION:
         message = f"unknown kind {_show(doc.data['kind'])} ({expected})"
-        problems.append(Diagnostic(doc.location(("kind",)), message, doc.ref))
+        problems.append(Diagnostic(doc.location(("kind",)), message, doc.ref, code=codes.BAD_KIND))
     return problems
 
 
@@ -155,21 +161,38 @@ def _explain(doc: Document, error: ValidationError) -> Iterator[Diagnostic]:
         known = list(error.schema.get("properties", {}))
         for key in error.instance:
             if key not in known:
+                where = doc.key_location((*path, key))
                 yield Diagnostic(
-                    doc.key_location((*path, key)), _unknown(path, key, known), doc.ref
+                    where, _unknown(path, key, known), doc.ref, code=codes.UNKNOWN_FIELD
                 )
     elif error.validator == "required":
         for name in error.validator_value:
             if name not in error.instance:
                 message = f"missing required field '{_dotted((*path, name))}'"
-                yield Diagnostic(doc.key_location(path), message, doc.ref)
+                where = doc.key_location(path)
+                yield Diagnostic(where, message, doc.ref, code=codes.MISSING_FIELD)
     elif "propertyNames" in error.absolute_schema_path:  # the key itself is wrong
         message = f"{_dotted(path)}: {_message(error)}"
-        yield Diagnostic(doc.key_location((*path, error.instance)), message, doc.ref)
+        where = doc.key_location((*path, error.instance))
+        yield Diagnostic(where, message, doc.ref, code=codes.INVALID_VALUE)
     else:
         message = f"{_dotted(path)}: {_message(error)}" if path else _message(error)
         where = doc.key_location(path) if _is_container(error.instance) else doc.location(path)
-        yield Diagnostic(where, message, doc.ref)
+        code = _KEYWORD_CODES.get(str(error.validator), codes.INVALID_VALUE)
+        yield Diagnostic(where, message, doc.ref, code=code)
+
+
+# What a failed keyword means to the user (other keywords: an invalid value).
+_KEYWORD_CODES: dict[str, Code] = {
+    "type": codes.WRONG_TYPE,
+    **dict.fromkeys(
+        ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength"),
+        codes.OUT_OF_RANGE,
+    ),
+    **dict.fromkeys(("minItems", "maxItems", "minProperties", "maxProperties"), codes.OUT_OF_RANGE),
+    **dict.fromkeys(("anyOf", "oneOf", "not", "dependentSchemas"), codes.CONFLICTING_FIELDS),
+    "uniqueItems": codes.REPEATED_ITEM,
+}
 
 
 def _unknown(path: Path_, key: str, known: list[str]) -> str:

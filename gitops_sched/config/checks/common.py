@@ -1,7 +1,8 @@
 """Helpers the check modules share: diagnostics, and numbers as messages print them.
 
 Every check reports a problem of one document at the value a path names (`_error`, or
-`_diagnostic` with a severity), so an editor or CI annotation points at the right line.
+`_diagnostic` with a severity), with its code from `gitops_sched.config.codes`, so an
+editor or CI annotation points at the right line and CI can tell problems apart.
 Messages print GPU counts, CPU counts and byte sizes the way a user writes them in the
 repo (4, 0.5, 80Gi) and list the objects behind a sum, so they read naturally and stay
 stable from run to run.
@@ -12,24 +13,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from decimal import Decimal
 
+from gitops_sched.config.codes import Code
 from gitops_sched.config.diagnostics import Diagnostic, Severity
 from gitops_sched.config.loader import Document, Path_
 
 Number = float | Decimal
 
 
-def _diagnostic(doc: Document, path: Path_, message: str, severity: Severity) -> Diagnostic:
+def _diagnostic(
+    doc: Document, path: Path_, code: Code, message: str, severity: Severity
+) -> Diagnostic:
     """A problem of `doc`, at the value `path` names (or its nearest existing ancestor)."""
-    return Diagnostic(doc.location(path), message, doc.ref, severity)
+    return Diagnostic(doc.location(path), message, doc.ref, severity, code)
 
 
-def _error(doc: Document, path: Path_, message: str) -> Diagnostic:
-    return _diagnostic(doc, path, message, Severity.ERROR)
+def _error(doc: Document, path: Path_, code: Code, message: str) -> Diagnostic:
+    return _diagnostic(doc, path, code, message, Severity.ERROR)
 
 
-def _key_error(doc: Document, path: Path_, message: str) -> Diagnostic:
+def _key_error(doc: Document, path: Path_, code: Code, message: str) -> Diagnostic:
     """An error about a whole field (a list, a block): at its key rather than its first item."""
-    return Diagnostic(doc.key_location(path), message, doc.ref, Severity.ERROR)
+    return Diagnostic(doc.key_location(path), message, doc.ref, Severity.ERROR, code)
 
 
 # --- formatting: numbers as a user would write them, so messages stay stable ---------------

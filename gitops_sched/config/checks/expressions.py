@@ -14,8 +14,10 @@ from typing import Any
 
 from jinja2 import TemplateSyntaxError
 
+from gitops_sched.config import codes
 from gitops_sched.config.checks.common import _error
 from gitops_sched.config.checks.pods import _own_pod_fields, _source
+from gitops_sched.config.codes import Code
 from gitops_sched.config.diagnostics import Diagnostic
 from gitops_sched.config.loader import Path_
 from gitops_sched.config.model import Repo, Workload
@@ -43,24 +45,30 @@ def _templated_strings(value: Any, path: Path_) -> Iterator[tuple[Path_, str]]:
 
 
 @lru_cache(maxsize=4096)  # the same few expressions come back for every workload
-def _expression_problems(source: str) -> tuple[str, ...]:
+def _expression_problems(source: str) -> tuple[tuple[Code, str], ...]:
     """What is wrong with an expression whatever workload it is rendered for."""
     try:
         names = unknown_names(source)
     except TemplateSyntaxError as exc:
-        return (f"template syntax error: {exc.message}",)
+        return ((codes.TEMPLATE_SYNTAX, f"template syntax error: {exc.message}"),)
     except TemplateLimitError as exc:  # nested too deeply to parse
-        return (str(exc),)
+        return ((codes.TEMPLATE_LIMIT, str(exc)),)
     known = ", ".join(CONTEXT_NAMES)
-    return tuple(f"unknown name '{name}' in template expression (known: {known})" for name in names)
+    return tuple(
+        (
+            codes.TEMPLATE_UNKNOWN_NAME,
+            f"unknown name '{name}' in template expression (known: {known})",
+        )
+        for name in names
+    )
 
 
 def check_template_expressions(repo: Repo) -> Iterator[Diagnostic]:
     """Syntax errors and unknown names, reported once where the expression is written."""
     for doc, fields in _own_pod_fields(repo):
         for path, source in _templated_strings(fields, ("spec",)):
-            for message in _expression_problems(source):
-                yield _error(doc, path, message)
+            for code, message in _expression_problems(source):
+                yield _error(doc, path, code, message)
 
 
 def _merged_fields(repo: Repo, workload: Workload) -> Iterator[tuple[Path_, Any]]:
@@ -96,8 +104,10 @@ def _rendering_problems(
             try:
                 render_value(source, context)
             except Exception as exc:  # user expressions may raise anything (1/0, bad types)
+                limit = isinstance(exc, TemplateLimitError)
+                code = codes.TEMPLATE_LIMIT if limit else codes.TEMPLATE_RENDER
                 message = f"cannot render template expression: {exc}"
-                yield _error(_source(repo, workload, field), ("spec", *field, *path), message)
+                yield _error(_source(repo, workload, field), ("spec", *field, *path), code, message)
 
 
 def _to_render(value: Any) -> list[tuple[Path_, str]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gitops_sched.config import codes
 from gitops_sched.config.checks.common import _diagnostic, _error, _itemized, _memory
 from gitops_sched.config.checks.pods import (
     _gpu_memory,
@@ -34,6 +35,7 @@ def check_gpu_values(repo: Repo) -> Iterator[Diagnostic]:
             yield _error(
                 doc,
                 ("spec", "gpu"),
+                codes.BAD_GPU_COUNT,
                 f"gpu must be a whole number of GPUs or a fraction in (0, 1), got {gpu}",
             )
 
@@ -51,6 +53,7 @@ def check_gpu_memory(repo: Repo) -> Iterator[Diagnostic]:
             yield _error(
                 _source(repo, workload, ("gpuMemory",)),
                 ("spec", "gpuMemory"),
+                codes.GPU_MEMORY_TOO_LARGE,
                 f"gpuMemory {spec['gpuMemory']} is more than one GPU has on the node groups "
                 f"workload '{workload.name}' may use ({_itemized(sizes, _memory)})",
             )
@@ -66,11 +69,15 @@ def check_node_group_models(repo: Repo) -> Iterator[Diagnostic]:
             yield _diagnostic(
                 group.doc,
                 ("spec", "gpu", "model"),
+                codes.UNKNOWN_GPU_MODEL,
                 f"unknown GPU model '{group.gpu_model}' "
                 f"(known: {', '.join(known_gpu_model_names())})",
                 Severity.WARNING,
             )
         elif group.mig_enabled and not model.mig_capable:
             yield _error(
-                group.doc, ("spec", "mig", "enabled"), f"{model.name} GPUs do not support MIG"
+                group.doc,
+                ("spec", "mig", "enabled"),
+                codes.MIG_NOT_SUPPORTED,
+                f"{model.name} GPUs do not support MIG",
             )

@@ -16,12 +16,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
+from gitops_sched.config import codes
 from gitops_sched.config.checks.common import _error, _key_error
 from gitops_sched.config.checks.pods import _mig_tables, _source, _workload_node_groups
 from gitops_sched.config.diagnostics import Diagnostic
 from gitops_sched.config.loader import Path_
 from gitops_sched.config.model import MigLayout, NodeGroup, Repo
-from gitops_sched.hardware.gpus import lookup_gpu_model
+from gitops_sched.hardware.gpus import known_gpu_model_names, lookup_gpu_model
 from gitops_sched.hardware.mig import MigProfile, is_valid_layout, mig_profiles
 
 STRATEGY = ("spec", "mig", "strategy")
@@ -37,15 +38,45 @@ def check_mig_layouts(repo: Repo) -> Iterator[Diagnostic]:
         if group.mig_static:
             yield from _static_group(group)
         elif group.mig_strategy == "static":
-            yield _error(group.doc, STRATEGY, "strategy static needs mig.enabled: true")
+            yield _error(
+                group.doc,
+                STRATEGY,
+                codes.STATIC_WITHOUT_MIG,
+                "strategy static needs mig.enabled: true",
+            )
         elif group.mig_layouts:
             first = group.mig_layouts[0]
             yield _key_error(
                 group.doc,
                 first.path if first.gpus is None else ("spec", "mig", "byGpu"),
+                codes.LAYOUT_ON_DYNAMIC,
                 "a MIG layout is for strategy: static only (a dynamic group's instances are "
                 "created by the scheduler)",
             )
+
+
+def check_mig_models(repo: Repo) -> Iterator[Diagnostic]:
+    """A dynamic MIG group needs a GPU model with known MIG profiles: without them the
+    scheduler can neither create instances nor count them, so no MIG request would ever
+    run there. (A static group says so at its layout, a non-MIG model at mig.enabled.)"""
+    for group in repo.node_groups:
+        if not group.mig_enabled or group.mig_static:
+            continue
+        model = lookup_gpu_model(group.gpu_model) if group.gpu_model else None
+        if model is not None:
+            continue
+        what = f"GPU model '{group.gpu_model}'" if group.gpu_model else "no spec.gpu.model"
+        yield _error(
+            group.doc,
+            ("spec", "mig", "enabled"),
+            codes.MIG_MODEL_WITHOUT_PROFILES,
+            f"MIG is enabled on {what}, which has no known MIG profiles: the scheduler could "
+            f"not create instances there (MIG models: {', '.join(_mig_models())})",
+        )
+
+
+def _mig_models() -> list[str]:
+    return [name for name in known_gpu_model_names() if mig_profiles(name)]
 
 
 def _static_group(group: NodeGroup) -> Iterator[Diagnostic]:
@@ -56,12 +87,16 @@ def _static_group(group: NodeGroup) -> Iterator[Diagnostic]:
         yield _key_error(
             group.doc,
             STRATEGY,
+            codes.MISSING_LAYOUT,
             f"strategy static needs the instances of {which}: `layout` (every GPU of a node) "
             "or `byGpu` entries",
         )
     if group.gpu_model is None:
         yield _key_error(
-            group.doc, STRATEGY, "a static MIG layout needs spec.gpu.model to be checked against"
+            group.doc,
+            STRATEGY,
+            codes.LAYOUT_UNCHECKABLE,
+            "a static MIG layout needs spec.gpu.model to be checked against",
         )
         return
     model = lookup_gpu_model(group.gpu_model)
@@ -69,6 +104,7 @@ def _static_group(group: NodeGroup) -> Iterator[Diagnostic]:
         yield _key_error(
             group.doc,
             STRATEGY,
+            codes.LAYOUT_UNCHECKABLE,
             f"a static MIG layout cannot be checked on unknown GPU model '{group.gpu_model}'",
         )
         return
@@ -92,11 +128,13 @@ def _gpu_indexes(group: NodeGroup) -> Iterator[Diagnostic]:
                 yield _error(
                     group.doc,
                     where,
+                    codes.BAD_GPU_INDEX,
                     f"GPU {index} does not exist on a node of {group.gpus_per_node} GPUs "
                     f"(indexes 0 to {group.gpus_per_node - 1})",
                 )
             elif index in seen:
-                yield _error(group.doc, where, f"GPU {index} has a layout already in byGpu")
+                message = f"GPU {index} has a layout already in byGpu"
+                yield _error(group.doc, where, codes.BAD_GPU_INDEX, message)
             seen.add(index)
 
 
@@ -107,7 +145,10 @@ def _layout_problems(
     doc = group.doc
     if not layout.instances:
         yield _key_error(
-            doc, layout.path, "a static layout needs instances (a MIG GPU serves no other work)"
+            doc,
+            layout.path,
+            codes.BAD_MIG_LAYOUT,
+            "a static layout needs instances (a MIG GPU serves no other work)",
         )
         return
     profiles = mig_profiles(model)
@@ -121,6 +162,7 @@ def _layout_problems(
             yield _error(
                 doc,
                 (*where, "profile"),
+                codes.UNKNOWN_MIG_PROFILE,
                 f"MIG profile '{instance.profile}' does not exist on {model} "
                 f"(valid: {', '.join(profiles)})",
             )
@@ -130,6 +172,7 @@ def _layout_problems(
             yield _error(
                 doc,
                 (*where, "start"),
+                codes.BAD_MIG_PLACEMENT,
                 f"{profile.name} cannot start at memory slice {instance.start} on {model} "
                 f"(valid starts: {_indexes(list(profile.placements))})",
             )
@@ -141,6 +184,7 @@ def _layout_problems(
             yield _error(
                 doc,
                 where,
+                codes.BAD_MIG_PLACEMENT,
                 f"{profile.name} at slice {instance.start} overlaps {other} at slice {start} "
                 f"(memory slices {_indexes(shared)})",
             )
@@ -148,7 +192,8 @@ def _layout_problems(
         taken.update(dict.fromkeys(span, (profile.name, instance.start)))
     if not problems and not is_valid_layout(model, layout.instances):
         why = _too_much(profiles, compute_slices, [i.profile for i in layout.instances])
-        yield _key_error(doc, layout.path, f"not a valid {model} MIG layout: {why}")
+        message = f"not a valid {model} MIG layout: {why}"
+        yield _key_error(doc, layout.path, codes.BAD_MIG_LAYOUT, message)
 
 
 def _too_much(profiles: dict[str, MigProfile], compute_slices: int, names: list[str]) -> str:
@@ -186,6 +231,7 @@ def check_mig_profiles(repo: Repo) -> Iterator[Diagnostic]:
             yield _error(
                 doc,
                 ("spec", "mig"),
+                codes.NO_MIG_NODE_GROUP,
                 f"no MIG-enabled node group for MIG profile '{profile}' among the node groups "
                 f"workload '{workload.name}' may use ({_names([g.name for g in groups])})",
             )
@@ -197,7 +243,7 @@ def check_mig_profiles(repo: Repo) -> Iterator[Diagnostic]:
         if any(profile in table for table in tables.values()):
             continue
         if not tables and not static:
-            continue  # dynamic groups of unknown models: check_node_group_models warns
+            continue  # dynamic groups of unknown models: check_mig_models reports them
         reasons = [
             f"is not in the static MIG layout of node group '{g.name}' ({_names(_declared(g))})"
             for g in static
@@ -207,4 +253,5 @@ def check_mig_profiles(repo: Repo) -> Iterator[Diagnostic]:
                 f"{model} (valid: {', '.join(table)})" for model, table in tables.items()
             )
             reasons.append(f"does not exist on {offers}")
-        yield _error(doc, ("spec", "mig"), f"MIG profile '{profile}' {' and '.join(reasons)}")
+        message = f"MIG profile '{profile}' {' and '.join(reasons)}"
+        yield _error(doc, ("spec", "mig"), codes.MIG_PROFILE_NOT_OFFERED, message)

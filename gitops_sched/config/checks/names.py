@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from gitops_sched.config import codes
 from gitops_sched.config.checks.common import _error
 from gitops_sched.config.diagnostics import Diagnostic
 from gitops_sched.config.model import Repo
@@ -33,6 +34,7 @@ def check_derived_names(repo: Repo) -> Iterator[Diagnostic]:
                 yield _error(
                     project.doc,
                     ("metadata", "name"),
+                    codes.NAME_TOO_LONG,
                     f"namespace '{namespace}' is {len(namespace)} characters, more than the "
                     f"{MAX_NAMESPACE_LENGTH} Kubernetes allows",
                 )
@@ -41,6 +43,7 @@ def check_derived_names(repo: Repo) -> Iterator[Diagnostic]:
             yield _error(
                 workload.doc,
                 ("metadata", "name"),
+                codes.NAME_TOO_LONG,
                 f"workload name is {len(workload.name)} characters, more than "
                 f"{MAX_WORKLOAD_NAME_LENGTH} (its Job name becomes a pod label value)",
             )
@@ -66,6 +69,7 @@ def check_node_labels(repo: Repo) -> Iterator[Diagnostic]:
                 yield _error(
                     group.doc,
                     path,
+                    codes.BAD_LABEL_VALUE,
                     f"invalid label value '{value}' (at most {MAX_LABEL_VALUE_LENGTH} characters: "
                     "alphanumerics, '-', '_' and '.', beginning and ending with an alphanumeric)",
                 )

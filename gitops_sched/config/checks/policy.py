@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gitops_sched.config import codes
 from gitops_sched.config.checks.common import _diagnostic
 from gitops_sched.config.diagnostics import Diagnostic, Severity
 from gitops_sched.config.model import Repo
@@ -24,6 +25,7 @@ def check_stale_gang_grace(repo: Repo) -> Iterator[Diagnostic]:
         yield _diagnostic(
             cluster.doc,
             ("spec", "policy", "staleGangGrace"),
+            codes.STALE_GANG_GRACE,
             f"staleGangGrace ({grace}s) is shorter than cyclePeriod ({period}s): a gang in "
             "flight gets one cycle to start its missing pods before it is evicted whole "
             "(0s evicts at once without this warning)",

@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from gitops_sched.config import codes
 from gitops_sched.config.checks.common import (
     Number,
     _diagnostic,
@@ -72,6 +73,7 @@ def check_department_quotas(repo: Repo) -> Iterator[Diagnostic]:
                 yield _diagnostic(
                     department.doc,
                     ("spec", "quota", field),
+                    codes.PROJECTS_OVER_DEPARTMENT,
                     f"projects' {label} quotas add up to {fmt(total)} ({_itemized(items, fmt)}), "
                     f"more than the department's {label} quota of {fmt(bound)}" + note,
                     severity,
@@ -85,6 +87,7 @@ def _limits_below_quota(owner: Department | Project) -> Iterator[Diagnostic]:
             yield _error(
                 owner.doc,
                 ("spec", "limit", field),
+                codes.LIMIT_BELOW_QUOTA,
                 f"{label} limit {fmt(limit)} is less than the {label} quota {fmt(quota)}",
             )
 
@@ -119,6 +122,7 @@ def check_cluster_capacity(repo: Repo) -> Iterator[Diagnostic]:
         yield _diagnostic(
             repo.cluster.doc,
             (),
+            codes.DEPARTMENTS_OVER_CLUSTER,
             f"departments' GPU quotas add up to {_number(total)} ({_itemized(items, _number)}), "
             f"more than the cluster's {repo.gpu_capacity} GPUs "
             f"({_capacity_text(repo.node_groups) or 'no GPU node groups'})"
@@ -142,6 +146,7 @@ def check_node_group_capacity(repo: Repo) -> Iterator[Diagnostic]:
             yield _diagnostic(
                 group.doc,
                 ("spec", "nodeCount"),
+                codes.NODE_GROUP_QUOTAS_OVER_CAPACITY,
                 f"projects' GPU quotas on node group '{group.name}' add up to {_number(total)} "
                 f"({_itemized(items, _number)}), more than its {group.gpu_capacity} GPUs "
                 f"({group.node_count} x {group.gpus_per_node} per node)"
@@ -197,6 +202,7 @@ def check_non_preemptible_quota(repo: Repo) -> Iterator[Diagnostic]:
                 yield _error(
                     workload.doc,
                     ("spec", "type"),
+                    codes.NON_PREEMPTIBLE_OVER_QUOTA,
                     f"non-preemptible {workload.type} workload needs {_number(total)} GPUs{pods}, "
                     f"more than the GPU quota of project '{project.name}' ({_number(quota)})",
                 )
@@ -206,6 +212,7 @@ def check_non_preemptible_quota(repo: Repo) -> Iterator[Diagnostic]:
             yield _error(
                 project.doc,
                 ("spec", "quota", "gpu"),
+                codes.NON_PREEMPTIBLE_TOGETHER_OVER_QUOTA,
                 f"non-preemptible workloads need {_number(total)} GPUs together "
                 f"({_itemized(needs, _number)}), more than the project's GPU quota "
                 f"of {_number(quota)}",

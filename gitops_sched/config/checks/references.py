@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 
+from gitops_sched.config import codes
 from gitops_sched.config.checks.common import _error
 from gitops_sched.config.diagnostics import Diagnostic
 from gitops_sched.config.loader import Document, Path_
@@ -57,7 +58,9 @@ def check_references(repo: Repo, names: dict[str, set[str]]) -> Iterator[Diagnos
             if name not in names[kind]:
                 defined = sorted(names[kind])
                 known = f"defined: {', '.join(defined)}" if defined else f"no {kind} is defined"
-                yield _error(doc, path, f"unknown {kind} '{name}' ({known})")
+                yield _error(
+                    doc, path, codes.UNKNOWN_REFERENCE, f"unknown {kind} '{name}' ({known})"
+                )
 
 
 def check_workload_node_group_allowed(repo: Repo) -> Iterator[Diagnostic]:
@@ -71,6 +74,7 @@ def check_workload_node_group_allowed(repo: Repo) -> Iterator[Diagnostic]:
             yield _error(
                 workload.doc,
                 ("spec", "nodeGroup"),
+                codes.NODE_GROUP_NOT_ALLOWED,
                 f"node group '{workload.node_group}' is not allowed for {workload.type} "
                 f"workloads of project '{project.name}' (allowed: {', '.join(allowed)})",
             )

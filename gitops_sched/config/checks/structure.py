@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gitops_sched.config import codes
 from gitops_sched.config.checks.common import _error
 from gitops_sched.config.diagnostics import Diagnostic, Location
-from gitops_sched.config.loader import KINDS, Document
+from gitops_sched.config.loader import KINDS, SIMULATION, Document
 from gitops_sched.config.model import Repo
 
 
@@ -23,10 +24,12 @@ def check_cluster_count(documents: list[Document]) -> Iterator[Diagnostic]:
     if not clusters:
         # the repo's first file, or the repo itself (".") when it holds no document at all
         where = Location(documents[0].file) if documents else Location(".")
-        yield Diagnostic(where, "no Cluster document; a repo declares exactly one")
+        message = "no Cluster document; a repo declares exactly one"
+        yield Diagnostic(where, message, code=codes.NO_CLUSTER)
     for doc in clusters[1:]:
+        first = clusters[0].location()
         yield _error(
-            doc, ("kind",), f"more than one Cluster (first defined at {clusters[0].location()})"
+            doc, ("kind",), codes.TWO_CLUSTERS, f"more than one Cluster (first defined at {first})"
         )
 
 
@@ -34,13 +37,14 @@ def check_duplicate_names(documents: list[Document]) -> Iterator[Diagnostic]:
     """Names are the keys references and rendered objects use; a second one would shadow."""
     first: dict[tuple[str, str], Document] = {}
     for doc in documents:
-        if doc.kind not in KINDS or doc.kind == "Cluster" or not doc.name:
+        if doc.kind not in (*KINDS, SIMULATION) or doc.kind == "Cluster" or not doc.name:
             continue
         key = (doc.kind, doc.name)
         if key in first:
             yield _error(
                 doc,
                 ("metadata", "name"),
+                codes.DUPLICATE_NAME,
                 f"duplicate {doc.kind} '{doc.name}' (also defined at {first[key].location()})",
             )
         else:
@@ -55,6 +59,7 @@ def check_default_templates(repo: Repo) -> Iterator[Diagnostic]:
         yield _error(
             template.doc,
             ("spec", "default"),
+            codes.TWO_DEFAULT_TEMPLATES,
             f"more than one default Template (the first is '{first.name}' "
             f"at {first.doc.location()})",
         )
@@ -67,6 +72,7 @@ def check_gang_sizes(repo: Repo) -> Iterator[Diagnostic]:
             yield _error(
                 workload.doc,
                 ("spec", "minAvailable"),
+                codes.GANG_TOO_LARGE,
                 f"minAvailable {workload.min_available} is more than replicas "
                 f"({workload.replicas}); the gang could never start",
             )

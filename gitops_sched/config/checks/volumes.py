@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
+from gitops_sched.config import codes
 from gitops_sched.config.checks.common import _diagnostic, _error, _key_error
 from gitops_sched.config.checks.pods import _own_pod_fields, _source
 from gitops_sched.config.diagnostics import Diagnostic, Severity
@@ -36,21 +37,20 @@ def check_claim_values(repo: Repo) -> Iterator[Diagnostic]:
             path = ("spec", "volumes", i, "claim")
             size = quantity(claim["size"])
             if size <= 0:
-                yield _error(
-                    doc, (*path, "size"), f"claim size must be more than 0, got {claim['size']}"
-                )
+                message = f"claim size must be more than 0, got {claim['size']}"
+                yield _error(doc, (*path, "size"), codes.CLAIM_SIZE_ZERO, message)
             elif size < MIN_CLAIM_SIZE:
                 yield _diagnostic(
                     doc,
                     (*path, "size"),
+                    codes.CLAIM_SIZE_NO_UNIT,
                     f"claim size {claim['size']} is {size} bytes (a quantity without a unit "
                     f"counts bytes: {claim['size']}Gi?)",
                     Severity.WARNING,
                 )
             if claim.get("accessModes") == []:
-                yield _key_error(
-                    doc, (*path, "accessModes"), "accessModes is empty (default: [ReadWriteOnce])"
-                )
+                message = "accessModes is empty (default: [ReadWriteOnce])"
+                yield _key_error(doc, (*path, "accessModes"), codes.EMPTY_ACCESS_MODES, message)
 
 
 def check_volume_names(repo: Repo) -> Iterator[Diagnostic]:
@@ -67,6 +67,7 @@ def check_volume_names(repo: Repo) -> Iterator[Diagnostic]:
                 yield _error(
                     doc,
                     ("spec", "volumes", i, "name"),
+                    codes.DUPLICATE_VOLUME,
                     f"volume '{name}' of Workload/{workload.name} is declared twice "
                     f"(also spec.{taken[name]})",
                 )
@@ -93,6 +94,7 @@ def check_claims_agree(repo: Repo) -> Iterator[Diagnostic]:
             yield _key_error(
                 doc,
                 ("spec", "volumes", i, "claim"),
+                codes.CLAIMS_DISAGREE,
                 f"claim '{claim.name}' of project '{workload.project}' is declared differently "
                 f"by {first_doc.ref} at {where} ({_difference(claim, first_claim)}); the "
                 "project's workloads share one claim per volume name",
@@ -131,7 +133,7 @@ def check_single_node_claims(repo: Repo) -> Iterator[Diagnostic]:
             if set(claim.access_modes) <= SINGLE_NODE_MODES and claim.access_modes:
                 where = doc.key_location(("spec", "volumes", i, "claim"))
                 message = _single_node_message(workload, claim)
-                yield Diagnostic(where, message, doc.ref, Severity.WARNING)
+                yield Diagnostic(where, message, doc.ref, Severity.WARNING, codes.SINGLE_NODE_CLAIM)
 
 
 def _single_node_message(workload: Workload, claim: VolumeClaim) -> str:
