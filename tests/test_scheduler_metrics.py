@@ -3,6 +3,8 @@ queues that leave the repo leave the metrics, a standby replica reports no clust
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 from prometheus_client import generate_latest
 
@@ -18,7 +20,9 @@ from gitops_sched.engine.types import (
     RequestKind,
     Snapshot,
 )
+from gitops_sched.scheduler.actuate import Outcome
 from gitops_sched.scheduler.metrics import SchedulerMetrics
+from gitops_sched.scheduler.view import ClusterView
 from tests.engine_builders import policy
 
 EXPORTED = {
@@ -61,9 +65,8 @@ def exported_names(metrics: SchedulerMetrics) -> set[str]:
 def test_a_cycle_exports_exactly_the_documented_metric_names() -> None:
     metrics = SchedulerMetrics()
     metrics.set_leader(True)
-    metrics.record_cycle(0.1)
-    metrics.record_queues(decisions(QueueStatus("vision", 4, 4, 4, 0)))
-    metrics.record_cluster(Snapshot(policy(), (), ()))
+    view = ClusterView(Snapshot(policy(), (), ()), {})
+    metrics.record_cycle(0.1, view, decisions(QueueStatus("vision", 4, 4, 4, 0)), Outcome())
     assert exported_names(metrics) == EXPORTED
 
 
@@ -92,12 +95,8 @@ def test_a_queue_deleted_from_the_repo_leaves_every_queue_gauge() -> None:
 
 def test_binds_evictions_and_refusals_are_counted_by_kind_and_reason() -> None:
     metrics = SchedulerMetrics()
-    metrics.record_binds(4, RequestKind.WHOLE)
-    metrics.record_binds(1, RequestKind.MEMORY)
-    metrics.record_binds(2, RequestKind.FRACTION)
-    metrics.record_evictions(3, EvictReason.RECLAIM)
-    metrics.record_evictions(1, EvictReason.STALE_GANG)
-    metrics.record_refused(2)
+    metrics.record_binds({RequestKind.WHOLE: 4, RequestKind.MEMORY: 1, RequestKind.FRACTION: 2})
+    metrics.record_evictions({EvictReason.RECLAIM: 3, EvictReason.STALE_GANG: 1}, refused=2)
     assert value(metrics, "gitops_sched_binds_total", kind="whole") == 4
     assert value(metrics, "gitops_sched_binds_total", kind="fraction") == 3  # memory counts here
     assert value(metrics, "gitops_sched_binds_total", kind="mig") == 0
@@ -107,12 +106,23 @@ def test_binds_evictions_and_refusals_are_counted_by_kind_and_reason() -> None:
     assert value(metrics, "gitops_sched_evictions_refused_total") == 2
 
 
-def test_cycle_durations_fill_the_histogram() -> None:
+def test_a_cycle_records_its_duration_queues_cluster_and_actions() -> None:
     metrics = SchedulerMetrics()
-    metrics.record_cycle(0.02)
-    metrics.record_cycle(3.0)
+    view = ClusterView(Snapshot(policy(), (), ()), {})
+    outcome = Outcome(
+        bound_by_kind=Counter({RequestKind.MIG: 2}),
+        evicted_by_reason=Counter({EvictReason.PREEMPT: 1}),
+        eviction_refused=1,
+    )
+    metrics.record_cycle(0.02, view, decisions(QueueStatus("vision", 4, 4, 4, 0)), outcome)
+    metrics.record_cycle(3.0, view, decisions(QueueStatus("vision", 4, 4, 4, 0)), outcome)
     assert value(metrics, "gitops_sched_cycle_duration_seconds_count") == 2
     assert value(metrics, "gitops_sched_cycle_duration_seconds_bucket", le="0.025") == 1
+    assert value(metrics, "gitops_sched_binds_total", kind="mig") == 4
+    assert value(metrics, "gitops_sched_evictions_total", reason="preempt") == 2
+    assert value(metrics, "gitops_sched_evictions_refused_total") == 2
+    assert value(metrics, "gitops_sched_queue_deserved_gpus", level="project", queue="vision") == 4
+    assert value(metrics, "gitops_sched_cluster_gpus", state="total") == 0
 
 
 def job(name: str, request: GpuRequest, *placement: PodPlacement, idle: bool = False) -> Job:

@@ -11,12 +11,17 @@ the replicas' series never disagree. Counters and the cycle histogram are per re
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from gitops_sched.engine.requests import placed_pod_gpus
 from gitops_sched.engine.types import Decisions, EvictReason, QueueStatus, RequestKind, Snapshot
+
+if TYPE_CHECKING:
+    from gitops_sched.scheduler.actuate import Outcome
+    from gitops_sched.scheduler.view import ClusterView
 
 PROJECT = "project"
 DEPARTMENT = "department"
@@ -93,8 +98,16 @@ class SchedulerMetrics:
         for reason in EvictReason:
             self.evictions.labels(reason=reason.value)
 
-    def record_cycle(self, seconds: float) -> None:
+    def record_cycle(
+        self, seconds: float, view: ClusterView, decisions: Decisions, outcome: Outcome
+    ) -> None:
+        """One cycle of the leader: its duration, the queues and cluster it saw, and what it
+        carried out."""
         self.cycle_duration.observe(seconds)
+        self.record_queues(decisions)
+        self.record_cluster(view.snapshot)
+        self.record_binds(outcome.bound_by_kind)
+        self.record_evictions(outcome.evicted_by_reason, outcome.eviction_refused)
 
     def record_queues(self, decisions: Decisions) -> None:
         """Set each queue's gauges from the cycle's status; drop queues no longer there."""
@@ -106,14 +119,16 @@ class SchedulerMetrics:
         self._remove_queues(self._queues - current)
         self._queues = current
 
-    def record_binds(self, n: int, kind: RequestKind) -> None:
-        self.binds.labels(kind=BIND_KINDS[kind]).inc(n)
+    def record_binds(self, by_kind: Mapping[RequestKind, int]) -> None:
+        """Pods bound, by their request kind."""
+        for kind, n in by_kind.items():
+            self.binds.labels(kind=BIND_KINDS[kind]).inc(n)
 
-    def record_evictions(self, n: int, reason: EvictReason) -> None:
-        self.evictions.labels(reason=reason.value).inc(n)
-
-    def record_refused(self, n: int) -> None:
-        self.refused.inc(n)
+    def record_evictions(self, by_reason: Mapping[EvictReason, int], refused: int = 0) -> None:
+        """Pods the API agreed to evict, by reason, and evictions a PDB refused."""
+        for reason, n in by_reason.items():
+            self.evictions.labels(reason=reason.value).inc(n)
+        self.refused.inc(refused)
 
     def record_cluster(self, snapshot: Snapshot) -> None:
         """GPUs, nodes and workloads as the cycle saw them."""
