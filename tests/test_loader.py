@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from gitops_sched.config import loader
-from gitops_sched.config.diagnostics import Diagnostics, Location
+from gitops_sched.config import codes, loader
+from gitops_sched.config.diagnostics import Diagnostic, Diagnostics, Location, Severity
 from gitops_sched.config.loader import Document, load_repo
 
 CLUSTER = """\
@@ -37,7 +37,13 @@ def load(root: Path, files: dict[str, str | bytes]) -> tuple[list[Document], lis
     diagnostics = Diagnostics()
     documents = load_repo(root, diagnostics)
     prefix = f"{root.as_posix()}/"
-    return documents, [d.text().removeprefix(prefix) for d in diagnostics.sorted()]
+    return documents, [_line(d).removeprefix(prefix) for d in diagnostics.sorted()]
+
+
+def _line(diagnostic: Diagnostic) -> str:
+    """Where and what, without the code (tests/test_diagnostic_codes.py checks codes)."""
+    severity = "warning: " if diagnostic.severity is Severity.WARNING else ""
+    return f"{diagnostic.location}: {severity}{diagnostic.message}"
 
 
 def line_col(location: Location) -> tuple[int, int]:
@@ -396,7 +402,9 @@ def test_the_size_cap_does_not_trust_st_size(tmp_path: Path) -> None:
     if not status.exists():
         pytest.skip("no /proc on this system")
     assert status.stat().st_size == 0
-    assert loader.read_capped(status, cap=10) == loader.Unreadable("file is over the 10-byte limit")
+    assert loader.read_capped(status, cap=10) == loader.Unreadable(
+        "file is over the 10-byte limit", codes.FILE_TOO_LARGE
+    )
     write(tmp_path, {"ten.yaml": "a: 123456\n"})
     assert loader.read_capped(tmp_path / "ten.yaml", cap=10) == b"a: 123456\n"
 
