@@ -42,7 +42,7 @@ def test_a_file_instead_of_a_folder_is_a_usage_error(repo: Path) -> None:
 def test_an_empty_folder_is_invalid_and_says_why(tmp_path: Path) -> None:
     code, output = run("validate", str(tmp_path))
     assert code == 1
-    assert output == f"{tmp_path}:1:1: no YAML files found under {tmp_path}\n"
+    assert output == f"{tmp_path}:1:1: error GS102: no YAML files found under {tmp_path}\n"
 
 
 def test_a_fifo_and_an_outside_link_are_errors_not_hangs(repo: Path) -> None:
@@ -52,8 +52,8 @@ def test_a_fifo_and_an_outside_link_are_errors_not_hangs(repo: Path) -> None:
     code, output = run("validate", str(repo))
     assert code == 1
     assert output.splitlines() == [
-        f"{repo}/pipe.yaml:1:1: a FIFO, not a regular file: only files are read",
-        f"{repo}/zero.yaml:1:1: symlink leads outside the repo (to /dev/zero): refused",
+        f"{repo}/pipe.yaml:1:1: error GS101: a FIFO, not a regular file: only files are read",
+        f"{repo}/zero.yaml:1:1: error GS101: symlink leads outside the repo (to /dev/zero): refused",
     ]
 
 
