@@ -322,6 +322,34 @@ def scheduler(
 
 
 @main.command()
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Default: in-cluster.")
+@click.option("--once", is_flag=True, help="Publish the GPU's UUID and exit instead of holding it.")
+def reserve(kubeconfig: str | None, once: bool) -> None:
+    """Hold a GPU for the pods sharing it (what a GPU reservation pod runs).
+
+    Writes the UUID of the GPU the device plugin gave this pod (NVIDIA_VISIBLE_DEVICES) to
+    the pod's annotation (POD_NAME, POD_NAMESPACE), then sleeps until terminated. Exits 1
+    when it cannot tell which GPU it holds or cannot write the annotation.
+    """
+    import os
+
+    from kubernetes.config.config_exception import ConfigException
+
+    from gitops_sched.cluster import ClusterClient, load_configuration
+    from gitops_sched.scheduler.reserve import run
+
+    try:
+        client = ClusterClient(load_configuration(kubeconfig), user_agent="gitops-sched-reserve")
+    except ConfigException as exc:
+        click.echo(f"reserve: {exc}", err=True)
+        sys.exit(EXIT_INVALID)
+    try:
+        sys.exit(run(os.environ, client, once=once))
+    finally:
+        client.close()
+
+
+@main.command()
 @click.option(
     "--node", envvar="NODE_NAME", help="This node's name (default: NODE_NAME, else the host name)."
 )

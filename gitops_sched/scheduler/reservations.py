@@ -24,7 +24,7 @@ from gitops_sched.compiler.contract import (
 )
 from gitops_sched.compiler.meta import MANAGED_BY
 
-DEFAULT_IMAGE = "ghcr.io/example/gitops-sched:0.1.0"  # the image the manifests deploy
+DEFAULT_IMAGE = "ghcr.io/gitops-sched/gitops-sched:latest"  # the scheduler's own image
 SERVICE_ACCOUNT = "gitops-sched-reservation"  # may get and patch its own pod, nothing else
 NAME_PREFIX = "gpu-reservation-"
 MAX_NAME = 63  # a DNS label, so the name is also a valid label value and host name

@@ -1,0 +1,201 @@
+"""What the scheduler tells users each cycle: each Project's and Department's status
+(deserved, fair share, allocated and queued GPUs), and why a pod waits.
+
+Writes are kept to what changed, since this runs every cycle over every pending pod:
+a queue's status is patched only when a value differs from what the object has; a
+pending pod gets its `PodScheduled=False` condition (reason `Unschedulable`, the message
+in the engine's words) and one `FailedScheduling` Event only when its message changes.
+The messages already said are remembered by pod UID, so a restarted (or newly elected)
+scheduler says each pending pod's reason once more.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from gitops_sched.cluster.client import ClusterClient, ObjectRef
+from gitops_sched.cluster.errors import ApiFailure, NotFound
+from gitops_sched.compiler.contract import PENDING_CONDITION_REASON
+from gitops_sched.config.loader import API_VERSION
+from gitops_sched.engine.types import Decisions, QueueStatus
+from gitops_sched.scheduler.actuate import Outcome
+from gitops_sched.scheduler.view import ClusterView
+from gitops_sched.sim.report import rounded
+
+COMPONENT = "gitops-sched-scheduler"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"  # conditions merge by type
+MAX_MESSAGE = 1024
+
+
+@dataclass
+class StatusReport:
+    queues: int = 0  # Project/Department statuses written
+    conditions: int = 0  # pod conditions written
+    events: int = 0  # Events created
+    errors: list[str] = field(default_factory=list)
+
+
+def queue_status(queue: QueueStatus) -> dict[str, float]:
+    """A queue's status as the CRD names its fields, GPUs rounded as reports round them."""
+    return {
+        "deserved": rounded(queue.deserved),
+        "fairShare": rounded(queue.fair_share),
+        "allocated": rounded(queue.allocated),
+        "queued": rounded(queue.queued),
+    }
+
+
+@dataclass(frozen=True)
+class _Pod:
+    namespace: str
+    name: str
+    uid: str
+
+
+class StatusWriter:
+    def __init__(self, client: ClusterClient, dry_run: bool = False):
+        self.client = client
+        self.dry_run = dry_run
+        self._said: dict[str, str] = {}  # pod UID -> the pending message it was last given
+
+    def write(
+        self, view: ClusterView, decisions: Decisions, outcome: Outcome | None = None
+    ) -> StatusReport:
+        """The queues' status and the pending pods' reasons; `outcome` (this cycle's
+        actuation) adds why a bind waits and leaves out the pods it bound."""
+        report = StatusReport()
+        self.write_queues(decisions, report)
+        self.write_pending(view, decisions, outcome, report)
+        return report
+
+    # --- queues --------------------------------------------------------------------
+
+    def write_queues(self, decisions: Decisions, report: StatusReport) -> None:
+        for kind, queues in (
+            ("Department", decisions.departments),
+            ("Project", decisions.projects),
+        ):
+            if not queues:
+                continue
+            try:
+                live = self.client.list(API_VERSION, kind)
+            except ApiFailure as exc:
+                report.errors.append(f"listing {kind}s: {exc}")
+                continue
+            by_name = {obj["metadata"]["name"]: obj for obj in live or ()}
+            for queue in queues:
+                obj = by_name.get(queue.name)
+                wanted = queue_status(queue)
+                if obj is None or _same(obj.get("status") or {}, wanted):
+                    continue  # no object to write to (the reconciler makes it), or no change
+                report.queues += 1
+                if self.dry_run:
+                    continue
+                try:
+                    self.client.patch(ObjectRef.of(obj), {"status": wanted}, subresource="status")
+                except ApiFailure as exc:
+                    report.errors.append(f"writing the status of {kind} {queue.name}: {exc}")
+
+    # --- pending pods --------------------------------------------------------------
+
+    def write_pending(
+        self,
+        view: ClusterView,
+        decisions: Decisions,
+        outcome: Outcome | None,
+        report: StatusReport,
+    ) -> None:
+        reasons = dict(decisions.pending_reasons)
+        bound: set[str] = set()
+        if outcome is not None:
+            reasons |= outcome.waiting_reasons
+            bound = outcome.bound_uids
+        told: list[tuple[_Pod, str]] = []
+        for job, why in sorted(reasons.items()):
+            for pod in view.pods.get(job, ()):
+                if not (pod.bound or pod.terminating or pod.uid in bound):
+                    told.append((_Pod(pod.namespace, pod.name, pod.uid), why))
+        reserved = {(r.namespace, r.name) for r in view.reservations}
+        told += [
+            (_Pod(p.namespace, p.name, p.uid), p.why)
+            for p in view.ignored
+            if (p.namespace, p.name) not in reserved
+        ]
+        for pod, why in told:
+            why = why[:MAX_MESSAGE]
+            if self._said.get(pod.uid) != why:
+                self._tell(pod, why, report)
+        live = {p.uid for pods in view.pods.values() for p in pods} | {p.uid for p in view.ignored}
+        self._said = {uid: why for uid, why in self._said.items() if uid in live}
+
+    def _tell(self, pod: _Pod, why: str, report: StatusReport) -> None:
+        """The pod's PodScheduled condition, then one Event, saying why it waits."""
+        report.conditions += 1
+        report.events += 1
+        if self.dry_run:
+            return
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": PENDING_CONDITION_REASON,
+            "message": why,
+            "lastTransitionTime": stamp,
+        }
+        ref = ObjectRef("v1", "Pod", pod.namespace, pod.name)
+        try:
+            written = self.client.patch(
+                ref,
+                {"status": {"conditions": [condition]}},
+                subresource="status",
+                content_type=STRATEGIC_MERGE_PATCH,
+            )
+        except NotFound:
+            return  # gone meanwhile
+        except ApiFailure as exc:
+            report.errors.append(f"writing the pending reason of {pod.namespace}/{pod.name}: {exc}")
+            return
+        self._said[pod.uid] = why
+        version = (written.get("metadata") or {}).get("resourceVersion", "")
+        try:
+            self.client.create(_event(pod, why, version, stamp))
+        except ApiFailure as exc:  # the condition says it already; the event is best effort
+            report.errors.append(f"creating an event for {pod.namespace}/{pod.name}: {exc}")
+
+
+def _event(pod: _Pod, why: str, version: str, stamp: str) -> dict[str, Any]:
+    """A FailedScheduling Event; its name is unique to the pod, message and the pod's
+    version that the condition write made (so never a clash, and the same on a retry)."""
+    digest = hashlib.sha256(f"{pod.uid}\0{why}\0{version}".encode()).hexdigest()[:16]
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{pod.name[:200]}.{digest}", "namespace": pod.namespace},
+        "involvedObject": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": pod.name,
+            "namespace": pod.namespace,
+            "uid": pod.uid,
+        },
+        "type": "Warning",
+        "reason": "FailedScheduling",
+        "message": why,
+        "source": {"component": COMPONENT},
+        "reportingComponent": COMPONENT,
+        "reportingInstance": COMPONENT,
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }
+
+
+def _same(have: dict[str, Any], wanted: dict[str, float]) -> bool:
+    """Whether the object's status already says `wanted` (by value: 4 is 4.0)."""
+    return all(
+        isinstance(have.get(key), int | float) and have[key] == value
+        for key, value in wanted.items()
+    )
