@@ -149,6 +149,55 @@ def simulate(path: Path, events: Path | None, fmt: str, excludes: tuple[str, ...
     sys.exit(EXIT_INVALID if result.failures else 0)
 
 
+@main.command("test")
+@repo_path
+@click.option(
+    "--junit",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the results as JUnit XML, for CI test reports.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    help="PASS/FAIL per scenario and per expect: step, or JSON with the same content.",
+)
+@exclude_option
+def run_tests(path: Path, junit: Path | None, fmt: str, excludes: tuple[str, ...]) -> None:
+    """Run the repo's Simulation documents and check their `expect:` steps.
+
+    Exits 0 when every expectation is met (or the repo has no Simulation documents), 1 when
+    one is not or the config is invalid, 2 on a usage error (a JUnit file it cannot write).
+    """
+    import json
+
+    from gitops_sched.sim.junit import junit_xml
+    from gitops_sched.sim.scenarios import json_report, run_scenarios, text_report
+
+    repo = load_or_exit(path, excludes)
+    diagnostics = Diagnostics()
+    results = run_scenarios(repo, diagnostics)
+    if diagnostics.has_errors:  # none expected: validating the repo parsed each Simulation
+        _print_diagnostics(diagnostics)
+    if not repo.simulations:
+        click.echo(f"{path}: no Simulation documents found (nothing to test)", err=True)
+    elif fmt == "json":
+        click.echo(json.dumps(json_report(results), indent=2))
+    else:
+        click.echo("\n".join(text_report(results)))
+    if junit is not None:
+        from gitops_sched.compiler.output import _write_atomically
+
+        try:
+            _write_atomically(junit, junit_xml(results))
+        except OSError as exc:
+            click.echo(f"Error: cannot write {junit}: {exc.strerror or exc}", err=True)
+            sys.exit(EXIT_USAGE)
+    failed = diagnostics.has_errors or not all(result.passed for result in results)
+    sys.exit(EXIT_INVALID if failed else 0)
+
+
 @main.command()
 @repo_path
 @click.option("--base", "base_ref", required=True, help="Git ref of the config before the change.")

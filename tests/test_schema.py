@@ -233,7 +233,7 @@ def test_missing_api_version(tmp_path: Path) -> None:
 def test_unknown_kind(tmp_path: Path) -> None:
     assert problems(tmp_path, text_of("Queue", "spec: {}\n", name="q")) == [
         "repo.yaml:2:7: Queue/q: unknown kind 'Queue' (expected one of Cluster, NodeGroup, "
-        "Department, Project, Template, Workload)"
+        "Department, Project, Template, Workload, Simulation)"
     ]
 
 
@@ -241,7 +241,7 @@ def test_missing_kind(tmp_path: Path) -> None:
     text = "apiVersion: gitops-sched.io/v1alpha1\nmetadata: {name: c}\n"
     assert problems(tmp_path, text) == [
         "repo.yaml:1:1: ?/c: missing kind (expected one of Cluster, NodeGroup, Department, "
-        "Project, Template, Workload)"
+        "Project, Template, Workload, Simulation)"
     ]
 
 
@@ -698,7 +698,7 @@ def test_a_mapping_as_kind_is_an_unknown_kind(tmp_path: Path) -> None:
     text = "apiVersion: gitops-sched.io/v1alpha1\nkind: {}\nmetadata: {name: x}\n"
     assert problems(tmp_path, text) == [
         "repo.yaml:2:7: ?/x: unknown kind {} (expected one of Cluster, NodeGroup, Department, "
-        "Project, Template, Workload)"
+        "Project, Template, Workload, Simulation)"
     ]
     result = CliRunner().invoke(main, ["validate", str(tmp_path)])
     assert result.exit_code == 1, result.output

@@ -12,7 +12,7 @@ from decimal import Decimal
 from functools import cached_property
 from typing import Any
 
-from gitops_sched.config.loader import Document, Path_
+from gitops_sched.config.loader import SIMULATION, Document, Path_
 from gitops_sched.hardware.mig import MigInstance
 from gitops_sched.quantity import parse_quantity
 
@@ -291,6 +291,9 @@ class Repo:
     projects: list[Project]
     templates: list[Template]
     workloads: list[Workload]
+    # schema-valid Simulation documents: the repo's own tests, run by `gitops-sched test`
+    # (their model needs the engine's types: gitops_sched.sim.events reads them)
+    simulations: list[Document] = field(default_factory=list)
 
     def project(self, name: str) -> Project | None:
         return self._projects.get(name)
@@ -577,4 +580,5 @@ def build_repo(documents: list[Document]) -> Repo:
         projects=by_kind["Project"],
         templates=by_kind["Template"],
         workloads=by_kind["Workload"],
+        simulations=[doc for doc in documents if doc.kind == SIMULATION],
     )

@@ -30,4 +30,9 @@ def check_source(files: Source) -> tuple[Repo | None, Diagnostics]:
     valid = validate_documents(documents, diagnostics)
     repo = build_repo(valid)
     run_checks(repo, documents, diagnostics)
+    if repo.simulations and not diagnostics.has_errors:  # names checked against a sound repo
+        # the Simulation parser needs the engine's types: imported only for repos with tests
+        from gitops_sched.sim.scenarios import check_simulations
+
+        diagnostics.extend(check_simulations(repo))
     return (None if diagnostics.has_errors else repo), diagnostics

@@ -25,23 +25,18 @@ the engine codec's `pod_from_dict`, the shape `simulate --format json` prints th
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
-
-from jsonschema import Draft202012Validator
 
 from gitops_sched.bridge.build import canonical_model, gpu_memory_mib, gpu_request, nodes_from_repo
 from gitops_sched.config.checks import run_checks
 from gitops_sched.config.diagnostics import Diagnostics, Location
-from gitops_sched.config.loader import Document, Path_, load_repo
+from gitops_sched.config.loader import SIMULATION, Document, Path_, load_repo
 from gitops_sched.config.model import Repo, Workload, build_workload, duration_seconds, quantity
-from gitops_sched.config.schema import SchemaValidator, schema_problems, validate_documents
+from gitops_sched.config.schema import schema_problems, validate_documents, validator_for
 from gitops_sched.engine.codec import pod_from_dict
 from gitops_sched.engine.types import (
     GPU_EPSILON,
@@ -130,17 +125,11 @@ def load_simulation(path: Path, repo: Repo, diagnostics: Diagnostics) -> Simulat
     return parse_simulation(documents[0], repo, diagnostics)
 
 
-@cache
-def _validator() -> Draft202012Validator:
-    """The repo's validator: `$` ends the string, integers are ints, numbers are finite."""
-    text = (resources.files("gitops_sched") / "schemas" / "simulation.json").read_text()
-    return SchemaValidator(json.loads(text))
-
-
 def parse_simulation(doc: Document, repo: Repo, diagnostics: Diagnostics) -> Simulation | None:
     """The simulation a schema-valid document describes, checked against the repo."""
-    if not _validator().is_valid(doc.data):
-        diagnostics.extend(schema_problems(doc, doc.data, _validator()))
+    validator = validator_for(SIMULATION)
+    if not validator.is_valid(doc.data):
+        diagnostics.extend(schema_problems(doc, doc.data, validator))
         return None
     problems = _Problems(doc)
     nodes = _nodes(doc, repo, problems)
