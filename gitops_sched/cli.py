@@ -72,9 +72,15 @@ def validate(path: Path, fmt: str, excludes: tuple[str, ...]) -> None:
     if fmt == "text":
         click.echo(
             f"{path}: valid ({len(repo.projects)} projects, {len(repo.workloads)} workloads, "
-            f"{repo.gpu_capacity} GPUs)",
+            f"{repo.gpu_capacity} GPUs{_simulations(repo)})",
             err=True,
         )
+
+
+def _simulations(repo: Repo) -> str:
+    """`, 2 Simulations` when the repo holds some (what `gitops-sched test` runs)."""
+    count = len(repo.simulations)
+    return f", {count} Simulation{'s' if count > 1 else ''}" if count else ""
 
 
 @main.command()
