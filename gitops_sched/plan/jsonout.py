@@ -61,6 +61,7 @@ def _scenario(scenario: Scenario | None, allocated: bool) -> dict[str, Any] | No
 def _problem(problem: Any) -> dict[str, Any]:
     return {
         "severity": problem.severity,
+        "code": problem.code,
         "object": problem.obj,
         "message": problem.message,
         "location": problem.location,

@@ -103,7 +103,9 @@ def _problems(title: str, problems: tuple, only_errors: bool = False) -> list[st
     if not items:
         return []
     lines = [f"#### {title}", "", "```text"]
-    lines += [f"{p.location}: {p.obj + ': ' if p.obj else ''}{p.message}" for p in items]
+    # as `validate` prints them: FILE:LINE:COL: error GS301 Kind/name: message
+    heads = [" ".join(filter(None, (p.severity, p.code, p.obj))) for p in items]
+    lines += [f"{p.location}: {head}: {p.message}" for p, head in zip(items, heads, strict=True)]
     return [*lines, "```", ""]
 
 

@@ -5,12 +5,14 @@
   projects past its quota);
 * a removed project that still has workloads (declared, or running in the state);
 * a node group shrinking under the work running on it;
-* validation problems the change introduces, compared by problem and object, not by line.
+* validation problems the change introduces, compared by code and object, not by line or
+  wording (a quota sum that changes from 10 to 12 is the same problem).
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
@@ -29,34 +31,57 @@ class PlanWarning:
 
 @dataclass(frozen=True)
 class Problem:
-    """A validation problem, as compared between the two sides: by object and message."""
+    """A validation problem, as compared between the two sides: by severity, code and object
+    (a warning that becomes an error is new); the message and place are for the reader."""
 
     severity: str
+    code: str
     obj: str
     message: str
-    location: str  # where it is on its side, for the reader; not compared
+    location: str
 
     @staticmethod
     def of(diagnostic: Diagnostic) -> Problem:
         d = diagnostic
-        return Problem(d.severity.value, d.obj, d.message, str(d.location))
+        code = d.code.id if d.code else ""
+        return Problem(d.severity.value, code, d.obj, d.message, str(d.location))
 
     @property
     def key(self) -> tuple[str, str, str]:
-        return self.severity, self.obj, self.message
+        return self.severity, self.code, self.obj
+
+
+def _unmatched(problems: list[Problem], known: Iterable[Problem]) -> tuple[Problem, ...]:
+    """The problems without a counterpart among `known`: one of the same key, the one with
+    the same message first. Counted: a second unknown field in one object is a new problem."""
+    messages: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    for problem in known:
+        messages[problem.key].append(problem.message)
+    rewritten = []  # no same-message counterpart: matched by key if one is left
+    for i, problem in enumerate(problems):
+        if problem.message in messages[problem.key]:
+            messages[problem.key].remove(problem.message)
+        else:
+            rewritten.append(i)
+    unmatched = set()
+    for i in rewritten:
+        if messages[problems[i].key]:
+            messages[problems[i].key].pop()
+        else:
+            unmatched.add(i)
+    return tuple(p for i, p in enumerate(problems) if i in unmatched)
 
 
 def new_problems(base: Diagnostics | None, head: Diagnostics) -> tuple[Problem, ...]:
     """The head's problems the base does not have (all of them when there is no base)."""
-    known = {Problem.of(d).key for d in base.sorted()} if base is not None else set()
-    return tuple(p for p in map(Problem.of, head.sorted()) if p.key not in known)
+    known = map(Problem.of, base.sorted()) if base is not None else ()
+    return _unmatched(list(map(Problem.of, head.sorted())), known)
 
 
 def fixed_problems(base: Diagnostics | None, head: Diagnostics) -> tuple[Problem, ...]:
     if base is None:
         return ()
-    known = {Problem.of(d).key for d in head.sorted()}
-    return tuple(p for p in map(Problem.of, base.sorted()) if p.key not in known)
+    return _unmatched(list(map(Problem.of, base.sorted())), map(Problem.of, head.sorted()))
 
 
 def _non_preemptible_use(scenario: Scenario) -> dict[str, float]:
@@ -178,5 +203,6 @@ def warnings(
             )
     for problem in problems:
         where = problem.obj or problem.location
-        found.append(PlanWarning("new-problem", where, f"{problem.severity}: {problem.message}"))
+        message = f"{problem.severity} {problem.code}: {problem.message}"
+        found.append(PlanWarning("new-problem", where, message))
     return tuple(found)

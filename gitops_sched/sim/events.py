@@ -381,7 +381,8 @@ def _submitted(doc: Document, repo: Repo, path: Path_, problems: _Problems) -> W
     workload = build_workload(sub) if validate_documents([sub], diagnostics) else None
     if workload is not None:
         alone = replace(repo, workloads=[workload])
-        run_checks(alone, _documents(repo, workload), diagnostics)
+        # a what-if may submit work that never fits: simulate says so ("can never fit")
+        run_checks(alone, _documents(repo, workload), diagnostics, fit=False)
     # the repo's own findings (warnings) were printed already; keep what concerns this file
     problems.found.extend(d for d in diagnostics.items if d.location.file == doc.file)
     return None if diagnostics.has_errors else workload

@@ -26,11 +26,13 @@ from gitops_sched.engine.types import (
     QueueStatus,
     Snapshot,
 )
+from gitops_sched.engine.why import PendingReasons
 from gitops_sched.sim.events import (
     PROJECT_FIELDS,
     Advance,
     Delete,
     Expect,
+    Idle,
     SetNodes,
     Simulation,
     Step,
@@ -219,17 +221,17 @@ class _Run:
     def states(self, names: Iterable[str]) -> dict[str, WorkloadState]:
         """The workloads' states now; one pass over the jobs, however many are asked for."""
         jobs = {job.name: job for job in self.snapshot.jobs}
-        reasons = {self.names[key]: why for key, why in self.last.pending_reasons}
+        reasons = PendingReasons(self.snapshot)
         return {name: self._state(name, jobs.get(name), reasons) for name in names}
 
-    def _state(self, name: str, job: Job | None, reasons: dict[str, str]) -> WorkloadState:
+    def _state(self, name: str, job: Job | None, reasons: PendingReasons) -> WorkloadState:
         workload = self.workloads[name]
         if job is None:
             status, reason = self.ended[name]
         elif len(job.placement) >= job.min_available:
             status, reason = "running", ""
         else:
-            status, reason = "pending", reasons.get(name, "")
+            status, reason = "pending", reasons.of(job).text
         return WorkloadState(
             workload=workload,
             request=self.requests[name],
