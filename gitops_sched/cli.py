@@ -60,7 +60,7 @@ def main() -> None:
     "fmt",
     type=click.Choice(["text", "json", "github"]),
     default="text",
-    help="text (FILE:LINE:COL: Kind/name: message), json, or GitHub annotations.",
+    help="text (FILE:LINE:COL: error CODE Kind/name: message), json, or GitHub annotations.",
 )
 @exclude_option
 def validate(path: Path, fmt: str, excludes: tuple[str, ...]) -> None:
