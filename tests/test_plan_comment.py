@@ -147,3 +147,4 @@ def test_the_reusable_workflow_is_called_and_may_comment() -> None:
     runs = " ".join(step.get("run", "") for step in job["steps"])
     assert "validate" in runs and "--format github" in runs and "plan" in runs
     assert "gitops_sched.plan.comment" in runs
+    assert 'gitops-sched test "$CONFIG_PATH" --junit' in runs
