@@ -21,6 +21,7 @@ from gitops_sched.sim.events import (
     Advance,
     Delete,
     Expect,
+    Idle,
     SetNodes,
     Simulation,
     Submit,
@@ -734,3 +735,113 @@ def test_deep_nesting_in_a_simulation_file_stops_at_the_65th_level(here: Path) -
     assert result.exit_code == 1, result.output
     # the document's mapping is the first level, the 64th `[` the 65th
     assert "sim.yaml:2:71: mappings and sequences nested more than 64 deep" in result.output
+
+
+# --- idle GPUs -----------------------------------------------------------------------------
+
+IDLE_TIMEOUT_REPO = tuple(
+    doc("Project", "nlp", department="research", quota={"gpu": 6}, idleGpuTimeout="30m")
+    if d["kind"] == "Project" and d["metadata"]["name"] == "nlp"
+    else d
+    for d in REPO
+)
+SHELL = doc("Workload", "shell", project="nlp", type="interactive", gpu=1)
+BUSY_SHELL = doc("Workload", "busy-shell", project="nlp", type="interactive", gpu=1)
+IDLE_TRAIN = doc("Workload", "idle-train", project="nlp", gpu=1)
+
+
+@pytest.fixture
+def idle_here(here: Path) -> Path:
+    """The repo with an idleGpuTimeout of 30m on project nlp."""
+    text = yaml.safe_dump_all(IDLE_TIMEOUT_REPO, sort_keys=False)
+    (here / "repo" / "all.yaml").write_text(text)
+    return here
+
+
+def test_an_idle_interactive_workload_is_stopped_after_the_idle_timeout_and_not_before(
+    idle_here: Path,
+) -> None:
+    steps = [
+        {"submit": [SHELL, BUSY_SHELL, IDLE_TRAIN]},
+        {"advance": "5m"},
+        {"idle": ["shell", "idle-train"]},
+        {"advance": "29m"},
+        {"expect": {"workloads": {"shell": "running"}}},
+        {"advance": "1m"},
+        {
+            "expect": {
+                "workloads": {
+                    "shell": {"status": "stopped", "reason": "idle"},
+                    "busy-shell": "running",  # never reported idle
+                    "idle-train": "running",  # the idle rule stops interactive work only
+                }
+            }
+        },
+    ]
+    result = run_file(idle_here, steps=steps)
+    assert result.failures == ()
+    assert result.expectations == 5
+    stops = [(e.step, e.workload, e.reason) for e in result.log if e.action == "evict"]
+    assert stops == [(6, "shell", "idle")]
+
+
+def test_idle_since_counts_from_that_long_before_the_step(idle_here: Path) -> None:
+    steps = [
+        {"submit": SHELL},
+        {"advance": "25m"},
+        {"idle": {"workload": "shell", "since": "20m"}},
+        {"advance": "9m"},
+        {"expect": {"workloads": {"shell": "running"}}},
+        {"advance": "1m"},
+        {"expect": {"workloads": {"shell": {"status": "stopped", "reason": "idle"}}}},
+    ]
+    assert run_file(idle_here, steps=steps).failures == ()
+
+
+def test_idle_since_never_reaches_back_before_the_workload_started(idle_here: Path) -> None:
+    steps = [
+        {"submit": SHELL},
+        {"advance": "10m"},
+        {"idle": {"workload": "shell", "since": "2h"}},  # idle since it started, 10m ago
+        {"expect": {"workloads": {"shell": "running"}}},
+        {"advance": "20m"},
+        {"expect": {"workloads": {"shell": {"status": "stopped", "reason": "idle"}}}},
+    ]
+    assert run_file(idle_here, steps=steps).failures == ()
+
+
+IDLE_ERRORS = """\
+apiVersion: gitops-sched.io/v1alpha1
+kind: Simulation
+metadata: {name: t}
+steps:
+  - submit: train-a
+  - idle: [train-a, ghost]
+  - idle: {workload: nosuch, since: 5m}
+  - idle: {since: 5m}
+"""
+
+
+def test_idle_steps_name_submitted_workloads(here: Path) -> None:
+    simulation, diagnostics = load(here, IDLE_ERRORS.replace("  - idle: {since: 5m}\n", ""))
+    assert simulation is None
+    assert [(d.location.line, d.message, pointed(d)) for d in diagnostics] == [
+        (6, "unknown workload 'ghost' (not submitted before)", "ghost]"),
+        (7, "unknown workload 'nosuch' (not submitted before)", "nosuch, since: 5m}"),
+    ]
+    simulation, diagnostics = load(here, IDLE_ERRORS)
+    assert simulation is None and [d.location.line for d in diagnostics] == [8]
+
+
+def test_idle_steps_are_read_with_how_long_ago(here: Path) -> None:
+    steps = [
+        {"submit": "train-a"},
+        {"idle": "train-a"},
+        {"idle": [{"workload": "train-a", "since": "1h"}]},
+    ]
+    simulation, diagnostics = load_data(here, steps=steps)
+    assert diagnostics == [] and simulation is not None
+    assert [step.action for step in simulation.steps[1:]] == [
+        Idle((("train-a", 0),)),
+        Idle((("train-a", 3600),)),
+    ]

@@ -15,6 +15,7 @@ every problem is reported at its `FILE:LINE:COL` before anything runs:
       - expect: {workloads: {train-big: pending, infer: {status: running, node: dgx-0}}}
       - node-down: dgx-0
       - advance: 2h
+      - idle: notebook              # its GPUs unused from now on, as the node agent reports
 
 A `running` entry may list fewer pods than its gang's `minAvailable`: a gang in flight,
 whose missing pods are pending work (placed when there is room, the gang evicted whole
@@ -81,6 +82,15 @@ class Advance:
 
 
 @dataclass(frozen=True)
+class Idle:
+    """Workloads whose GPUs are unused from `seconds` before this step (`since:`), as the
+    node agent would report them: the engine stops idle interactive work once the project's
+    idleGpuTimeout has passed."""
+
+    workloads: tuple[tuple[str, int], ...]  # (workload, seconds ago)
+
+
+@dataclass(frozen=True)
 class Expect:
     projects: dict[str, dict[str, float]]  # project -> file field (PROJECT_FIELDS) -> GPUs
     workloads: dict[str, dict[str, str]]  # workload -> status / node / reason -> text
@@ -88,7 +98,7 @@ class Expect:
     locations: dict[tuple[str, str, str], Location] = field(default_factory=dict, compare=False)
 
 
-Action = Submit | Delete | SetNodes | Advance | Expect
+Action = Submit | Delete | SetNodes | Advance | Idle | Expect
 
 
 @dataclass(frozen=True)
@@ -450,6 +460,8 @@ class _StepReader:
             return SetNodes(tuple(self._nodes(value, path)), up=key == "node-up")
         if key == "advance":
             return Advance(duration_seconds(value) or 0)
+        if key == "idle":
+            return Idle(tuple(self._idle(value, path)))
         return self._expect(value, path)
 
     def _submit(self, value: Any, path: Path_) -> Iterator[Workload]:
@@ -477,6 +489,17 @@ class _StepReader:
                 self.problems.at(where, f"unknown workload '{name}' (not submitted before)")
             self.active.discard(name)
             yield name
+
+    def _idle(self, value: Any, path: Path_) -> Iterator[tuple[str, int]]:
+        for item, where in _listed(value, path):
+            if isinstance(item, dict):
+                name, where = item["workload"], (*where, "workload")
+            else:
+                name = item
+            if name not in self.active:
+                self.problems.at(where, f"unknown workload '{name}' (not submitted before)")
+            since = item.get("since") if isinstance(item, dict) else None
+            yield name, duration_seconds(since) or 0
 
     def _nodes(self, value: Any, path: Path_) -> Iterator[str]:
         for name, where in _listed(value, path):

@@ -143,6 +143,8 @@ class _Run:
                 self.set_nodes(step.number, names, up)
             case Advance(seconds):
                 self.snapshot = replace(self.snapshot, now=self.snapshot.now + seconds)
+            case Idle(workloads):
+                self.idle(dict(workloads))
             case Expect():
                 self.expect(step, step.action)
                 return  # looks only: nothing to settle
@@ -185,6 +187,19 @@ class _Run:
                 job = job.without_pods(lost).tracking_short(self.snapshot.now)
             jobs.append(job)
         self.snapshot = replace(self.snapshot, nodes=nodes, jobs=tuple(jobs))
+
+    def idle(self, seconds_ago: dict[str, int]) -> None:
+        """Running workloads' GPUs unused since `seconds_ago` before now (not before they
+        started), as the node agent's IDLE_SINCE says it; pending ones have no GPUs to leave
+        unused."""
+        now = self.snapshot.now
+        jobs = tuple(
+            replace(job, idle_since=max(now - seconds_ago[name], job.started_at))
+            if job.started_at is not None and (name := self.names[job.key]) in seconds_ago
+            else job
+            for job in self.snapshot.jobs
+        )
+        self.snapshot = replace(self.snapshot, jobs=jobs)
 
     def settle(self, step: int) -> None:
         self.snapshot, history = settle(self.snapshot)
