@@ -23,6 +23,13 @@ A100 = doc(
     nodeCount=2,
     gpusPerNode=8,
     gpu={"model": "A100-SXM4-80GB", "memory": "80Gi"},
+)
+A100_MIG = doc(
+    "NodeGroup",
+    "a100-mig",
+    nodeCount=1,
+    gpusPerNode=8,
+    gpu={"model": "A100-SXM4-80GB"},
     mig={"enabled": True},
 )
 DEPARTMENT = doc("Department", "research", quota={"gpu": 16})
@@ -457,7 +464,8 @@ def test_non_preemptible_shares_of_mig_and_gpu_memory(repo_dir: Path) -> None:
         doc("Workload", "batch", project="vision", type="interactive", gpu=8, preemptible=True),
         doc("Workload", "train", project="vision", gpu=8),
     ]
-    diagnostics = check(repo_dir, *workloads, base=(CLUSTER, A100, DEPARTMENT, project))
+    base = (CLUSTER, A100, A100_MIG, DEPARTMENT, project)
+    diagnostics = check(repo_dir, *workloads, base=base)
     assert found(diagnostics) == [
         (
             "Project/vision",

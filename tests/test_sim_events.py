@@ -588,9 +588,12 @@ def test_a_gang_in_flight_seeds_the_next_run_still_in_flight(here: Path) -> None
     steps = [{"advance": "10s"}]  # within the grace period; no repo workload submitted
     first = json_of(run_file(here, running=[entry], steps=steps))
     (gang,) = first["workloads"]
+    # 3 pods of 8 GPUs on two 8-GPU nodes: it could never start whole
     assert (gang["status"], gang["reason"]) == (
         "pending",
-        "waiting for gang 1/3: no room for 2 pods of 8 GPU(s) on the allowed nodes",
+        "can never fit: its gang of 3 pods must start together, but the nodes it may use hold "
+        "at most 2 pods of 8 GPUs (dgx: 2 nodes x 8 GPUs, mig: 1 node x 2 GPUs (MIG)); "
+        "a gang of 2 or fewer would fit",
     )
     pod = {"node": "dgx-0", "gpus": list(range(8)), "fraction": None, "mig": None, "index": 2}
     assert gang["pods"] == [pod]

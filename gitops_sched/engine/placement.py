@@ -48,6 +48,21 @@ def place(session: Session, job: Job, count: int | None = None) -> bool:
     return False
 
 
+def pods_that_fit(session: Session, job: Job, count: int) -> int:
+    """How many of `count` more pods of the job would fit now, one after another (up to the
+    first that does not); changes nothing. What a pending gang is waiting for."""
+    budget = headroom(session, job) / max(count, 1)
+    fitted = 0
+    with session.statement():  # never committed: the holds and MIG changes are undone
+        for _ in range(count):
+            pod = _place_pod(session, job, None, budget)
+            if pod is None:
+                break
+            session.hold(job, pod)
+            fitted += 1
+    return fitted
+
+
 def _domains(session: Session, job: Job, count: int) -> list[str | None]:
     """Topology domains to try for a gang, emptiest-fitting first; None means anywhere."""
     if count <= 1 or job.request.kind is RequestKind.NONE:

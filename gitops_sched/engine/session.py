@@ -92,6 +92,7 @@ class Session:
         for job in self.pending():
             if job.project in demand:
                 demand[job.project] += self.wanted_gpus(job, job.missing)
+        self.demand = demand  # GPUs each project holds and asks for: what fair share splits
         self.fair_share = fair_shares(self.capacity, policy.departments, policy.projects, demand)
 
     # -- queries ---------------------------------------------------------------------------

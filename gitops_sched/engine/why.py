@@ -1,0 +1,128 @@
+"""Why a job is pending, in one line: the words `simulate` and `explain` both print.
+
+The cycle's own reason says which rule stopped the job (a quota rule, or "no room");
+this module looks at the cluster the cycle left behind to say which of the usual causes
+it is: it can never fit, it is over its quota or limit, its gang is short of room, free
+GPUs are scattered (fragmentation), no MIG slot is left, or its project has had its fair
+share and nothing can be reclaimed for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from gitops_sched.engine.actions.allocate import gang_reason, no_room_reason
+from gitops_sched.engine.actions.consolidate import pod_need, room_in_total
+from gitops_sched.engine.admission import quota_blocker
+from gitops_sched.engine.fit import never_fits
+from gitops_sched.engine.placement import pods_that_fit
+from gitops_sched.engine.session import Session
+from gitops_sched.engine.types import GPU_EPSILON, Job, RequestKind, Snapshot
+
+
+class PendingKind(StrEnum):
+    NEVER_FIT = "never-fit"
+    QUOTA = "quota"
+    LIMIT = "limit"
+    GANG = "gang"
+    FRAGMENTATION = "fragmentation"
+    NO_MIG_SLOT = "no-mig-slot"
+    FAIR_SHARE = "fair-share"
+    NODES_DOWN = "nodes-down"
+
+
+@dataclass(frozen=True)
+class Pending:
+    kind: PendingKind
+    text: str  # the one line simulate's Reason column and explain print
+    fit_now: int = 0  # of the pods it waits to start together, how many would fit now
+    free: float = 0.0  # free GPUs (and room on shared ones) on the nodes it may use
+
+
+class PendingReasons:
+    """pending_reason for the pending jobs of one cluster state: a session over it (as the
+    next cycle would start) built on the first question, and each job shape answered once."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self._session: Session | None = None
+        self._answers: dict[tuple, Pending] = {}
+
+    @property
+    def session(self) -> Session:
+        if self._session is None:
+            self._session = Session(self.snapshot)
+        return self._session
+
+    def of(self, job: Job) -> Pending:
+        job = self.session.jobs[job.key]
+        shape = (
+            job.request,
+            job.node_groups,
+            job.project,
+            job.preemptible,
+            job.next_pods,
+            len(job.placement),
+            job.min_available,
+        )
+        if shape not in self._answers:
+            self._answers[shape] = pending_reason(self.session, job)
+        return self._answers[shape]
+
+
+def pending_reason(session: Session, job: Job) -> Pending:
+    """Why the job (pending in `session`, a cycle's start over the settled cluster) waits."""
+    misfit = never_fits(job, session.snapshot.nodes)
+    if misfit is not None:
+        return Pending(PendingKind.NEVER_FIT, f"can never fit: {misfit.why}")
+    blocker = quota_blocker(session, job)
+    if blocker is not None:
+        kind = PendingKind.LIMIT if "limit" in blocker else PendingKind.QUOTA
+        label = "over limit" if kind is PendingKind.LIMIT else "over quota"
+        return Pending(kind, gang_reason(job, f"{label}: {blocker}"))
+    if not session.candidate_nodes(job):
+        return Pending(PendingKind.NODES_DOWN, gang_reason(job, "every node it may use is down"))
+    count = job.next_pods
+    fit = pods_that_fit(session, job, count)
+    free = room_in_total(session, job) if job.request.kind is not RequestKind.MIG else 0.0
+    no_room = no_room_reason(job)
+    if job.request.kind is RequestKind.MIG:
+        kind, why = PendingKind.NO_MIG_SLOT, f"no MIG slot: {_no_mig_slot(job)}"
+    elif free >= pod_need(session, job) * count - GPU_EPSILON:
+        kind, why = PendingKind.FRAGMENTATION, f"fragmentation: {_fragmented(job, fit, free)}"
+    elif 0 < fit < count:
+        kind, why = PendingKind.GANG, f"waiting for gang: {fit} of {count} pods fit now"
+    else:
+        kind, why = PendingKind.FAIR_SHARE, _fair_share(session, job)
+    return Pending(kind, gang_reason(job, f"{why} ({no_room})"), fit, free)
+
+
+def _no_mig_slot(job: Job) -> str:
+    profile = job.request.mig_profile
+    return f"no free {profile} instance, and no room to create one on the MIG GPUs it may use"
+
+
+def _fragmented(job: Job, fit: int, free: float) -> str:
+    return (
+        f"{_gpus(free)} GPUs free on the nodes it may use, but scattered: "
+        f"only {fit} of {job.next_pods} pods fit"
+    )
+
+
+def _fair_share(session: Session, job: Job) -> str:
+    """No free room: its project has its fair share, or is below it with no victims."""
+    project = job.project
+    held = session.allocated.get(project, 0.0)
+    share = session.fair_share.get(project, 0.0)
+    numbers = f"{project} holds {_gpus(held)} of its fair share of {_gpus(share)} GPUs"
+    if held + session.wanted_gpus(job) > share + GPU_EPSILON:
+        return f"fair share reached: {numbers}, and no GPU is free"
+    return (
+        f"nothing to reclaim: {numbers}, but the GPUs it may use hold work that may not be "
+        "taken (non-preemptible, or of projects not above their fair share)"
+    )
+
+
+def _gpus(value: float) -> str:
+    return f"{round(value, 4):g}"
