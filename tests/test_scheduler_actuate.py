@@ -1,0 +1,719 @@
+"""The engine's decisions carried out against the API emulator over HTTP: binds, gangs,
+evictions and PodDisruptionBudgets, GPU reservation pods for fractions, MIG requests,
+queue status and pending reasons, and a dry run that writes nothing.
+
+The views are built by hand from the emulator's objects (`view`), so each test states the
+situation it pins; the decisions are what the engine would say about it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from gitops_sched.agent.mig import request_digest
+from gitops_sched.cli import main
+from gitops_sched.cluster import ClusterClient, ObjectRef
+from gitops_sched.compiler.contract import (
+    GPU_MEMORY_LIMIT,
+    GPU_UUID,
+    NODE_MIG_REQUEST,
+    NODE_MIG_STATUS,
+    PLACEMENT,
+    RESERVATION_LABEL,
+    RESERVATION_NODE_LABEL,
+)
+from gitops_sched.compiler.crds import STATUS_FIELDS, crd_for
+from gitops_sched.compiler.policy import ClusterPolicy
+from gitops_sched.config.loader import API_VERSION
+from gitops_sched.engine.types import (
+    Bind,
+    Decisions,
+    Evict,
+    EvictReason,
+    Gpu,
+    GpuRequest,
+    Job,
+    MigChange,
+    Node,
+    PodPlacement,
+    Policy,
+    QueueSpec,
+    QueueStatus,
+    RequestKind,
+    Snapshot,
+)
+from gitops_sched.hardware.mig import MigInstance
+from gitops_sched.scheduler.actuate import Actuator
+from gitops_sched.scheduler.reservations import reservation_name
+from gitops_sched.scheduler.reserve import publish
+from gitops_sched.scheduler.status import StatusWriter
+from gitops_sched.scheduler.view import ClusterView, Ignored, PodRef, Reservation
+from tests.kube_emulator.fixtures import connect
+from tests.kube_emulator.server import KubeEmulator
+
+NS = "team-a"
+SYSTEM = "gitops-sched-system"
+SCHEDULER = "gitops-sched"
+MODEL = "A100-SXM4-80GB"
+MEMORY_MIB = 81920
+QUEUES = Policy(
+    departments=(QueueSpec("research", 8, 1),),
+    projects=(QueueSpec("team-a", 8, 1, parent="research"),),
+)
+POLICY = ClusterPolicy(
+    policy=QUEUES,
+    cluster="lab",
+    scheduler_name=SCHEDULER,
+    system_namespace=SYSTEM,
+    cycle_period_s=1.0,
+    projects={},
+    namespaces={NS: "team-a"},
+    node_groups=(),
+)
+
+
+# --- the cluster ------------------------------------------------------------------------
+
+
+def engine_node(name: str, mig: tuple[MigInstance, ...] = ()) -> Node:
+    gpus = tuple(Gpu(i, MEMORY_MIB, bool(mig), mig if i == 0 else ()) for i in range(2))
+    return Node(name, "dgx", MODEL, gpus)
+
+
+def add_node(client: ClusterClient, name: str, allocatable: dict[str, str] | None = None) -> None:
+    client.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
+    status = {"allocatable": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "2"}}
+    status["allocatable"] |= allocatable or {}
+    client.patch(ObjectRef("v1", "Node", "", name), {"status": status}, subresource="status")
+
+
+def add_pods(client: ClusterClient, job: str, count: int, start: int = 0) -> None:
+    for index in range(start, start + count):
+        client.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": f"{job}-{index}", "namespace": NS, "labels": {"job": job}},
+                "spec": {
+                    "schedulerName": SCHEDULER,
+                    "containers": [{"name": "main", "image": "pytorch:2.3"}],
+                },
+            }
+        )
+
+
+@pytest.fixture
+def kube() -> Iterator[KubeEmulator]:
+    with KubeEmulator() as emulator:
+        yield emulator
+
+
+@pytest.fixture
+def cluster(kube: KubeEmulator) -> Iterator[ClusterClient]:
+    """A client of an emulated cluster with the project's and the system namespace and one
+    node of two GPUs."""
+    client = connect(kube)
+    for namespace in (NS, SYSTEM):
+        client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    add_node(client, "node-a")
+    yield client
+    client.close()
+
+
+def job(name: str, request: GpuRequest, pods: int = 1, **kw: Any) -> Job:
+    return Job(name, "team-a", "train", 50, True, request, pods, pods, namespace=NS, **kw)
+
+
+WHOLE = GpuRequest(RequestKind.WHOLE, count=1)
+HALF = GpuRequest(RequestKind.FRACTION, fraction=0.5)
+MIG_1G = GpuRequest(RequestKind.MIG, mig_profile="1g.10gb")
+
+
+def view(
+    client: ClusterClient,
+    jobs: list[Job],
+    nodes: tuple[Node, ...] | None = None,
+    releasing: tuple = (),
+    ignored: tuple[Ignored, ...] = (),
+) -> ClusterView:
+    """What the snapshot would make of the emulator's objects: each job's pods (named
+    `<job>-<index>`), the reservation pods and the nodes."""
+    pods = client.list("v1", "Pod", namespace=NS) or []
+    by_name = {p["metadata"]["name"]: p for p in pods}
+    refs: dict[str, tuple[PodRef, ...]] = {}
+    for j in jobs:
+        live = [(i, by_name.get(f"{j.name}-{i}")) for i in range(j.pods)]
+        refs[j.key] = tuple(_ref(pod, i) for i, pod in live if pod is not None)
+    reservations = tuple(
+        Reservation(
+            SYSTEM,
+            pod["metadata"]["name"],
+            pod["spec"].get("nodeName") or pod["metadata"]["labels"][RESERVATION_NODE_LABEL],
+            int(pod["metadata"]["labels"][RESERVATION_LABEL]),
+            (pod["metadata"].get("annotations") or {}).get(GPU_UUID, ""),
+            bool(pod["spec"].get("nodeName")),
+        )
+        for pod in client.list("v1", "Pod", label_selector=RESERVATION_LABEL, namespace=SYSTEM)
+        or []
+    )
+    snapshot = Snapshot(QUEUES, nodes or (engine_node("node-a"),), tuple(jobs), releasing=releasing)
+    node_objects = {n["metadata"]["name"]: n for n in client.list("v1", "Node") or []}
+    return ClusterView(snapshot, refs, node_objects, reservations, ignored)
+
+
+def _ref(pod: dict[str, Any], index: int) -> PodRef:
+    meta = pod["metadata"]
+    return PodRef(
+        NS,
+        meta["name"],
+        meta["uid"],
+        index,
+        pod["spec"].get("nodeName") or "",
+        bool(meta.get("deletionTimestamp")),
+        tuple(sorted((meta.get("annotations") or {}).items())),
+    )
+
+
+def live_pod(kube: KubeEmulator, name: str, namespace: str = NS) -> dict[str, Any] | None:
+    return kube.api.find("v1", "Pod", name, namespace)
+
+
+def writes(kube: KubeEmulator) -> list[tuple[str, str]]:
+    return [(r.method, r.path) for r in kube.api.requests if r.method != "GET"]
+
+
+def placed(node: str, gpus: tuple[int, ...], index: int, **kw: Any) -> PodPlacement:
+    return PodPlacement(node, gpus, index=index, **kw)
+
+
+# --- binds ------------------------------------------------------------------------------
+
+
+def test_a_gang_gets_its_placement_annotation_then_is_bound(kube, cluster):
+    train = job("train", WHOLE, pods=2)
+    add_pods(cluster, "train", 2)
+    pods = (placed("node-a", (0,), 0), placed("node-a", (1,), 1))
+    kube.api.reset_counts()
+
+    outcome = Actuator(cluster, POLICY).carry_out(
+        view(cluster, [train]), Decisions(binds=(Bind(train.key, pods),))
+    )
+
+    assert len(outcome.bound) == 2 and not outcome.errors
+    assert outcome.bound_by_kind[RequestKind.WHOLE] == 2
+    for index in (0, 1):
+        pod = live_pod(kube, f"train-{index}")
+        assert pod["spec"]["nodeName"] == "node-a"
+        placement = json.loads(pod["metadata"]["annotations"][PLACEMENT])
+        assert placement == {
+            "node": "node-a",
+            "gpus": [index],
+            "fraction": None,
+            "mig": None,
+            "index": index,
+        }
+    base = f"/api/v1/namespaces/{NS}/pods"
+    sent = writes(kube)
+    for index in (0, 1):  # each pod is annotated before any pod is bound
+        annotate = sent.index(("PATCH", f"{base}/train-{index}"))
+        assert annotate < sent.index(("POST", f"{base}/train-0/binding"))
+
+
+def test_a_gang_with_a_pod_missing_binds_none(kube, cluster):
+    train = job("train", WHOLE, pods=4)
+    add_pods(cluster, "train", 3)  # pod 3 is not created yet
+    pods = tuple(placed("node-a", (i % 2,), i) for i in range(4))
+    kube.api.reset_counts()
+
+    outcome = Actuator(cluster, POLICY).carry_out(
+        view(cluster, [train]), Decisions(binds=(Bind(train.key, pods),))
+    )
+
+    assert outcome.bound == [] and outcome.waiting == 4
+    assert "pod 3 of the gang is missing" in outcome.waiting_reasons[train.key]
+    assert writes(kube) == []
+
+
+def test_a_pipelined_bind_waits_for_its_victims(kube, cluster):
+    train = job("train", WHOLE)
+    add_pods(cluster, "train", 1)
+    bind = Bind(train.key, (placed("node-a", (0,), 0),), waits_for=("team-b/old",))
+    kube.api.reset_counts()
+
+    outcome = Actuator(cluster, POLICY).carry_out(view(cluster, [train]), Decisions(binds=(bind,)))
+
+    assert outcome.bound == [] and outcome.waiting == 1
+    assert (
+        outcome.waiting_reasons[train.key] == "waiting for the pods of team-b/old to leave its GPUs"
+    )
+    assert writes(kube) == []
+    assert "nodeName" not in live_pod(kube, "train-0")["spec"]
+
+
+def test_a_pod_bound_meanwhile_is_a_conflict_not_retried(kube, cluster):
+    train = job("train", WHOLE)
+    add_pods(cluster, "train", 1)
+    stale = view(cluster, [train])  # taken before someone else bound the pod
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": "train-0", "namespace": NS},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "node-a"},
+    }
+    cluster.post(ObjectRef("v1", "Pod", NS, "train-0"), "binding", binding)
+    kube.api.reset_counts()
+
+    outcome = Actuator(cluster, POLICY).carry_out(
+        stale, Decisions(binds=(Bind(train.key, (placed("node-a", (1,), 0),)),))
+    )
+
+    assert outcome.bound == [] and len(outcome.errors) == 1 and "409" in outcome.errors[0]
+    bindings = [w for w in writes(kube) if w[1].endswith("/binding")]
+    assert len(bindings) == 1  # tried once, not retried
+
+
+# --- evictions --------------------------------------------------------------------------
+
+
+def run_pods(kube: KubeEmulator, client: ClusterClient, names: list[str]) -> None:
+    """Bind the pods and mark them Running and Ready, as a kubelet would."""
+    for name in names:
+        ref = ObjectRef("v1", "Pod", NS, name)
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": NS},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": "node-a"},
+        }
+        client.post(ref, "binding", binding)
+        status = {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}],
+        }
+        client.patch(ref, {"status": status}, subresource="status")
+
+
+def test_an_eviction_refused_by_a_budget_is_counted_and_never_forced(kube, cluster):
+    train = job("train", WHOLE, pods=2)
+    add_pods(cluster, "train", 2)
+    run_pods(kube, cluster, ["train-0", "train-1"])
+    cluster.create(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "keep-train", "namespace": NS},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"job": "train"}}},
+        }
+    )
+    running = job(
+        "train", WHOLE, pods=2, placement=(placed("node-a", (0,), 0), placed("node-a", (1,), 1))
+    )
+    evict = Evict(train.key, EvictReason.RECLAIM, "team-b/big", running.placement)
+    actuator = Actuator(cluster, POLICY)
+
+    for _ in range(2):  # refused each cycle, never deleted
+        outcome = actuator.carry_out(view(cluster, [running]), Decisions(evictions=(evict,)))
+        assert outcome.eviction_refused == 2 and outcome.evicted == [] and not outcome.errors
+    for name in ("train-0", "train-1"):
+        pod = live_pod(kube, name)
+        assert pod is not None and not pod["metadata"].get("deletionTimestamp")
+    assert not [w for w in writes(kube) if w[0] == "DELETE"]
+
+    cluster.delete(ObjectRef("policy/v1", "PodDisruptionBudget", NS, "keep-train"))
+    outcome = actuator.carry_out(view(cluster, [running]), Decisions(evictions=(evict,)))
+    assert len(outcome.evicted) == 2 and outcome.evicted_by_reason[EvictReason.RECLAIM] == 2
+    for name in ("train-0", "train-1"):
+        pod = live_pod(kube, name)
+        assert pod is None or pod["metadata"].get("deletionTimestamp")
+
+
+# --- fractions and reservation pods -------------------------------------------------------
+
+
+def test_a_fraction_waits_for_its_reservation_pod_then_gets_the_gpu_uuid(kube, cluster):
+    notebook = job("notebook", HALF)
+    add_pods(cluster, "notebook", 1)
+    bind = Bind(notebook.key, (placed("node-a", (1,), 0, fraction=0.5),))
+    actuator = Actuator(cluster, POLICY)
+
+    first = actuator.carry_out(view(cluster, [notebook]), Decisions(binds=(bind,)))
+
+    name = reservation_name("node-a", 1)
+    reservation = live_pod(kube, name, SYSTEM)
+    assert reservation["spec"]["nodeName"] == "node-a"  # created and bound at once
+    limits = reservation["spec"]["containers"][0]["resources"]["limits"]
+    assert limits["nvidia.com/gpu"] == "1"
+    assert reservation["metadata"]["labels"][RESERVATION_LABEL] == "1"
+    assert first.bound == [] and first.waiting == 1 and first.reservations_created == 1
+    assert "nodeName" not in live_pod(kube, "notebook-0")["spec"]
+
+    second = actuator.carry_out(view(cluster, [notebook]), Decisions(binds=(bind,)))
+    assert second.bound == [] and "report its UUID" in second.waiting_reasons[notebook.key]
+    assert second.reservations_created == 0  # the same pod, still starting
+
+    env = {"NVIDIA_VISIBLE_DEVICES": "GPU-0d1e2f", "POD_NAME": name, "POD_NAMESPACE": SYSTEM}
+    publish(cluster, env)  # what `gitops-sched reserve` does once the pod runs
+    third = actuator.carry_out(view(cluster, [notebook]), Decisions(binds=(bind,)))
+
+    assert len(third.bound) == 1
+    pod = live_pod(kube, "notebook-0")
+    assert pod["spec"]["nodeName"] == "node-a"
+    assert pod["metadata"]["annotations"][GPU_UUID] == "GPU-0d1e2f"
+    assert pod["metadata"]["annotations"][GPU_MEMORY_LIMIT] == str(MEMORY_MIB // 2)
+
+
+def test_two_fractions_share_one_reservation_and_an_unused_one_goes(kube, cluster):
+    a, b = job("a", HALF), job("b", GpuRequest(RequestKind.MEMORY, memory_mib=20000))
+    add_pods(cluster, "a", 1)
+    add_pods(cluster, "b", 1)
+    binds = (
+        Bind(a.key, (placed("node-a", (0,), 0, fraction=0.5),)),
+        Bind(b.key, (placed("node-a", (0,), 0, fraction=20000 / MEMORY_MIB),)),
+    )
+    actuator = Actuator(cluster, POLICY)
+    actuator.carry_out(view(cluster, [a, b]), Decisions(binds=binds))
+    name = reservation_name("node-a", 0)
+    publish(
+        cluster, {"NVIDIA_VISIBLE_DEVICES": "GPU-aa", "POD_NAME": name, "POD_NAMESPACE": SYSTEM}
+    )
+
+    outcome = actuator.carry_out(view(cluster, [a, b]), Decisions(binds=binds))
+
+    assert len(outcome.bound) == 2
+    reservations = cluster.list("v1", "Pod", label_selector=RESERVATION_LABEL, namespace=SYSTEM)
+    assert [p["metadata"]["name"] for p in reservations] == [name]
+    for pod_name, memory in (("a-0", MEMORY_MIB // 2), ("b-0", 20000)):
+        annotations = live_pod(kube, pod_name)["metadata"]["annotations"]
+        assert annotations[GPU_UUID] == "GPU-aa"
+        assert annotations[GPU_MEMORY_LIMIT] == str(memory)
+
+    # both fractions have finished: nothing of ours uses the GPU any more
+    outcome = actuator.carry_out(view(cluster, []), Decisions())
+    assert outcome.reservations_deleted == 1
+    assert live_pod(kube, name, SYSTEM) is None or live_pod(kube, name, SYSTEM)["metadata"].get(
+        "deletionTimestamp"
+    )
+    again = actuator.carry_out(view(cluster, []), Decisions())
+    assert again.reservations_deleted == 0  # not deleted again while it terminates
+
+
+def test_a_reservation_pod_name_is_a_dns_label_for_any_node_name():
+    long = "gpu-node." + "x" * 80 + ".example.com"
+    names = {reservation_name(node, 3) for node in ("node-a", "Node_A", long, long + "1")}
+    assert reservation_name("node-a", 3) == "gpu-reservation-node-a-3"
+    assert len(names) == 4
+    for name in names:
+        assert len(name) <= 63 and name.endswith("-3")
+        assert all(c.isdigit() or c.islower() or c == "-" for c in name)
+
+
+def test_reserve_publishes_the_uuid_of_its_gpu(kube, cluster, tmp_path):
+    cluster.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "holder", "namespace": SYSTEM},
+            "spec": {"containers": [{"name": "reserve", "image": "gitops-sched"}]},
+        }
+    )
+    env = {
+        "POD_NAME": "holder",
+        "POD_NAMESPACE": SYSTEM,
+        "KUBECONFIG": str(kube.kubeconfig(tmp_path / "kc")),
+    }
+    runner = CliRunner()
+
+    result = runner.invoke(
+        main, ["reserve", "--once"], env={**env, "NVIDIA_VISIBLE_DEVICES": "GPU-12ab"}
+    )
+    assert result.exit_code == 0, result.output
+    assert live_pod(kube, "holder", SYSTEM)["metadata"]["annotations"][GPU_UUID] == "GPU-12ab"
+
+    for devices in ("", "all", "0,1", "GPU-1,GPU-2"):
+        result = runner.invoke(
+            main, ["reserve", "--once"], env={**env, "NVIDIA_VISIBLE_DEVICES": devices}
+        )
+        assert result.exit_code == 1 and "NVIDIA_VISIBLE_DEVICES" in result.output
+
+
+# --- MIG --------------------------------------------------------------------------------
+
+
+def test_mig_request_written_and_the_bind_waits_until_the_profile_is_advertised(kube, cluster):
+    existing = (MigInstance("3g.40gb", 4),)
+    nodes = (engine_node("node-a", mig=existing),)
+    infer = job("infer", MIG_1G)
+    add_pods(cluster, "infer", 1)
+    create = MigChange("node-a", 0, MigInstance("1g.10gb", 0), create=True)
+    pod = placed("node-a", (0,), 0, mig=MigInstance("1g.10gb", 0))
+    actuator = Actuator(cluster, POLICY)
+
+    outcome = actuator.carry_out(
+        view(cluster, [infer], nodes),
+        Decisions(binds=(Bind(infer.key, (pod,), waits_for_mig=(create,)),), mig_changes=(create,)),
+    )
+
+    request = live_pod_node(kube)["metadata"]["annotations"][NODE_MIG_REQUEST]
+    assert json.loads(request) == {
+        "version": 1,
+        "gpus": [
+            {
+                "index": 0,
+                "instances": [
+                    {"profile": "1g.10gb", "start": 0},
+                    {"profile": "3g.40gb", "start": 4},
+                ],
+            }
+        ],
+    }
+    assert outcome.bound == [] and outcome.mig_requests == 1
+    assert "to be created" in outcome.waiting_reasons[infer.key]
+
+    # the same decision again: the request is already there, nothing is rewritten
+    kube.api.reset_counts()
+    again = actuator.carry_out(
+        view(cluster, [infer], nodes),
+        Decisions(binds=(Bind(infer.key, (pod,), waits_for_mig=(create,)),), mig_changes=(create,)),
+    )
+    assert again.mig_requests == 0 and writes(kube) == []
+
+    # the agent made it, the engine sees the instance and binds; the plugin has not caught up
+    made = (MigInstance("1g.10gb", 0), *existing)
+    nodes = (engine_node("node-a", mig=made),)
+    status = {
+        "version": 1,
+        "observed": request_digest(request),
+        "gpus": [{"index": 0, "state": "done", "message": "created 1g.10gb@0"}],
+    }
+    cluster.patch(
+        ObjectRef("v1", "Node", "", "node-a"),
+        {"metadata": {"annotations": {NODE_MIG_STATUS: json.dumps(status)}}},
+    )
+    waiting = actuator.carry_out(
+        view(cluster, [infer], nodes), Decisions(binds=(Bind(infer.key, (pod,)),))
+    )
+    assert waiting.bound == []
+    assert (
+        waiting.waiting_reasons[infer.key]
+        == "waiting for node-a to advertise nvidia.com/mig-1g.10gb"
+    )
+    assert (
+        json.loads(live_pod_node(kube)["metadata"]["annotations"][NODE_MIG_REQUEST])["gpus"] == []
+    )
+
+    cluster.patch(
+        ObjectRef("v1", "Node", "", "node-a"),
+        {"status": {"allocatable": {"nvidia.com/mig-1g.10gb": "1"}}},
+        subresource="status",
+    )
+    bound = actuator.carry_out(
+        view(cluster, [infer], nodes), Decisions(binds=(Bind(infer.key, (pod,)),))
+    )
+    assert len(bound.bound) == 1 and live_pod(kube, "infer-0")["spec"]["nodeName"] == "node-a"
+
+
+def test_an_agent_error_is_the_waiting_pods_reason(kube, cluster):
+    nodes = (engine_node("node-a", mig=(MigInstance("3g.40gb", 4),)),)
+    infer = job("infer", MIG_1G)
+    add_pods(cluster, "infer", 1)
+    create = MigChange("node-a", 0, MigInstance("1g.10gb", 0), create=True)
+    bind = Bind(
+        infer.key, (placed("node-a", (0,), 0, mig=create.instance),), waits_for_mig=(create,)
+    )
+    decisions = Decisions(binds=(bind,), mig_changes=(create,))
+    actuator = Actuator(cluster, POLICY)
+    actuator.carry_out(view(cluster, [infer], nodes), decisions)
+    request = live_pod_node(kube)["metadata"]["annotations"][NODE_MIG_REQUEST]
+    status = {
+        "version": 1,
+        "observed": request_digest(request),
+        "gpus": [{"index": 0, "state": "error", "message": "NVML: insufficient resources"}],
+    }
+    cluster.patch(
+        ObjectRef("v1", "Node", "", "node-a"),
+        {"metadata": {"annotations": {NODE_MIG_STATUS: json.dumps(status)}}},
+    )
+
+    outcome = actuator.carry_out(view(cluster, [infer], nodes), decisions)
+
+    assert outcome.waiting_reasons[infer.key].endswith("(failed: NVML: insufficient resources)")
+
+
+def test_mig_changes_waiting_for_victims_are_not_requested_yet(kube, cluster):
+    nodes = (engine_node("node-a", mig=(MigInstance("7g.80gb", 0),)),)
+    destroy = MigChange(
+        "node-a", 0, MigInstance("7g.80gb", 0), create=False, waits_for=("team-b/old",)
+    )
+    create = MigChange("node-a", 0, MigInstance("1g.10gb", 0), create=True)
+    kube.api.reset_counts()
+
+    outcome = Actuator(cluster, POLICY).carry_out(
+        view(cluster, [], nodes), Decisions(mig_changes=(destroy, create))
+    )
+
+    assert outcome.mig_requests == 0 and writes(kube) == []
+
+
+def live_pod_node(kube: KubeEmulator) -> dict[str, Any]:
+    return kube.api.find("v1", "Node", "node-a")
+
+
+# --- status -----------------------------------------------------------------------------
+
+
+def install_queues(client: ClusterClient) -> None:
+    for kind in ("Department", "Project"):
+        client.create(crd_for(kind))
+    deadline = time.monotonic() + 5
+    while (
+        client.resource(API_VERSION, "Project") is None
+        or client.resource(API_VERSION, "Department") is None
+    ):
+        assert time.monotonic() < deadline, "CRDs never established"
+        time.sleep(0.02)
+    specs = {
+        "Department": ("research", {"quota": {"gpu": 8}}),
+        "Project": ("team-a", {"department": "research", "quota": {"gpu": 8}}),
+    }
+    for kind, (name, spec) in specs.items():
+        client.create(
+            {"apiVersion": API_VERSION, "kind": kind, "metadata": {"name": name}, "spec": spec}
+        )
+
+
+def test_queue_status_written_once_and_not_rewritten_on_a_no_op(kube, cluster):
+    install_queues(cluster)
+    decisions = Decisions(
+        departments=(QueueStatus("research", 8, 8, 3, 0),),
+        projects=(QueueStatus("team-a", 8, 8 / 3, 2.5, 1.0),),
+    )
+    writer = StatusWriter(cluster)
+    kube.api.reset_counts()
+
+    report = writer.write(view(cluster, []), decisions)
+
+    assert report.queues == 2 and not report.errors
+    project = kube.api.find(API_VERSION, "Project", "team-a")
+    assert project["status"] == {"deserved": 8, "fairShare": 2.6667, "allocated": 2.5, "queued": 1}
+    assert set(project["status"]) == set(STATUS_FIELDS["Project"])
+    assert kube.api.find(API_VERSION, "Department", "research")["status"]["allocated"] == 3
+    assert kube.api.counts()["write"] == 2
+
+    kube.api.reset_counts()
+    again = StatusWriter(cluster).write(view(cluster, []), decisions)  # a restarted writer too
+    assert again.queues == 0 and kube.api.counts()["write"] == 0
+
+
+def test_a_pending_pod_gets_one_condition_and_one_event_per_reason(kube, cluster):
+    train = job("train", WHOLE, pods=2)
+    add_pods(cluster, "train", 2)
+    stray = Ignored(NS, "stray", "uid-stray", "namespace team-x maps to no project")
+    cluster.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "stray", "namespace": NS},
+            "spec": {"containers": [{"name": "m", "image": "x"}]},
+        }
+    )
+    writer = StatusWriter(cluster)
+    pending = Decisions(pending_reasons=((train.key, "over department quota"),))
+
+    writer.write(view(cluster, [train], ignored=(stray,)), pending)
+
+    for name, why in (
+        ("train-0", "over department quota"),
+        ("train-1", "over department quota"),
+        ("stray", "namespace team-x maps to no project"),
+    ):
+        condition = next(
+            c for c in live_pod(kube, name)["status"]["conditions"] if c["type"] == "PodScheduled"
+        )
+        assert (condition["status"], condition["reason"], condition["message"]) == (
+            "False",
+            "Unschedulable",
+            why,
+        )
+        events = [e for e in kube.api.objects("v1", "Event") if e["involvedObject"]["name"] == name]
+        assert [(e["type"], e["reason"], e["message"]) for e in events] == [
+            ("Warning", "FailedScheduling", why)
+        ]
+
+    kube.api.reset_counts()
+    writer.write(view(cluster, [train], ignored=(stray,)), pending)
+    assert kube.api.counts()["write"] == 0  # the same reasons: nothing said again
+
+    writer.write(
+        view(cluster, [train], ignored=(stray,)),
+        Decisions(pending_reasons=((train.key, "waiting for gang 1/2: no room"),)),
+    )
+    assert kube.api.counts()["write"] == 4  # two conditions, two events
+    assert (
+        len(
+            [e for e in kube.api.objects("v1", "Event") if e["involvedObject"]["name"] == "train-0"]
+        )
+        == 2
+    )
+
+
+def test_a_bound_pod_gets_no_pending_reason_and_a_waiting_one_says_why(kube, cluster):
+    train, other = job("train", WHOLE), job("other", WHOLE)
+    add_pods(cluster, "train", 1)
+    add_pods(cluster, "other", 1)
+    decisions = Decisions(
+        binds=(
+            Bind(train.key, (placed("node-a", (0,), 0),)),
+            Bind(other.key, (placed("node-a", (1,), 0),), waits_for=("team-b/old",)),
+        )
+    )
+    current = view(cluster, [train, other])
+    outcome = Actuator(cluster, POLICY).carry_out(current, decisions)
+
+    StatusWriter(cluster).write(current, decisions, outcome)
+
+    assert "conditions" not in live_pod(kube, "train-0").get("status", {}) or all(
+        c["status"] == "True" for c in live_pod(kube, "train-0")["status"]["conditions"]
+    )
+    condition = live_pod(kube, "other-0")["status"]["conditions"][0]
+    assert condition["message"] == "waiting for the pods of team-b/old to leave its GPUs"
+
+
+# --- dry run ----------------------------------------------------------------------------
+
+
+def test_a_dry_run_writes_nothing(kube, cluster):
+    install_queues(cluster)
+    train, notebook = job("train", WHOLE, pods=2), job("notebook", HALF)
+    add_pods(cluster, "train", 2)
+    add_pods(cluster, "notebook", 1)
+    add_pods(cluster, "old", 1)
+    run_pods(kube, cluster, ["old-0"])
+    running = job("old", WHOLE, placement=(placed("node-a", (1,), 0),))
+    create = MigChange("node-a", 1, MigInstance("1g.10gb", 0), create=True)
+    decisions = Decisions(
+        evictions=(Evict(running.key, EvictReason.PREEMPT, train.key, running.placement),),
+        binds=(
+            Bind(train.key, (placed("node-a", (0,), 0), placed("node-a", (1,), 1))),
+            Bind(notebook.key, (placed("node-a", (0,), 0, fraction=0.5),)),
+        ),
+        mig_changes=(create,),
+        projects=(QueueStatus("team-a", 8, 8, 2, 1),),
+        pending_reasons=(("team-a/ghost", "over quota"),),
+    )
+    current = view(cluster, [train, notebook, running])
+    kube.api.reset_counts()
+
+    outcome = Actuator(cluster, POLICY, dry_run=True).carry_out(current, decisions)
+    report = StatusWriter(cluster, dry_run=True).write(current, decisions, outcome)
+
+    assert kube.api.counts()["write"] == 0
+    assert len(outcome.bound) == 2 and len(outcome.evicted) == 1
+    assert outcome.reservations_created == 1 and outcome.mig_requests == 1
+    assert report.queues == 1
+    assert all(line.startswith(("would ", "team-a/")) for line in outcome.log)
