@@ -405,24 +405,98 @@ def reserve(kubeconfig: str | None, once: bool) -> None:
 
 
 @main.command()
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Default: KUBECONFIG.")
 @click.option(
     "--node", envvar="NODE_NAME", help="This node's name (default: NODE_NAME, else the host name)."
 )
-@click.option("--once", is_flag=True, help="Read the GPUs once and exit.")
+@click.option("--once", is_flag=True, help="One tick, then exit.")
 @click.option(
-    "--dry-run", is_flag=True, help="Print the node's GPU inventory instead of publishing it."
+    "--dry-run",
+    is_flag=True,
+    help="Change nothing: print the inventory, and each write it would make when a cluster "
+    "is configured.",
 )
 @click.option(
     "--fake",
     metavar="MODEL:COUNT[,MODEL:COUNT]",
     help="Fake GPUs with real models' numbers instead of NVML (`A100-80GB:2:mig` for MIG mode).",
 )
-def agent(node: str | None, once: bool, dry_run: bool, fake: str | None) -> None:
-    """The node agent: read the node's GPUs through NVML (or --fake) and show the inventory.
+@click.option("--interval", default="10s", show_default=True, help="Time between ticks.")
+@click.option(
+    "--fraction-policy",
+    type=click.Choice(["warn", "evict"]),
+    default="warn",
+    show_default=True,
+    help="A fraction pod over its GPU memory share: an Event only, or also an Eviction.",
+)
+@click.option(
+    "--grace",
+    default="60s",
+    show_default=True,
+    help="How long a pod stays over its share before it is evicted (evict policy).",
+)
+@click.option(
+    "--idle-window",
+    default="5m",
+    show_default=True,
+    help="How long an interactive pod leaves its GPUs unused before it is published idle.",
+)
+@click.option(
+    "--mig-static",
+    is_flag=True,
+    help="Never change this node's MIG layout (as the node label gitops-sched.io/mig-static).",
+)
+@click.option(
+    "--device-plugin-namespace",
+    default="gpu-operator",
+    show_default=True,
+    help="Where the NVIDIA device plugin's pods run.",
+)
+@click.option(
+    "--device-plugin-selector",
+    default="app=nvidia-device-plugin-daemonset",
+    show_default=True,
+    help="The device plugin pods' label selector.",
+)
+def agent(
+    kubeconfig: str | None,
+    node: str | None,
+    once: bool,
+    dry_run: bool,
+    fake: str | None,
+    interval: str,
+    fraction_policy: str,
+    grace: str,
+    idle_window: str,
+    mig_static: bool,
+    device_plugin_namespace: str,
+    device_plugin_selector: str,
+) -> None:
+    """The node agent: publishes the node's GPUs, makes the MIG instances the scheduler asks
+    for, enforces fraction memory shares and marks idle interactive pods.
 
-    Exits 1 when there is no NVIDIA driver (and no --fake), 2 on a usage error or when asked
-    to publish to the cluster (not built yet).
+    Exits 1 when there is no NVIDIA driver (and no --fake), or on a failure with --once;
+    2 on a usage error.
     """
+    from gitops_sched.agent.cluster import DevicePlugin
     from gitops_sched.agent.main import run_agent
+    from gitops_sched.agent.node import AgentPolicy
 
-    sys.exit(run_agent(node=node, once=once, dry_run=dry_run, fake=fake))
+    policy = AgentPolicy(
+        fraction_policy="evict" if fraction_policy == "evict" else "warn",
+        grace=_duration(grace),
+        idle_window=_duration(idle_window),
+        mig_static=mig_static,
+    )
+    sys.exit(
+        run_agent(
+            node=node,
+            once=once,
+            dry_run=dry_run,
+            fake=fake,
+            kubeconfig=kubeconfig,
+            interval=_duration(interval),
+            policy=policy,
+            device_plugin=DevicePlugin(device_plugin_namespace, device_plugin_selector),
+        )
+    )

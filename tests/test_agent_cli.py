@@ -1,11 +1,17 @@
-"""`gitops-sched agent`: the dry run prints the node's inventory; no driver, no publishing."""
+"""`gitops-sched agent`: the dry run prints the node's inventory; without a driver it says so;
+with a kubeconfig it publishes (or, dry, prints what it would write)."""
+
+import json
 
 import pynvml
+import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
 from gitops_sched.agent.main import run_agent
 from gitops_sched.cli import main
+from gitops_sched.compiler.contract import NODE_GPUS
+from tests.kube_emulator import KubeEmulator
 
 
 def run(*args):
@@ -31,10 +37,51 @@ def test_no_nvidia_driver_is_one_line_and_exit_1(monkeypatch):
     assert "no NVIDIA driver" in result.output and "--fake" in result.output
 
 
-def test_publishing_is_not_built_yet_and_exits_2():
+def test_publishing_without_a_cluster_configuration_is_a_usage_error(monkeypatch, tmp_path):
+    for name in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.kube/config
     result = run("--once", "--fake", "A10:1")
     assert result.exit_code == 2
-    assert "not built yet" in result.output and result.output.count("\n") == 1
+    assert "no cluster configuration" in result.output and result.output.count("\n") == 1
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """The API emulator with node gpu-7, and a kubeconfig file for it."""
+    with KubeEmulator() as kube:
+        node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-7"}}
+        kube.api.handle("POST", "/api/v1/nodes", {}, {}, json.dumps(node).encode())
+        yield kube, str(kube.kubeconfig(tmp_path / "kubeconfig"))
+
+
+def annotations(kube):
+    return kube.api.find("v1", "Node", "gpu-7")["metadata"].get("annotations") or {}
+
+
+def test_once_publishes_the_nodes_inventory_through_the_kubeconfig(cluster):
+    kube, kubeconfig = cluster
+    result = run("--once", "--kubeconfig", kubeconfig, "--node", "gpu-7", "--fake", "L40S:2")
+    assert result.exit_code == 0, result.output
+    published = json.loads(annotations(kube)[NODE_GPUS])
+    assert [gpu["model"] for gpu in published["gpus"]] == ["L40S", "L40S"]
+    assert f"annotate node/gpu-7 {NODE_GPUS}=" in result.output
+    assert "node gpu-7: 2 GPUs" in result.output
+
+
+def test_a_dry_run_with_a_cluster_prints_the_writes_it_would_make_and_makes_none(cluster):
+    kube, kubeconfig = cluster
+    result = run(
+        "--once", "--dry-run", "--kubeconfig", kubeconfig, "--node", "gpu-7", "--fake", "L40S:1"
+    )
+    assert result.exit_code == 0, result.output
+    assert f"would annotate node/gpu-7 {NODE_GPUS}=" in result.output
+    assert NODE_GPUS not in annotations(kube)
+
+
+def test_a_bad_duration_is_a_usage_error():
+    result = run("--once", "--dry-run", "--fake", "L40S:1", "--grace", "soon")
+    assert result.exit_code == 2 and "'soon' is not a duration" in result.output
 
 
 def test_an_unknown_fake_model_is_a_usage_error():

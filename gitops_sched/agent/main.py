@@ -1,8 +1,9 @@
-"""`gitops-sched agent`: open a GPU backend, build the node's inventory, show or publish it.
+"""`gitops-sched agent`: open a GPU backend and the cluster, run the node agent's ticks.
 
-For now only the dry run works: `--once --dry-run` prints the inventory once, `--dry-run`
-alone prints it again whenever it changes. Publishing to the cluster (node annotation, MIG
-requests, fraction enforcement, idle reports) needs the cluster client and says so.
+Without `--dry-run` it publishes to the cluster (see `node.py` for what a tick does). With
+`--dry-run` it changes nothing: it prints the node's inventory as a table (again whenever it
+changes) and, when a cluster is configured (`--kubeconfig`, `KUBECONFIG`, or in a pod), one
+line for each write it would make; without one it needs no cluster at all.
 """
 
 import os
@@ -11,15 +12,20 @@ import time
 from collections.abc import Callable
 
 import click
+from kubernetes.config.config_exception import ConfigException
+from kubernetes.config.incluster_config import SERVICE_HOST_ENV_NAME as SERVICE_HOST_ENV
 from rich.console import Console
 
+from gitops_sched.agent.cluster import COMPONENT, GPU_OPERATOR, DevicePlugin, NodeApi
 from gitops_sched.agent.errors import GpuError, NvmlUnavailable
 from gitops_sched.agent.fake import FakeBackend, parse_fake_spec
 from gitops_sched.agent.gpus import GpuBackend
 from gitops_sched.agent.inventory import inventory_changed, node_inventory
+from gitops_sched.agent.node import DEFAULT_POLICY, AgentPolicy, NodeAgent
 from gitops_sched.agent.table import print_inventory
+from gitops_sched.cluster import ApiFailure, ClusterClient, load_configuration
 
-EXIT_NO_GPU = 1
+EXIT_NO_GPU = EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
@@ -32,27 +38,45 @@ def open_backend(fake: str | None, node: str) -> GpuBackend:
     return NvmlBackend()
 
 
+def cluster_configured(kubeconfig: str | None) -> bool:
+    """Whether a dry run should read the cluster: a kubeconfig given, or running in a pod."""
+    return bool(kubeconfig or os.environ.get("KUBECONFIG") or os.environ.get(SERVICE_HOST_ENV))
+
+
+def connect(kubeconfig: str | None) -> ClusterClient:
+    """The cluster client (ConfigException when no configuration is found)."""
+    return ClusterClient(load_configuration(kubeconfig), user_agent=COMPONENT)
+
+
 def run_agent(
     *,
     node: str | None,
     once: bool,
     dry_run: bool,
     fake: str | None,
+    kubeconfig: str | None = None,
     interval: float = 10.0,
+    policy: AgentPolicy = DEFAULT_POLICY,
+    device_plugin: DevicePlugin = GPU_OPERATOR,
     console: Console | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
-    """Run the agent; the exit code (0, 1 no NVIDIA driver, 2 usage / not built yet)."""
-    if not dry_run:
-        click.echo(
-            "agent: publishing to the cluster is not built yet; use --once --dry-run", err=True
-        )
-        return EXIT_USAGE
+    """Run the agent; the exit code (0; 1 no NVIDIA driver, or a failure with --once; 2 usage)."""
     node = node or os.environ.get("NODE_NAME") or socket.gethostname()
     if console is None:
         # piped output (logs, CI) gets a wide fixed width so UUIDs are not cut
         console = Console()
         console = console if console.is_terminal else Console(width=160)
+    client = None
+    if not dry_run or cluster_configured(kubeconfig):
+        try:
+            client = connect(kubeconfig)
+        except ConfigException as exc:
+            click.echo(
+                f"agent: no cluster configuration ({exc}); give --kubeconfig, or run in a pod",
+                err=True,
+            )
+            return EXIT_USAGE
     try:
         backend = open_backend(fake, node)
     except ValueError as exc:
@@ -65,20 +89,33 @@ def run_agent(
             err=True,
         )
         return EXIT_NO_GPU
+    agent = None
+    if client is not None:
+        api = NodeApi(client, node, dry_run=dry_run, say=click.echo, device_plugin=device_plugin)
+        agent = NodeAgent(backend, api, policy)
     try:
         shown = None
         while True:
-            inventory = node_inventory(backend.gpus())
-            if inventory_changed(shown, inventory):
-                print_inventory(node, inventory, console)
-                shown = inventory
+            try:
+                gpus = agent.tick() if agent else backend.gpus()
+            except ApiFailure as exc:
+                click.echo(f"agent: the API server: {exc}", err=True)
+                if once:
+                    return EXIT_FAILED
+            else:
+                inventory = node_inventory(gpus)
+                if inventory_changed(shown, inventory):
+                    print_inventory(node, inventory, console)
+                    shown = inventory
             if once:
                 return 0
             sleep(interval)
     except GpuError as exc:
         click.echo(f"agent: {exc}", err=True)
-        return EXIT_NO_GPU
+        return EXIT_FAILED
     except KeyboardInterrupt:
         return 0
     finally:
         backend.close()
+        if client is not None:
+            client.close()
