@@ -2,30 +2,22 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-from pathlib import Path
+from tests.deploy_manifests import (
+    IMAGE,
+    ROOT,
+    assert_nothing_broad,
+    kustomize,
+    manifests,
+    needs_kubectl,
+    one,
+    validate,
+)
 
-import kubernetes_validate
-import pytest
-import yaml
-
-DEPLOY = Path(__file__).resolve().parent.parent / "reconciler"
-KUBERNETES_VERSION = "1.32"
-
-
-def manifests() -> list[dict]:
-    kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
-    return [
-        obj
-        for name in kustomization["resources"]
-        for obj in yaml.safe_load_all((DEPLOY / name).read_text())
-        if obj
-    ]
+DEPLOY = ROOT / "reconciler"
 
 
 def test_every_manifest_matches_the_kubernetes_openapi_schema() -> None:
-    objects = manifests()
+    objects = manifests(DEPLOY)
     assert {o["kind"] for o in objects} >= {
         "Namespace",
         "ServiceAccount",
@@ -36,12 +28,11 @@ def test_every_manifest_matches_the_kubernetes_openapi_schema() -> None:
         "Deployment",
         "Service",
     }
-    for obj in objects:
-        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+    validate(objects)
 
 
 def test_the_deployment_runs_two_replicas_with_probes_as_the_service_account() -> None:
-    deployment = next(o for o in manifests() if o["kind"] == "Deployment")
+    deployment = one(manifests(DEPLOY), "Deployment")
     assert deployment["spec"]["replicas"] == 2
     pod = deployment["spec"]["template"]["spec"]
     container = pod["containers"][0]
@@ -51,23 +42,13 @@ def test_the_deployment_runs_two_replicas_with_probes_as_the_service_account() -
 
 
 def test_rbac_grants_no_wildcards_and_no_escalation() -> None:
-    rules = [r for o in manifests() if o["kind"] in ("ClusterRole", "Role") for r in o["rules"]]
-    for rule in rules:
-        assert "*" not in rule["verbs"] and "*" not in rule["resources"]
-        assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"])
-    resources = {r for rule in rules for r in rule["resources"]}
-    assert "secrets" not in resources
+    assert_nothing_broad(manifests(DEPLOY))
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+@needs_kubectl
 def test_kustomize_builds_the_deploy_folder() -> None:
-    built = subprocess.run(
-        ["kubectl", "kustomize", str(DEPLOY)], capture_output=True, text=True, check=True
-    ).stdout
-    objects = list(yaml.safe_load_all(built))
-    assert len(objects) == len(manifests())
-    for obj in objects:
-        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
-    deployment = next(o for o in objects if o["kind"] == "Deployment")
-    image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
-    assert image == "ghcr.io/example/gitops-sched:0.1.0"
+    objects = kustomize(DEPLOY)
+    assert len(objects) == len(manifests(DEPLOY))
+    validate(objects)
+    deployment = one(objects, "Deployment")
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == IMAGE

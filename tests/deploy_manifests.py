@@ -1,0 +1,60 @@
+"""Helpers for the deploy folders' tests (`reconciler/`, `scheduler/`, `scheduler/agent/`):
+their objects, as listed and as kustomize builds them, checked against the official
+Kubernetes schema, and their RBAC rules."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+KUBERNETES_VERSION = "1.32"
+IMAGE = "ghcr.io/example/gitops-sched:0.1.0"  # what the kustomizations make `gitops-sched`
+
+needs_kubectl = pytest.mark.skipif(
+    shutil.which("kubectl") is None, reason="kubectl is not installed"
+)
+
+
+def manifests(folder: Path) -> list[dict]:
+    """The objects of the files a kustomization lists, as written."""
+    kustomization = yaml.safe_load((folder / "kustomization.yaml").read_text())
+    return [
+        obj
+        for name in kustomization["resources"]
+        for obj in yaml.safe_load_all((folder / name).read_text())
+        if obj
+    ]
+
+
+def kustomize(folder: Path) -> list[dict]:
+    """The objects `kubectl kustomize` builds from the folder."""
+    built = subprocess.run(
+        ["kubectl", "kustomize", str(folder)], capture_output=True, text=True, check=True
+    ).stdout
+    return [obj for obj in yaml.safe_load_all(built) if obj]
+
+
+def validate(objects: list[dict]) -> None:
+    """Each object against the official OpenAPI schema, unknown fields refused."""
+    for obj in objects:
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+
+
+def one(objects: list[dict], kind: str, name: str | None = None) -> dict:
+    (found,) = [o for o in objects if o["kind"] == kind and name in (None, o["metadata"]["name"])]
+    return found
+
+
+def assert_nothing_broad(objects: list[dict]) -> None:
+    """No wildcard, no way to grant or assume more, no secrets."""
+    for rule in (r for o in objects if o["kind"] in ("ClusterRole", "Role") for r in o["rules"]):
+        for field in ("verbs", "resources", "apiGroups"):
+            assert "*" not in rule.get(field, []), rule
+        assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), rule
+        assert "secrets" not in rule["resources"], rule
