@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, NamedTuple
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from gitops_sched.engine.codec import mig_instance_to_dict, pod_to_dict
 from gitops_sched.engine.requests import mig_share
-from gitops_sched.engine.types import GpuRequest, Node, QueueStatus, RequestKind
+from gitops_sched.engine.types import GpuRequest, Node, PodPlacement, QueueStatus, RequestKind
 from gitops_sched.hardware.mig import MigInstance
 from gitops_sched.sim.run import (
     ExpectationFailure,
@@ -29,6 +30,7 @@ from gitops_sched.sim.run import (
 )
 
 DECIMALS = 4
+WIDE = 100  # columns from which the workloads table shows each workload's type
 STATUS_STYLE = {"running": "green", "pending": "yellow", "stopped": "red", "deleted": "dim"}
 
 
@@ -203,13 +205,31 @@ def request_text(request: GpuRequest) -> str:
     return "-"
 
 
+def duration(seconds: float) -> str:
+    """`1h30m`, `45s`, `2d4h`, `0s`: a simulated time as the Simulation file writes it."""
+    left = round(seconds)
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if left >= size:
+            parts.append(f"{left // size}{unit}")
+            left %= size
+    return "".join(parts) or "0s"
+
+
 def print_table(result: SimulationResult, console: Console) -> None:
-    """Departments, projects, workloads, nodes; then unmet expectations as a diff."""
+    """Departments, projects, workloads (and why the pending ones wait), nodes, the
+    decisions step by step; then unmet expectations as a diff. Tables have no inner
+    borders, so they stay readable in 80 columns."""
     data = to_json(result)
     console.print(_queues("Departments", data["departments"], with_department=False))
     console.print(_queues("Projects", data["projects"], with_department=True))
-    console.print(_workloads(result))
+    console.print(_workloads(result, wide=console.width >= WIDE))
+    waiting = [state for state in result.workloads if state.reason]
+    if waiting:
+        console.print(_reasons(waiting))
     console.print(_nodes(data["nodes"]))
+    if result.log:
+        console.print(_decisions(result))
     checked, failed = result.expectations, len(result.failures)
     if result.failures:
         console.print(_failures(result.failures))
@@ -218,8 +238,12 @@ def print_table(result: SimulationResult, console: Console) -> None:
         console.print(f"[{style}]{checked - failed}/{checked} expectations met[/{style}]")
 
 
+def _table(title: str) -> Table:
+    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+
+
 def _queues(title: str, queues: list[dict], with_department: bool) -> Table:
-    table = Table(title=title, title_justify="left")
+    table = _table(title)
     if with_department:
         table.add_column("Department")
     table.add_column(title[:-1])
@@ -232,25 +256,106 @@ def _queues(title: str, queues: list[dict], with_department: bool) -> Table:
     return table
 
 
-def _workloads(result: SimulationResult) -> Table:
-    table = Table(title="Workloads", title_justify="left")
-    for column in ("Workload", "Project", "Type", "Status", "Pods", "GPUs/pod"):
-        table.add_column(column, no_wrap=True, justify="right" if "Pods" in column else "left")
-    table.add_column("Nodes", overflow="fold")
-    table.add_column("Reason", overflow="fold", ratio=1)
+def _workloads(result: SimulationResult, wide: bool) -> Table:
+    """One row per workload; the Type column only where there is room for it."""
+    table = _table("Workloads")
+    table.add_column("Workload", no_wrap=True)
+    table.add_column("Project", no_wrap=True)
+    if wide:
+        table.add_column("Type", no_wrap=True)
+    table.add_column("Status", no_wrap=True)
+    table.add_column("Pods", justify="right", no_wrap=True)
+    table.add_column("GPUs/pod", no_wrap=True)
+    table.add_column("Nodes", overflow="fold", ratio=1)
     for state in result.workloads:
         style = STATUS_STYLE[state.status]
         table.add_row(
             state.workload.name,
             state.workload.project,
-            state.workload.type,
+            *([state.workload.type] if wide else []),
             f"[{style}]{state.status}[/{style}]",
             f"{len(state.pods)}/{state.workload.replicas}",
             request_text(state.request),
             nodes_of(state.pods).replace(",", ", "),
-            state.reason,
         )
     return table
+
+
+def _reasons(states: list[WorkloadState]) -> Table:
+    """Why each pending (or stopped) workload is not running: long lines, wrapped."""
+    table = _table("Not running")
+    table.add_column("Workload", no_wrap=True)
+    table.add_column("Why", ratio=1)
+    for state in states:
+        table.add_row(state.workload.name, state.reason)
+    return table
+
+
+def _decisions(result: SimulationResult) -> Table:
+    """The log, one row per decision: when, what, and for binds and evictions where."""
+    projects = {state.workload.name: state.workload.project for state in result.workloads}
+    table = _table("Decisions")
+    table.add_column("Step", justify="right", no_wrap=True)
+    table.add_column("At", justify="right", no_wrap=True)
+    table.add_column("Action", no_wrap=True)
+    table.add_column("Workload", overflow="fold")
+    table.add_column("Details", overflow="fold", ratio=1)
+    for entry in result.log:
+        table.add_row(
+            str(entry.step),
+            duration(entry.time),
+            entry.action.replace("-", " "),
+            entry.workload,
+            decision_text(entry, projects),
+        )
+    return table
+
+
+def decision_text(entry: LogEntry, projects: dict[str, str]) -> str:
+    """`reclaim for team-a/train, from dgx1-0`, `dgx1-0 GPUs 0-3`, `1g.10gb at slice 6 on
+    a100-mig-0 GPU 0`: what a decision did, in words."""
+    where = pods_text(entry.pods)
+    if entry.action == "evict":
+        reason = entry.reason
+        if entry.by:
+            reason += f" for {projects.get(entry.by, '?')}/{entry.by}"
+        return f"{reason}, from {where}"
+    if entry.action.startswith("mig"):
+        pod = entry.pods[0]
+        assert pod.mig is not None  # MIG log entries carry their instance
+        return f"{pod.mig.profile} at slice {pod.mig.start} on {pod.node} GPU {pod.gpus[0]}"
+    return where
+
+
+def pods_text(pods: tuple[PodPlacement, ...]) -> str:
+    """Where pods are, per node: `a100-0 GPUs 0-7 (2 pods); a100-1 GPUs 0-3`,
+    `a10-0 GPU 1 (0.5)`, `a100-serve-0 GPU 0 (2 pods, 3g.40gb)`."""
+    by_node: dict[str, list[PodPlacement]] = {}
+    for pod in pods:
+        by_node.setdefault(pod.node, []).append(pod)
+    return "; ".join(_node_text(node, group) for node, group in by_node.items()) or "-"
+
+
+def _node_text(node: str, pods: list[PodPlacement]) -> str:
+    gpus = tuple(sorted({index for pod in pods for index in pod.gpus}))
+    first = pods[0]
+    details = [f"{len(pods)} pods"] if len(pods) > 1 else []
+    if first.mig is not None:
+        details.append(first.mig.profile)
+    elif first.fraction:
+        details.append(_num(first.fraction))
+    text = f"{node} {_gpu_range(gpus)}" if gpus else node
+    return f"{text} ({', '.join(details)})" if details else text
+
+
+def _gpu_range(indexes: tuple[int, ...]) -> str:
+    """`GPU 3`, `GPUs 0-3`, `GPUs 0, 2`."""
+    if len(indexes) == 1:
+        return f"GPU {indexes[0]}"
+    ordered = sorted(indexes)
+    if ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"GPUs {ordered[0]}-{ordered[-1]}"
+    return "GPUs " + ", ".join(map(str, ordered))
 
 
 def _gpu_text(gpu: dict) -> str:
@@ -263,9 +368,10 @@ def _gpu_text(gpu: dict) -> str:
 
 
 def _nodes(nodes: list[dict]) -> Table:
-    table = Table(title="Nodes", title_justify="left")
-    for column in ("Node", "Group", "Model", "Used", "Shared and MIG GPUs"):
-        table.add_column(column, justify="right" if column == "Used" else "left")
+    table = _table("Nodes")
+    for column in ("Node", "Group", "Model", "Used"):
+        table.add_column(column, justify="right" if column == "Used" else "left", overflow="fold")
+    table.add_column("Shared and MIG GPUs", overflow="fold", ratio=1)
     for node in nodes:
         details = [f"gpu{gpu['index']}: {text}" for gpu in node["gpus"] if (text := _gpu_text(gpu))]
         down = "" if node["schedulable"] else " [red](down)[/red]"
@@ -280,7 +386,8 @@ def _nodes(nodes: list[dict]) -> Table:
 
 
 def _failures(failures: tuple[ExpectationFailure, ...]) -> Table:
-    table = Table(title="Expectations not met", title_justify="left", title_style="bold red")
+    table = _table("Expectations not met")
+    table.title_style = "bold red"
     for column in ("Step", "At", "Object", "Field", "Expected", "Actual"):
         table.add_column(column, overflow="fold")
     for f in failures:
