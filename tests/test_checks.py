@@ -548,17 +548,17 @@ def test_workload_pinned_to_a_node_group_its_project_may_not_use(repo_dir: Path)
 
 
 def test_render_errors_point_at_the_template_once(repo_dir: Path) -> None:
-    template = doc("Template", "t", image="x", env={"NS": "{{ project.nosuchattr }}"})
+    template = doc("Template", "t", image="x", env={"N": "{{ 8 // (workload.replicas - 1) }}"})
     workloads = [doc("Workload", name, project="vision", template="t") for name in ("a", "b")]
     diagnostics = check(repo_dir, template, *workloads)
     assert found(diagnostics) == [
         (
             "Template/t",
             "error",
-            "cannot render template expression: 'dict object' has no attribute 'nosuchattr'",
+            "cannot render template expression: integer division or modulo by zero",
         )
     ]
-    assert line_at(diagnostics[0]) == "'{{ project.nosuchattr }}'"
+    assert line_at(diagnostics[0]) == "'{{ 8 // (workload.replicas - 1) }}'"
 
 
 def test_template_syntax_error(repo_dir: Path) -> None:

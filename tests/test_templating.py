@@ -3,6 +3,7 @@ hostile expressions fail with a limit error instead of hanging or eating memory.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -211,3 +212,65 @@ def test_too_deep_an_expression_is_reported_once_at_it(repo_dir: Path) -> None:
     diagnostics = check(repo_dir, template, *workloads)
     assert found(diagnostics) == [("Template/t", "error", LIMIT + "expression nested too deeply")]
     assert line_at(diagnostics[0]).startswith("'{{ (((")
+
+
+# --- attributes: documented, and the nearest one suggested on a typo -----------------------
+
+
+@pytest.mark.parametrize(
+    ("source", "problems"),
+    [
+        ("{{ project.nmae }}", ["project has no attribute 'nmae'; did you mean 'name'?"]),
+        (
+            "{{ project.quota.gpus }}",
+            ["project.quota has no attribute 'gpus'; did you mean 'gpu'?"],
+        ),
+        (
+            '{{ cluster["schedulername"] }}',
+            ["cluster has no attribute 'schedulername'; did you mean 'schedulerName'?"],
+        ),
+        (
+            "{{ workload.tpye }}-{{ project.owner }}",  # in source order
+            [
+                "workload has no attribute 'tpye'; did you mean 'type'?",
+                "project has no attribute 'owner' (it has: department, name, namespace, quota)",
+            ],
+        ),
+        (
+            "{{ project.nmae | upper }}{{ project.nmae.x }}",
+            ["project has no attribute 'nmae'; did you mean 'name'?"],
+        ),
+        ("{{ project.name.upper() }}", []),  # past a value: the string's own methods
+        ("{{ project.quota.gpu.real }}", []),
+        ("{{ project.items }}", []),  # a dict method, as the sandbox reads it
+        ("{% for project in [1] %}{{ project.x }}{% endfor %}", []),  # a name of its own
+        ("{{ other.nmae }}", []),  # an unknown name: reported as such, not here
+    ],
+)
+def test_unknown_attributes_name_the_nearest_one(source: str, problems: list[str]) -> None:
+    assert list(templating.unknown_attributes(source)) == problems
+
+
+def test_a_typo_is_reported_where_the_expression_is_written(repo_dir: Path) -> None:
+    template = doc("Template", "t", image="x", workingDir="/data/{{ project.nmae }}")
+    workloads = [doc("Workload", name, project="vision", template="t") for name in ("a", "b")]
+    diagnostics = check(repo_dir, template, *workloads)
+    message = "project has no attribute 'nmae'; did you mean 'name'?"
+    assert found(diagnostics) == [("Template/t", "error", message)]  # once, not per workload
+    assert [d.code.id for d in diagnostics if d.code] == ["GS705"]
+    assert line_at(diagnostics[0]) == "/data/{{ project.nmae }}"
+
+
+def _documented() -> list[str]:
+    """The names the table in context_for's docstring lists."""
+    return re.findall(r"^\s*\| `([a-zA-Z.]+)`", context_for.__doc__ or "", re.MULTILINE)
+
+
+def _leaves(value: Any, prefix: str = "") -> list[str]:
+    if not isinstance(value, dict):
+        return [prefix]
+    return [leaf for key, item in value.items() for leaf in _leaves(item, f"{prefix}{key}.")]
+
+
+def test_the_documented_attributes_are_exactly_the_contexts() -> None:
+    assert _documented() == [leaf.rstrip(".") for leaf in _leaves(templating._SHAPE)]

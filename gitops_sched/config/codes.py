@@ -269,6 +269,11 @@ TEMPLATE_RENDER = _code(
 TEMPLATE_LIMIT = _code(
     "GS704", "template expression over a limit", "simplify the expression (see the limit)"
 )
+TEMPLATE_UNKNOWN_ATTRIBUTE = _code(
+    "GS705",
+    "unknown attribute in a template expression",
+    "use the attribute the message suggests (the README lists them)",
+)
 
 # --- GS8xx: Simulation documents --------------------------------------------------------------
 

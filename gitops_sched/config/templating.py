@@ -17,6 +17,7 @@ TemplateLimitError, which the checks report at the expression like any render er
 
 from __future__ import annotations
 
+import difflib
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -513,7 +514,23 @@ def unknown_names(source: str) -> tuple[str, ...]:
 
 
 def context_for(cluster: Cluster | None, project: Project | None, workload: Workload) -> dict:
-    """What template expressions may refer to: `project.*`, `workload.*`, `cluster.*`."""
+    """What template expressions may refer to (the README's table lists the same):
+
+    | name                     | value                                                    |
+    |--------------------------|----------------------------------------------------------|
+    | `project.name`           | the workload's project                                   |
+    | `project.namespace`      | its namespace (the Cluster's namespacePrefix + name)     |
+    | `project.department`     | its department                                           |
+    | `project.quota.gpu`      | its GPU quota (a number; none without a quota)           |
+    | `workload.name`          | the workload's name                                      |
+    | `workload.type`          | train, interactive or inference                          |
+    | `workload.project`       | its project's name                                       |
+    | `workload.replicas`      | its pod count                                            |
+    | `workload.priority`      | its priority (an integer)                                |
+    | `cluster.name`           | the Cluster's name                                       |
+    | `cluster.schedulerName`  | the scheduler's name (what pods' schedulerName says)     |
+    | `cluster.systemNamespace`| the namespace gitops-sched runs in                       |
+    """
     prefix = cluster.namespace_prefix if cluster else DEFAULT_NAMESPACE_PREFIX
     project_ctx = {
         "name": workload.project,
@@ -557,6 +574,65 @@ _SHAPE = context_for(
 )
 
 
+@lru_cache(maxsize=4096)
+def unknown_attributes(source: str) -> tuple[str, ...]:
+    """What the expression reads of `project`, `workload` or `cluster` that no context has
+    (`{{ project.nmae }}`), each as a message naming the nearest attribute there is.
+
+    Attributes past a value (`workload.name.upper`) and names the template assigns itself
+    are left to rendering; the tree is walked without recursion (it may be deep)."""
+    assigned: set[str] = set()
+    chains: list[tuple[str, ...]] = []
+    stack: list[nodes.Node] = [_ENV.parse(source)]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, nodes.Name) and node.ctx in ("store", "param"):
+            assigned.add(node.name)
+        elif (chain := _lookup_chain(node)) is not None:
+            chains.append(chain)
+        stack.extend(reversed(list(node.iter_child_nodes())))  # in source order
+    found = (_missing(chain) for chain in chains if chain[0] not in assigned)
+    return tuple(dict.fromkeys(message for message in found if message))
+
+
+def _lookup_chain(node: nodes.Node) -> tuple[str, ...] | None:
+    """`project.quota.gpu` (or `project["quota"]`) as ("project", "quota", "gpu")."""
+    parts: list[str] = []
+    while True:
+        if isinstance(node, nodes.Getattr):
+            parts.append(node.attr)
+        elif (
+            isinstance(node, nodes.Getitem)
+            and isinstance(node.arg, nodes.Const)
+            and isinstance(node.arg.value, str)
+        ):
+            parts.append(node.arg.value)
+        else:
+            break
+        node = node.node
+    if parts and isinstance(node, nodes.Name) and node.name in CONTEXT_NAMES:
+        return (node.name, *reversed(parts))
+    return None
+
+
+def _missing(chain: tuple[str, ...]) -> str | None:
+    """Where `chain` leaves the context's shape: `project has no attribute 'nmae'; did you
+    mean 'name'?` (None: every part exists, or the rest is read from a value)."""
+    shape: Any = _SHAPE
+    for depth, name in enumerate(chain):
+        if not isinstance(shape, dict):
+            return None
+        if name not in shape:
+            if hasattr(dict, name):  # the sandbox reads a dict's own methods (`items`)
+                return None
+            known = sorted(shape)
+            guess = difflib.get_close_matches(name, known, n=1)
+            hint = f"; did you mean '{guess[0]}'?" if guess else f" (it has: {', '.join(known)})"
+            return f"{'.'.join(chain[:depth])} has no attribute '{name}'{hint}"
+        shape = shape[name]
+    return None
+
+
 def render_value(value: Any, context: dict[str, Any]) -> Any:
     """Render every templated string inside `value` (lists and dicts walked)."""
     if isinstance(value, dict):
@@ -576,5 +652,6 @@ __all__ = [
     "is_templated",
     "render_value",
     "renders_everywhere",
+    "unknown_attributes",
     "unknown_names",
 ]

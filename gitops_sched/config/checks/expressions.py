@@ -1,6 +1,7 @@
 """Expression checks: the Jinja2 expressions in pod fields must parse and render.
 
-Syntax errors and unknown names are reported once, where the expression is written;
+Syntax errors, unknown names and attributes no context has (`project.nmae`, with the
+nearest one there is) are reported once, where the expression is written;
 then each workload's expressions are rendered as the compiler will render them (an
 attribute that does not exist, a division by zero), and a failure is reported at the
 document whose value the workload gets.
@@ -28,6 +29,7 @@ from gitops_sched.config.templating import (
     is_templated,
     render_value,
     renders_everywhere,
+    unknown_attributes,
     unknown_names,
 )
 
@@ -60,7 +62,7 @@ def _expression_problems(source: str) -> tuple[tuple[Code, str], ...]:
             f"unknown name '{name}' in template expression (known: {known})",
         )
         for name in names
-    )
+    ) + tuple((codes.TEMPLATE_UNKNOWN_ATTRIBUTE, m) for m in unknown_attributes(source))
 
 
 def check_template_expressions(repo: Repo) -> Iterator[Diagnostic]:
