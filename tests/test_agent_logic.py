@@ -1,7 +1,8 @@
 """The agent's pure decisions: inventory and change detection, PID -> pod through cgroups,
-fraction enforcement, idle detection."""
+fraction enforcement, idle detection, the MIG request format and a GPU's plan."""
 
 import json
+import re
 
 import pytest
 
@@ -10,6 +11,18 @@ from gitops_sched.agent.fake import FakeBackend, FakeGpuSpec, parse_fake_spec
 from gitops_sched.agent.fractions import FractionPod, enforce, memory_by_pod
 from gitops_sched.agent.idle import Activity, idle_since, observe, utilisation_by_pod
 from gitops_sched.agent.inventory import encode_inventory, inventory_changed, node_inventory
+from gitops_sched.agent.mig import (
+    GpuAnswer,
+    GpuLayout,
+    MigPlan,
+    encode_request,
+    encode_status,
+    needs_work,
+    parse_request,
+    plan_gpu,
+    request_digest,
+)
+from gitops_sched.hardware.mig import MigInstance
 
 GIB = 1024**3
 UID = "1b2c3d4e-5f60-4a7b-8c9d-0e1f2a3b4c5d"
@@ -251,3 +264,63 @@ def test_activity_resets_idleness_and_unknown_utilisation_counts_as_active():
 def test_pods_no_longer_watched_are_forgotten():
     state = observe({}, {"u1": 0.0, "u2": 0.0}, now=0.0)
     assert set(observe(state, {"u2": 0.0}, now=10.0)) == {"u2"}
+
+
+# --- MIG requests ------------------------------------------------------------------------------
+
+
+def test_a_request_round_trips_and_its_digest_names_its_exact_text():
+    text = encode_request({1: [MigInstance("3g.40gb", 4), MigInstance("1g.10gb", 0)], 0: []})
+    assert parse_request(text) == (
+        GpuLayout(0, ()),
+        GpuLayout(1, (MigInstance("1g.10gb", 0), MigInstance("3g.40gb", 4))),
+    )
+    assert request_digest(text) != request_digest(text + " ")
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("{", "not JSON"),
+        ('{"version": 2, "gpus": []}', "version 1"),
+        ('{"version": 1, "gpus": {}}', "`gpus` must be a list"),
+        ('{"version": 1, "gpus": [{"index": -1, "instances": []}]}', "gpus[0]: needs an `index`"),
+        ('{"version": 1, "gpus": [{"index": true, "instances": []}]}', "gpus[0]: needs an `index`"),
+        (
+            '{"version": 1, "gpus": [{"index": 0, "instances": []}, '
+            '{"index": 0, "instances": []}]}',
+            "gpus[1]: GPU 0 is listed twice",
+        ),
+        (
+            '{"version": 1, "gpus": [{"index": 0, "instances": [{"profile": "1g.10gb"}]}]}',
+            "gpus[0]: each instance needs a `profile` and a `start`",
+        ),
+    ],
+)
+def test_an_unreadable_request_says_what_is_wrong(text, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_request(text)
+
+
+def test_a_request_needs_work_until_answered_and_again_while_a_gpu_is_pending():
+    request = encode_request({0: [MigInstance("1g.10gb", 0)]})
+    digest = request_digest(request)
+    done = encode_status(digest, [GpuAnswer(0, "done", "created 1g.10gb@0")])
+    pending = encode_status(digest, [GpuAnswer(0, "pending", "1g.10gb@6 still in use")])
+    failed = encode_status(digest, [GpuAnswer(0, "error", "NVML_ERROR_IN_USE")])
+    assert needs_work(request, None) and needs_work(request, "garbage")
+    assert needs_work(request, encode_status("older", [GpuAnswer(0, "done", "")]))
+    assert needs_work(request, pending)
+    assert not needs_work(request, done) and not needs_work(request, failed)
+
+
+def test_a_gpu_plan_destroys_what_is_not_wanted_and_creates_what_is_missing():
+    gpus = backend()
+    gpus.create_instance(0, "7g.80gb", 0)
+    wanted = GpuLayout(0, (MigInstance("3g.40gb", 0), MigInstance("3g.40gb", 4)))
+    plan = plan_gpu(gpus.gpus()[0], wanted, busy=set(), static=False)
+    assert plan == MigPlan(0, (MigInstance("7g.80gb", 0),), wanted.instances)
+    assert plan.describe() == "GPU 0: destroy 7g.80gb@0; create 3g.40gb@0, 3g.40gb@4"
+    assert plan_gpu(gpus.gpus()[0], wanted, busy={0}, static=False) == GpuAnswer(
+        0, "pending", "7g.80gb@0 still in use by a process"
+    )

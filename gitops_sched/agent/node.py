@@ -95,13 +95,14 @@ class NodeAgent:
             return self.backend.gpus()
         annotations = node["metadata"].get("annotations") or {}
         gpus = self.backend.gpus()
-        if self._converge_mig(node, annotations, gpus):
+        # asked once a tick: NVML's utilisation samples are those since the previous call
+        processes = [p for gpu in gpus for p in self.backend.processes(gpu.index)]
+        if self._converge_mig(node, annotations, gpus, processes):
             gpus = self.backend.gpus()
         inventory = node_inventory(gpus)
         if inventory_changed(annotations.get(NODE_GPUS), inventory):
             self.api.annotate_node({NODE_GPUS: encode_inventory(inventory)})
         pods = self.api.pods()
-        processes = [p for gpu in gpus for p in self.backend.processes(gpu.index)]
         self._enforce_fractions(pods, gpus, processes)
         self._publish_idle(pods, processes)
         return gpus
@@ -109,7 +110,11 @@ class NodeAgent:
     # --- MIG -----------------------------------------------------------------------------
 
     def _converge_mig(
-        self, node: Mapping[str, Any], annotations: Mapping[str, str], gpus: tuple[Gpu, ...]
+        self,
+        node: Mapping[str, Any],
+        annotations: Mapping[str, str],
+        gpus: tuple[Gpu, ...],
+        processes: list[GpuProcess],
     ) -> bool:
         """Answer the node's MIG request if it needs it; True when instances changed."""
         request = annotations.get(NODE_MIG_REQUEST)
@@ -126,11 +131,8 @@ class NodeAgent:
         by_index = {gpu.index: gpu for gpu in gpus}
         answers: list[GpuAnswer] = []
         for wanted in layouts:
-            gpu = by_index.get(wanted.index)
-            busy = set()
-            if gpu is not None and gpu.mig_mode == "enabled":
-                busy = {p.instance_start for p in self.backend.processes(gpu.index)}
-            plan = plan_gpu(gpu, wanted, busy, static)
+            busy = {p.instance_start for p in processes if p.gpu_index == wanted.index}
+            plan = plan_gpu(by_index.get(wanted.index), wanted, busy - {None}, static)
             answers.append(self._carry_out(plan) if isinstance(plan, MigPlan) else plan)
         changed = any(answer.changed for answer in answers)
         if changed:
