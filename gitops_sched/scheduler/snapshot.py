@@ -1,0 +1,348 @@
+"""Live pods and nodes -> the engine's Snapshot and the cycle's ClusterView, in one pass.
+
+Pure: the objects as the API lists them (plain dicts) in, no I/O. The same objects in any
+order give the same view: nodes, jobs, releasing pods and the rest are sorted.
+
+Nodes: a node belongs to the first node group (by name) that finds it (`nodes.node_group_of`);
+nodes of no group, or of a `system` group, are left out. Its GPUs come from the agent's
+inventory, else GPU Feature Discovery's labels, else the group's declaration.
+
+Pods (Succeeded and Failed ones hold nothing and are skipped):
+- Ours (our schedulerName) in a project's namespace are read against the pod contract
+  (`pods.read_pod`). Those of one workload (the workload label, in one namespace) make one
+  job `namespace/workload`; a pod without the label is a job of its own. A bound pod with
+  our placement annotation runs in its job; a pending one is missing from it; a terminating
+  bound one is releasing its GPUs (not part of its job).
+- Pod indexes: the completion index, else (bound pods) the placement's, else the lowest
+  indexes no other pod of the job has, in (creationTimestamp, name) order: a bound pod keeps
+  its index however the job's other pods come and go.
+- A job's settings (type, priority, request, gang size...) are its lowest-index pod's;
+  `pods` is REPLICAS, else how many pods are live; `min_available` at most `pods`.
+- `Ignored`, with why: a pod of ours in a namespace of no project, one whose labels or
+  annotations cannot be read, one whose index another pod of its job has, one whose
+  placement names GPUs its node does not have, a job no node group it may use admits.
+- GPUs held by others are taken from their node: pods of other schedulers, our pods bound
+  by someone else (no placement annotation) or ignored while bound, terminating or not
+  (their `nvidia.com/gpu`, the highest GPUs our pods do not use); and a reservation pod's
+  GPU that no fraction pod of ours uses any more (it still holds the GPU until it goes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from itertools import count
+from typing import Any
+
+from gitops_sched.compiler.contract import (
+    GPU_RESOURCE,
+    GPU_UUID,
+    RESERVATION_LABEL,
+    RESERVATION_NODE_LABEL,
+)
+from gitops_sched.compiler.policy import ClusterPolicy
+from gitops_sched.engine.types import Job, Node, ReleasingPod, Snapshot
+from gitops_sched.gcpause import paused_gc
+from gitops_sched.scheduler.nodes import (
+    allowed_groups,
+    node_group_of,
+    read_node,
+    without_taken,
+)
+from gitops_sched.scheduler.pods import (
+    FINISHED,
+    OurPod,
+    PodError,
+    extended_resources,
+    meta,
+    node_constraints,
+    read_pod,
+    spec,
+)
+from gitops_sched.scheduler.view import ClusterView, Ignored, PodRef, Reservation
+
+
+@dataclass
+class CycleMemory:
+    """What the loop keeps from one cycle to the next: since when each gang has been short
+    of pods (the engine evicts a gang short for longer than the grace period)."""
+
+    short_since: dict[str, float] = field(default_factory=dict)  # job key -> time
+
+    def update(self, snapshot: Snapshot) -> None:
+        """Remember the cycle's jobs' `short_since` (build_view keeps it up to date)."""
+        self.short_since = {
+            job.key: job.short_since for job in snapshot.jobs if job.short_since is not None
+        }
+
+
+@paused_gc()
+def build_view(
+    pods: list[dict[str, Any]],
+    nodes: list[dict[str, Any]],
+    policy: ClusterPolicy,
+    now: float,
+    memory: CycleMemory,
+) -> ClusterView:
+    """The cycle's view of the cluster (see the module's rules)."""
+    build = _Build(policy, now, memory)
+    for obj in nodes:
+        build.add_node(obj)
+    for pod in pods:
+        build.add_pod(pod)
+    return build.view()
+
+
+class _Build:
+    """One view in the making: nodes first, then pods, then jobs and the GPUs others hold."""
+
+    def __init__(self, policy: ClusterPolicy, now: float, memory: CycleMemory) -> None:
+        self.policy = policy
+        self.now = now
+        self.memory = memory
+        self.nodes: dict[str, Node] = {}
+        self.node_objects: dict[str, dict[str, Any]] = {}
+        self.members: dict[str, list[dict[str, str]]] = {}  # group -> its nodes' labels
+        self.jobs: dict[str, list[OurPod]] = {}
+        self.releasing: list[OurPod] = []
+        self.reservations: list[Reservation] = []
+        self.ignored: list[Ignored] = []
+        self.held: dict[str, int] = {}  # node -> whole GPUs held by pods not ours
+        self.allowed: dict[tuple[str, str, str], tuple[str, ...]] = {}
+
+    # --- objects in ------------------------------------------------------------------------
+
+    def add_node(self, obj: dict[str, Any]) -> None:
+        labels = meta(obj).get("labels") or {}
+        group = node_group_of(labels, self.policy.node_groups)
+        if group is None or not group.runs_workloads:
+            return
+        node = read_node(obj, group)
+        self.nodes[node.name] = node
+        self.node_objects[node.name] = obj
+        self.members.setdefault(group.name, []).append(labels)
+
+    def add_pod(self, pod: dict[str, Any]) -> None:
+        if (pod.get("status") or {}).get("phase") in FINISHED:
+            return
+        metadata = meta(pod)
+        namespace = metadata.get("namespace") or ""
+        labels = metadata.get("labels") or {}
+        if namespace == self.policy.system_namespace and RESERVATION_LABEL in labels:
+            self._reservation(pod)
+        elif spec(pod).get("schedulerName") != self.policy.scheduler_name:
+            self._hold(pod)
+        elif namespace not in self.policy.namespaces:
+            self._ignore(pod, f"namespace {namespace!r} belongs to no project")
+        else:
+            try:
+                ours = read_pod(pod, self.policy, self.policy.namespaces[namespace])
+            except PodError as error:
+                self._ignore(pod, str(error))
+                return
+            if ours.node and ours.placement is None:
+                self._hold(pod)  # bound by someone else: its GPUs are not ours to give
+            elif ours.terminating:
+                if ours.node:
+                    self.releasing.append(ours)
+            else:
+                self.jobs.setdefault(ours.key, []).append(ours)
+
+    def _reservation(self, pod: dict[str, Any]) -> None:
+        metadata, node = meta(pod), spec(pod).get("nodeName") or ""
+        labels = metadata.get("labels") or {}
+        try:
+            gpu = int(labels[RESERVATION_LABEL])
+        except ValueError:
+            self._hold(pod)  # which GPU it holds is unknown: one of the node's
+            return
+        self.reservations.append(
+            Reservation(
+                namespace=metadata.get("namespace") or "",
+                name=metadata.get("name") or "",
+                node=labels.get(RESERVATION_NODE_LABEL) or node,
+                gpu=gpu,
+                uuid=(metadata.get("annotations") or {}).get(GPU_UUID, ""),
+                bound=bool(node),
+            )
+        )
+
+    def _hold(self, pod: dict[str, Any], gpus: int | None = None) -> None:
+        """A bound pod that is not ours to place holds its whole GPUs on its node."""
+        node = spec(pod).get("nodeName")
+        if not node:
+            return
+        if gpus is None:
+            try:
+                gpus = extended_resources(spec(pod)).get(GPU_RESOURCE, 0)
+            except PodError:
+                gpus = 0
+        if gpus:
+            self.held[node] = self.held.get(node, 0) + gpus
+
+    def _ignore(self, pod: dict[str, Any], why: str) -> None:
+        metadata = meta(pod)
+        self.ignored.append(
+            Ignored(
+                namespace=metadata.get("namespace") or "",
+                name=metadata.get("name") or "",
+                uid=metadata.get("uid") or "",
+                why=why,
+            )
+        )
+        self._hold(pod)  # bound and unreadable: it still holds its GPUs
+
+    def _ignore_ours(self, pod: OurPod, why: str) -> None:
+        self.ignored.append(Ignored(pod.namespace, pod.name, pod.uid, why))
+        if pod.node:
+            self.held[pod.node] = self.held.get(pod.node, 0) + pod.request.count
+
+    # --- the view out ----------------------------------------------------------------------
+
+    def view(self) -> ClusterView:
+        jobs: list[Job] = []
+        refs: dict[str, tuple[PodRef, ...]] = {}
+        for key in sorted(self.jobs):
+            built = self._job(self.jobs[key])
+            if built is not None:
+                job, pods = built
+                jobs.append(job)
+                refs[key] = pods
+        releasing = []
+        for pod in sorted(self.releasing, key=lambda p: (p.key, p.namespace, p.name)):
+            if pod.placement is not None and self._fits_node(pod):
+                index = pod.placement.index if pod.index is None else pod.index
+                placed = replace(pod.placement, index=index)
+                releasing.append(ReleasingPod(pod.key, pod.project, placed))
+                ref = _ref(pod, index)
+                refs[pod.key] = tuple(sorted((*refs.get(pod.key, ()), ref), key=_ref_order))
+            else:
+                self._ignore_ours(pod, "its placement names GPUs its node does not have")
+        nodes = self._nodes_without_held(jobs, releasing)
+        snapshot = Snapshot(
+            policy=self.policy.policy,
+            nodes=nodes,
+            jobs=tuple(jobs),
+            now=self.now,
+            releasing=tuple(releasing),
+        )
+        return ClusterView(
+            snapshot=snapshot,
+            pods=refs,
+            nodes={node.name: self.node_objects[node.name] for node in nodes},
+            reservations=tuple(sorted(self.reservations, key=lambda r: (r.node, r.gpu, r.name))),
+            ignored=tuple(sorted(self.ignored, key=lambda i: (i.namespace, i.name, i.uid))),
+        )
+
+    def _job(self, pods: list[OurPod]) -> tuple[Job, tuple[PodRef, ...]] | None:
+        """The job of a workload's live pods, and its pod references by index."""
+        pods.sort(key=lambda p: (p.created, p.name))
+        given = {p.index for p in pods if p.index is not None}
+        free = (i for i in count() if i not in given)
+        indexed: dict[int, OurPod] = {}
+        for pod in pods:
+            index = next(free) if pod.index is None else pod.index
+            if index in indexed:
+                self._ignore_ours(pod, f"another pod of its job has index {index}")
+            elif pod.placement is not None and not self._fits_node(pod):
+                self._ignore_ours(pod, "its placement names GPUs its node does not have")
+            else:
+                indexed[index] = pod
+        if not indexed:
+            return None
+        first = indexed[min(indexed)]
+        groups = self._groups(first)
+        if not groups:
+            why = "no node group it may use admits its nodeSelector and node affinity"
+            for pod in indexed.values():
+                self._ignore_ours(pod, why)
+            return None
+        running = {i: p for i, p in indexed.items() if p.placement is not None}
+        placement = tuple(replace(running[i].placement, index=i) for i in sorted(running))
+        size = first.replicas or len(indexed)
+        job = Job(
+            name=first.job,
+            namespace=first.namespace,
+            project=first.project,
+            type=first.type,
+            priority=first.priority,
+            preemptible=first.preemptible,
+            request=first.request,
+            pods=size,
+            min_available=min(first.min_available, size),
+            node_groups=groups,
+            submitted=min(p.created for p in indexed.values()),
+            placement=placement,
+            started_at=min((p.started or p.created for p in running.values()), default=None),
+            idle_since=_idle_since(running.values()),
+            uid=first.owner_uid or first.uid,
+            short_since=self.memory.short_since.get(first.key),
+        ).tracking_short(self.now)
+        return job, tuple(_ref(indexed[i], i) for i in sorted(indexed))
+
+    def _groups(self, pod: OurPod) -> tuple[str, ...]:
+        """The node groups the job may use: its project's for its type (all when it names
+        none) that its nodeSelector and required affinity admit."""
+        constraints = node_constraints(pod.spec)
+        cache = (pod.project, pod.type, constraints)
+        if cache not in self.allowed:
+            project = self.policy.projects[pod.project]
+            allowed = set(project.allowed_node_groups(pod.type))
+            admitted = allowed_groups(constraints, self.policy.node_groups, self.members)
+            self.allowed[cache] = tuple(g for g in admitted if not allowed or g in allowed)
+        return self.allowed[cache]
+
+    def _fits_node(self, pod: OurPod) -> bool:
+        """Whether the pod's placement names only GPUs its node has (a node not in the
+        snapshot: the engine leaves its pods' GPUs alone)."""
+        node = self.nodes.get(pod.node)
+        assert pod.placement is not None
+        return node is None or all(g < len(node.gpus) for g in pod.placement.gpus)
+
+    def _nodes_without_held(
+        self, jobs: list[Job], releasing: list[ReleasingPod]
+    ) -> tuple[Node, ...]:
+        """The nodes without the GPUs that pods not ours hold, or that a reservation pod
+        holds with no fraction pod on it."""
+        used: dict[str, set[int]] = {}
+        for pod in [p for job in jobs for p in job.placement] + [r.pod for r in releasing]:
+            used.setdefault(pod.node, set()).update(pod.gpus)
+        taken: dict[str, set[int]] = {}
+        for reservation in self.reservations:
+            node = self.nodes.get(reservation.node)
+            gpu = reservation.gpu
+            if node is not None and gpu < len(node.gpus) and gpu not in used.get(node.name, ()):
+                taken.setdefault(node.name, set()).add(gpu)
+        for name, gpus in self.held.items():
+            node = self.nodes.get(name)
+            if node is None:
+                continue
+            busy = used.get(name, set()) | taken.get(name, set())
+            spare = [g.index for g in reversed(node.gpus) if g.index not in busy]
+            taken.setdefault(name, set()).update(spare[:gpus])
+        return tuple(
+            without_taken(self.nodes[name], taken.get(name, set())) for name in sorted(self.nodes)
+        )
+
+
+def _idle_since(pods: Iterable[OurPod]) -> float | None:
+    """Idle since the last of its running pods went idle; None unless all of them are."""
+    times = [p.idle_since for p in pods]
+    return max(times) if times and None not in times else None
+
+
+def _ref(pod: OurPod, index: int) -> PodRef:
+    return PodRef(
+        namespace=pod.namespace,
+        name=pod.name,
+        uid=pod.uid,
+        index=index,
+        node=pod.node,
+        terminating=pod.terminating,
+        annotations=tuple(sorted(pod.annotations.items())),
+    )
+
+
+def _ref_order(ref: PodRef) -> tuple[int, bool, str]:
+    """By index, the live pod before a terminating one of the same index."""
+    return ref.index, ref.terminating, ref.name
