@@ -331,6 +331,9 @@ def test_a_dry_run_prints_each_write_and_changes_nothing(node):
     assert "would delete pod/gpu-operator/nvidia-device-plugin-gpu-0 (device plugin restart)" in (
         node.lines
     )
+    printed = len(node.lines)
+    node.agent.tick()  # the same writes again: not printed again
+    assert len(node.lines) == printed and node.writes() == before
 
 
 # --- fractions -------------------------------------------------------------------------------

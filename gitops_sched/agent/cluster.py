@@ -2,8 +2,8 @@
 
 Reads: its Node, the pods bound to it, the device plugin's pod on it. Writes: merge patches
 of single annotations (node, pod), Warning Events on pods, Evictions, and deleting the
-device plugin's pod. Under a dry run every write is printed as one line and not sent; the
-reads still are. Each write is also printed as one line (the agent's log).
+device plugin's pod. Each write is printed as one line (the agent's log). Under a dry run it
+is printed (once, though later ticks would make it again) and not sent; reads still are.
 """
 
 import time
@@ -46,6 +46,7 @@ class NodeApi:
         self.say = say
         self.device_plugin = device_plugin
         self.clock = clock
+        self._shown: set[str] = set()  # dry run: writes already printed
 
     # --- reads -------------------------------------------------------------------------
 
@@ -61,9 +62,17 @@ class NodeApi:
 
     # --- writes ------------------------------------------------------------------------
 
+    def would(self, line: str) -> None:
+        """Under a dry run, say what would be done, the first time only."""
+        if line not in self._shown:
+            self._shown.add(line)
+            self.say(f"would {line}")
+
     def _write(self, line: str, send: Callable[[], Any]) -> None:
-        self.say(f"would {line}" if self.dry_run else line)
-        if not self.dry_run:
+        if self.dry_run:
+            self.would(line)
+        else:
+            self.say(line)
             send()
 
     def annotate_node(self, annotations: Mapping[str, str | None]) -> None:

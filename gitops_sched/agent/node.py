@@ -142,7 +142,7 @@ class NodeAgent:
 
     def _carry_out(self, plan: MigPlan) -> GpuAnswer:
         if self.api.dry_run:
-            self.api.say(f"would change MIG instances: {plan.describe()}")
+            self.api.would(f"change MIG instances: {plan.describe()}")
             return GpuAnswer(plan.index, "done", plan.describe(), bool(plan.destroy or plan.create))
         self.api.say(f"changing MIG instances: {plan.describe()}")
         return apply_plan(self.backend, plan)
