@@ -403,6 +403,28 @@ def test_two_fractions_share_one_reservation_and_an_unused_one_goes(kube, cluste
     assert again.reservations_deleted == 0  # not deleted again while it terminates
 
 
+def test_a_whole_gpu_pod_is_not_bound_to_a_gpu_a_reservation_pod_holds(kube, cluster):
+    notebook, train = job("notebook", HALF), job("train", WHOLE)
+    add_pods(cluster, "notebook", 1)
+    add_pods(cluster, "train", 1)
+    actuator = Actuator(cluster, POLICY)
+    share = Bind(notebook.key, (placed("node-a", (1,), 0, fraction=0.5),))
+    actuator.carry_out(view(cluster, [notebook, train]), Decisions(binds=(share,)))
+
+    # the engine moved the notebook and gave GPU 1 to a whole-GPU pod
+    outcome = actuator.carry_out(
+        view(cluster, [notebook, train]),
+        Decisions(binds=(Bind(train.key, (placed("node-a", (1,), 0),)),)),
+    )
+
+    assert (
+        outcome.bound == []
+        and "reservation pod holding GPU 1" in outcome.waiting_reasons[train.key]
+    )
+    assert outcome.reservations_deleted == 1  # no fraction wants it any more: it goes
+    assert "nodeName" not in live_pod(kube, "train-0")["spec"]
+
+
 def test_a_reservation_pod_name_is_a_dns_label_for_any_node_name():
     long = "gpu-node." + "x" * 80 + ".example.com"
     names = {reservation_name(node, 3) for node in ("node-a", "Node_A", long, long + "1")}

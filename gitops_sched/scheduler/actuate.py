@@ -221,7 +221,7 @@ class _Cycle:
                 self._wait(bind, f"pod {placement.index} of the gang is {state}")
                 return
             pods.append((placement, pod))
-        blocked = [why for why in (self._blocker(bind, p) for p in bind.pods) if why]
+        blocked = [why for why in map(self._blocker, bind.pods) if why]
         blocked += self._mig_blockers(bind)
         if blocked:
             self._wait(bind, blocked[0])
@@ -249,10 +249,15 @@ class _Cycle:
         self.outcome.waiting_reasons[bind.job] = why
         self.outcome.log.append(f"{bind.job}: not bound yet: {why}")
 
-    def _blocker(self, bind: Bind, placement: PodPlacement) -> str:
-        """Why this pod cannot be bound yet ("" when it can): its GPU's reservation."""
+    def _blocker(self, placement: PodPlacement) -> str:
+        """Why this pod cannot be bound yet ("" when it can): its shared GPU's reservation
+        pod not ready, or (a whole-GPU pod) a GPU a reservation pod still holds."""
         shared = shared_gpu(placement)
         if shared is None:
+            held = [g for g in placement.gpus if (placement.node, g) in self.reservations]
+            if placement.mig is None and held:
+                node = placement.node
+                return f"waiting for the reservation pod holding GPU {held[0]} on {node} to go"
             return ""
         reservation = self.reservations.get(shared)
         node, gpu = shared
