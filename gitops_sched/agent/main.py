@@ -67,16 +67,6 @@ def run_agent(
         # piped output (logs, CI) gets a wide fixed width so UUIDs are not cut
         console = Console()
         console = console if console.is_terminal else Console(width=160)
-    client = None
-    if not dry_run or cluster_configured(kubeconfig):
-        try:
-            client = connect(kubeconfig)
-        except ConfigException as exc:
-            click.echo(
-                f"agent: no cluster configuration ({exc}); give --kubeconfig, or run in a pod",
-                err=True,
-            )
-            return EXIT_USAGE
     try:
         backend = open_backend(fake, node)
     except ValueError as exc:
@@ -89,11 +79,22 @@ def run_agent(
             err=True,
         )
         return EXIT_NO_GPU
-    agent = None
-    if client is not None:
-        api = NodeApi(client, node, dry_run=dry_run, say=click.echo, device_plugin=device_plugin)
-        agent = NodeAgent(backend, api, policy)
+    client: ClusterClient | None = None
+    agent: NodeAgent | None = None
     try:
+        if not dry_run or cluster_configured(kubeconfig):
+            try:
+                client = connect(kubeconfig)
+            except ConfigException as exc:
+                click.echo(
+                    f"agent: no cluster configuration ({exc}); give --kubeconfig, or run in a pod",
+                    err=True,
+                )
+                return EXIT_USAGE
+            api = NodeApi(
+                client, node, dry_run=dry_run, say=click.echo, device_plugin=device_plugin
+            )
+            agent = NodeAgent(backend, api, policy)
         shown = None
         while True:
             try:
