@@ -601,30 +601,40 @@ def test_terminating_pods_release_their_gpus() -> None:
     assert len(view.snapshot.nodes[0].gpus) == 8  # held by a releasing pod, not taken away
 
 
-def reservation(name: str, node_name: str, gpu: int, uuid: str = "") -> dict[str, Any]:
+def reservation(
+    name: str, node_name: str, gpu: int, uuid: str = "", bound: bool = True
+) -> dict[str, Any]:
     labels = {RESERVATION_LABEL: str(gpu), RESERVATION_NODE_LABEL: node_name}
     annotations = {GPU_UUID: uuid} if uuid else {}
     return bare_pod(
         name,
         namespace="gitops-sched-system",
         gpus=1,
-        node_name=node_name,
+        node_name=node_name if bound else "",
         labels=labels,
         annotations=annotations,
     )
 
 
-def test_a_reservation_holds_its_gpu_until_its_last_fraction_leaves() -> None:
+def test_reservations_are_listed_and_a_deleted_one_holds_its_gpu_until_it_goes() -> None:
     notebook = workload_pods("netapp-dgx", "notebook-1")[0]
     bind(notebook, PodPlacement("dgx-0", (2,), fraction=0.6))
-    reserved = [reservation("r-a", "dgx-0", 2, "GPU-aaa"), reservation("r-b", "dgx-0", 5)]
-    view = view_of([notebook, *reserved])
-    assert [(r.name, r.node, r.gpu, r.uuid, r.bound) for r in view.reservations] == [
-        ("r-a", "dgx-0", 2, "GPU-aaa", True),
-        ("r-b", "dgx-0", 5, "", True),
+    going = reservation("r-c", "dgx-0", 6, "GPU-ccc")
+    going["metadata"]["deletionTimestamp"] = time(0)
+    shared = reservation("r-a", "dgx-0", 2, "GPU-aaa")
+    shared["metadata"]["deletionTimestamp"] = time(0)  # its fraction pod still there
+    pods = [notebook, shared, reservation("r-b", "dgx-0", 5), going]
+    pods.append(reservation("r-d", "dgx-1", 1, bound=False))
+    view = view_of(pods)
+    assert [(r.name, r.node, r.gpu, r.uuid, r.bound, r.terminating) for r in view.reservations] == [
+        ("r-a", "dgx-0", 2, "GPU-aaa", True, True),
+        ("r-b", "dgx-0", 5, "", True, False),
+        ("r-c", "dgx-0", 6, "GPU-ccc", True, True),
+        ("r-d", "dgx-1", 1, "", False, False),
     ]
-    dgx0 = view.snapshot.nodes[0]
-    assert [g.index for g in dgx0.gpus if g.mig_enabled] == [5]  # 2 is shared, 5 empty but held
+    dgx0, dgx1 = view.snapshot.nodes
+    assert [g.index for g in dgx0.gpus if g.mig_enabled] == [6]  # only the one going, unused
+    assert not any(g.mig_enabled for g in dgx1.gpus)
     assert not view.ignored  # reservation pods are no project's pods
     assert job(view, "project-team-b/notebook-1").placement[0].fraction == 0.6
 

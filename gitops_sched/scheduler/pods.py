@@ -29,7 +29,6 @@ from gitops_sched.compiler.contract import (
     REPLICAS,
 )
 from gitops_sched.compiler.meta import PROJECT_LABEL, TYPE_LABEL, WORKLOAD_LABEL
-from gitops_sched.compiler.policy import ClusterPolicy
 from gitops_sched.compiler.priorities import PREEMPTIBLE_TYPES
 from gitops_sched.config.model import DEFAULT_PRIORITY
 from gitops_sched.engine.codec import pod_from_dict
@@ -82,7 +81,7 @@ def spec(pod: dict[str, Any]) -> dict[str, Any]:
     return pod.get("spec") or {}
 
 
-def read_pod(pod: dict[str, Any], policy: ClusterPolicy, project: str) -> OurPod:
+def read_pod(pod: dict[str, Any], project: str) -> OurPod:
     """A pod of ours in `project`'s namespace; PodError when its labels or annotations
     cannot be read. A bound pod without a placement annotation has `placement` None (bound
     by someone else)."""

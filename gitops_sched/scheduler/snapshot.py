@@ -23,8 +23,13 @@ Pods (Succeeded and Failed ones hold nothing and are skipped):
   placement names GPUs its node does not have, a job no node group it may use admits.
 - GPUs held by others are taken from their node: pods of other schedulers, our pods bound
   by someone else (no placement annotation) or ignored while bound, terminating or not
-  (their `nvidia.com/gpu`, the highest GPUs our pods do not use); and a reservation pod's
-  GPU that no fraction pod of ours uses any more (it still holds the GPU until it goes).
+  (their `nvidia.com/gpu`, the highest GPUs our pods do not use); and the GPU of a
+  terminating reservation pod that no fraction pod of ours uses (it holds the GPU until it
+  has gone).
+- A live reservation pod's GPU stays in the engine's hands even with no fraction pod on
+  it: it is either being set up for a fraction pod the engine placed there (which waits to
+  be bound until the pod reports its GPU's UUID, and must be placed there again meanwhile)
+  or about to be deleted by `actuate`, which binds no whole-GPU pod on a reserved GPU.
 """
 
 from __future__ import annotations
@@ -136,7 +141,7 @@ class _Build:
             self._ignore(pod, f"namespace {namespace!r} belongs to no project")
         else:
             try:
-                ours = read_pod(pod, self.policy, self.policy.namespaces[namespace])
+                ours = read_pod(pod, self.policy.namespaces[namespace])
             except PodError as error:
                 self._ignore(pod, str(error))
                 return
@@ -160,24 +165,24 @@ class _Build:
             Reservation(
                 namespace=metadata.get("namespace") or "",
                 name=metadata.get("name") or "",
-                node=labels.get(RESERVATION_NODE_LABEL) or node,
+                node=node or labels.get(RESERVATION_NODE_LABEL, ""),  # the label may be cut
                 gpu=gpu,
                 uuid=(metadata.get("annotations") or {}).get(GPU_UUID, ""),
                 bound=bool(node),
+                terminating=bool(metadata.get("deletionTimestamp")),
             )
         )
 
-    def _hold(self, pod: dict[str, Any], gpus: int | None = None) -> None:
+    def _hold(self, pod: dict[str, Any]) -> None:
         """A bound pod that is not ours to place holds its whole GPUs on its node."""
-        node = spec(pod).get("nodeName")
-        if not node:
-            return
-        if gpus is None:
-            try:
-                gpus = extended_resources(spec(pod)).get(GPU_RESOURCE, 0)
-            except PodError:
-                gpus = 0
-        if gpus:
+        try:
+            gpus = extended_resources(spec(pod)).get(GPU_RESOURCE, 0)
+        except PodError:
+            gpus = 0  # a count the device plugin could not have granted either
+        self._take(spec(pod).get("nodeName") or "", gpus)
+
+    def _take(self, node: str, gpus: int) -> None:
+        if node and gpus:
             self.held[node] = self.held.get(node, 0) + gpus
 
     def _ignore(self, pod: dict[str, Any], why: str) -> None:
@@ -194,8 +199,7 @@ class _Build:
 
     def _ignore_ours(self, pod: OurPod, why: str) -> None:
         self.ignored.append(Ignored(pod.namespace, pod.name, pod.uid, why))
-        if pod.node:
-            self.held[pod.node] = self.held.get(pod.node, 0) + pod.request.count
+        self._take(pod.node, pod.request.count)
 
     # --- the view out ----------------------------------------------------------------------
 
@@ -302,8 +306,9 @@ class _Build:
     def _nodes_without_held(
         self, jobs: list[Job], releasing: list[ReleasingPod]
     ) -> tuple[Node, ...]:
-        """The nodes without the GPUs that pods not ours hold, or that a reservation pod
-        holds with no fraction pod on it."""
+        """The nodes without the GPUs that pods not ours hold, or that a terminating
+        reservation pod holds with no fraction pod on it (nothing may use that GPU until the
+        pod has gone)."""
         used: dict[str, set[int]] = {}
         for pod in [p for job in jobs for p in job.placement] + [r.pod for r in releasing]:
             used.setdefault(pod.node, set()).update(pod.gpus)
@@ -311,7 +316,12 @@ class _Build:
         for reservation in self.reservations:
             node = self.nodes.get(reservation.node)
             gpu = reservation.gpu
-            if node is not None and gpu < len(node.gpus) and gpu not in used.get(node.name, ()):
+            if (
+                reservation.terminating
+                and node is not None
+                and gpu < len(node.gpus)
+                and gpu not in used.get(node.name, ())
+            ):
                 taken.setdefault(node.name, set()).add(gpu)
         for name, gpus in self.held.items():
             node = self.nodes.get(name)

@@ -41,6 +41,7 @@ class Reservation:
     gpu: int  # the GPU's index on the node (the engine's index)
     uuid: str = ""  # the device the plugin gave it, once the pod has written it
     bound: bool = False
+    terminating: bool = False  # deleted, still holding its GPU until it has gone
 
 
 @dataclass(frozen=True)
