@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import kubernetes_validate
 import pytest
 from click.testing import CliRunner
 
@@ -50,7 +51,7 @@ from gitops_sched.engine.types import (
 )
 from gitops_sched.hardware.mig import MigInstance
 from gitops_sched.scheduler.actuate import Actuator
-from gitops_sched.scheduler.reservations import reservation_name
+from gitops_sched.scheduler.reservations import reservation_name, reservation_pod
 from gitops_sched.scheduler.reserve import publish
 from gitops_sched.scheduler.status import StatusWriter
 from gitops_sched.scheduler.view import ClusterView, Ignored, PodRef, Reservation
@@ -433,6 +434,14 @@ def test_a_reservation_pod_name_is_a_dns_label_for_any_node_name():
     for name in names:
         assert len(name) <= 63 and name.endswith("-3")
         assert all(c.isdigit() or c.islower() or c == "-" for c in name)
+
+
+def test_a_reservation_pod_is_a_valid_pod():
+    pod = reservation_pod("node-a", 1, SYSTEM, SCHEDULER, "gitops-sched:dev")
+    kubernetes_validate.validate(pod, "1.32", strict=True)
+    container = pod["spec"]["containers"][0]
+    assert container["command"] == ["gitops-sched", "reserve"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
 
 
 def test_reserve_publishes_the_uuid_of_its_gpu(kube, cluster, tmp_path):

@@ -98,8 +98,11 @@ def reservation_pod(
                         "readOnlyRootFilesystem": True,
                         "capabilities": {"drop": ["ALL"]},
                     },
+                    # the API client keeps its discovery cache in a temporary folder
+                    "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
                 }
             ],
+            "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "16Mi"}}],
         },
     }
 
