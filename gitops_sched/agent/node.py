@@ -87,8 +87,8 @@ class NodeAgent:
         self.activity: dict[str, idle.Activity] = {}
 
     def tick(self) -> tuple[Gpu, ...]:
-        """One round; the GPUs as they are at its end. NotFound-free: a missing node is
-        reported and nothing is written."""
+        """One round; the GPUs as they are at its end. A node the API does not know is
+        said, and nothing is written."""
         node = self.api.node()
         if node is None:
             self.api.say(f"node {self.api.node_name} not found; nothing published")
@@ -103,8 +103,9 @@ class NodeAgent:
         if inventory_changed(annotations.get(NODE_GPUS), inventory):
             self.api.annotate_node({NODE_GPUS: encode_inventory(inventory)})
         pods = self.api.pods()
-        self._enforce_fractions(pods, gpus, processes)
-        self._publish_idle(pods, processes)
+        owners = {p.pid: self.pod_of(p.pid) for p in processes}  # PID -> pod UID
+        self._enforce_fractions(pods, gpus, processes, owners)
+        self._publish_idle(pods, processes, owners)
         return gpus
 
     # --- MIG -----------------------------------------------------------------------------
@@ -154,13 +155,17 @@ class NodeAgent:
     # --- fractions -------------------------------------------------------------------------
 
     def _enforce_fractions(
-        self, pods: list[dict[str, Any]], gpus: tuple[Gpu, ...], processes: list[GpuProcess]
+        self,
+        pods: list[dict[str, Any]],
+        gpus: tuple[Gpu, ...],
+        processes: list[GpuProcess],
+        owners: Mapping[int, str | None],
     ) -> None:
         uuids = {gpu.index: gpu.uuid for gpu in gpus}
         memory = {gpu.uuid: gpu.memory_total for gpu in gpus}
         watched = fraction_pods(pods, memory, self.policy.fraction_policy)
         usage = fractions.memory_by_pod(
-            (self.pod_of(p.pid), uuids[p.gpu_index], p.used_memory) for p in processes
+            (owners[p.pid], uuids[p.gpu_index], p.used_memory) for p in processes
         )
         actions, self.over_share = fractions.enforce(
             watched, usage, self.clock(), self.over_share, self.policy.grace
@@ -179,7 +184,12 @@ class NodeAgent:
 
     # --- idleness --------------------------------------------------------------------------
 
-    def _publish_idle(self, pods: list[dict[str, Any]], processes: list[GpuProcess]) -> None:
+    def _publish_idle(
+        self,
+        pods: list[dict[str, Any]],
+        processes: list[GpuProcess],
+        owners: Mapping[int, str | None],
+    ) -> None:
         now = self.clock()
         watched = idle_watched(pods)
         for pod in watched:
@@ -189,7 +199,7 @@ class NodeAgent:
                 # published before this agent started: idle since then, not since now
                 self.activity[uid] = idle.Activity(first_seen=since)
         utilisation = idle.utilisation_by_pod(
-            ((self.pod_of(p.pid), p.sm_util) for p in processes),
+            ((owners[p.pid], p.sm_util) for p in processes),
             (pod_key(pod).uid for pod in watched),
         )
         self.activity = idle.observe(self.activity, utilisation, now, self.policy.idle_threshold)
