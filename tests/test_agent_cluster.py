@@ -11,6 +11,7 @@ from typing import Any
 import pynvml
 import pytest
 
+from gitops_sched.agent.cgroups import pod_uid_for_pid
 from gitops_sched.agent.cluster import NodeApi
 from gitops_sched.agent.fake import FakeBackend, FakeGpuSpec
 from gitops_sched.agent.inventory import encode_inventory, node_inventory
@@ -432,3 +433,19 @@ def test_a_restarted_agent_keeps_the_published_idle_time(emulator):
     restarted.tick()
     assert idle_annotation(node, "notebook") == format_time(T0)
     assert node.writes() == before
+
+
+def test_processes_are_mapped_to_pods_through_their_cgroup_in_proc(emulator, tmp_path):
+    node = Node(emulator)
+    node.agent.pod_of = lambda pid: pod_uid_for_pid(pid, tmp_path)
+    pod = fraction_pod(node, "greedy", PLAIN_GPU, {GPU_MEMORY_LIMIT: "1024"})
+    uid = node.client.create(pod)["metadata"]["uid"]
+    slice_name = f"kubepods-burstable-pod{uid.replace('-', '_')}.slice"
+    (tmp_path / "4321").mkdir()
+    (tmp_path / "4321" / "cgroup").write_text(
+        f"0::/kubepods.slice/kubepods-burstable.slice/{slice_name}/cri-containerd-ab12.scope\n"
+    )
+    node.backend.run_process(PLAIN_GPU, 4321, 2 * GIB)
+    node.backend.run_process(PLAIN_GPU, 999, 30 * GIB)  # not in a pod: nobody's share
+    node.agent.tick()
+    assert [name for name, _, _ in over_share_events(node)] == ["greedy"]
