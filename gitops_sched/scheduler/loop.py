@@ -1,0 +1,184 @@
+"""The scheduler's loop: informers keep pods, nodes and the policy current; a cycle runs every
+`cycle_period` and soon after a change (debounced), while this replica leads.
+
+One cycle: the cached objects (with the scheduler's own unseen writes laid over them) ->
+`snapshot.build_view` -> the engine's `schedule` -> `Actuator.carry_out` (evictions, binds,
+reservation pods, MIG requests) -> queue status and pending reasons -> metrics.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gitops_sched.cluster.client import ClusterClient
+from gitops_sched.cluster.informer import Informer
+from gitops_sched.cluster.leader import LeaderElector
+from gitops_sched.cluster.serving import Health
+from gitops_sched.compiler.policy import POLICY_CONFIGMAP, ClusterPolicy, policy_from_configmap
+from gitops_sched.engine.cycle import schedule
+from gitops_sched.engine.types import Decisions
+from gitops_sched.scheduler.actuate import Actuator, Outcome
+from gitops_sched.scheduler.assumed import Assumed
+from gitops_sched.scheduler.metrics import SchedulerMetrics
+from gitops_sched.scheduler.snapshot import CycleMemory, build_view
+from gitops_sched.scheduler.status import StatusWriter
+from gitops_sched.scheduler.view import ClusterView
+
+log = logging.getLogger(__name__)
+DEFAULT_NAMESPACE = "gitops-sched-system"
+# pods that hold or wait for GPUs: finished pods are neither
+LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+@dataclass(frozen=True)
+class Settings:
+    namespace: str = DEFAULT_NAMESPACE  # the system namespace: policy, Lease, reservation pods
+    cycle_period: float = 1.0
+    debounce: float = 0.05  # after a change, wait this long for the changes that follow it
+    dry_run: bool = False
+    reservation_image: str = "ghcr.io/gitops-sched/gitops-sched:latest"
+
+
+@dataclass
+class CycleReport:
+    """What one cycle decided and did, for logs, `--once` and tests."""
+
+    decisions: Decisions
+    outcome: Outcome
+    view: ClusterView
+    seconds: float
+    engine_seconds: float
+    errors: list[str] = field(default_factory=list)
+
+
+class Scheduler:
+    def __init__(
+        self,
+        client: ClusterClient,
+        settings: Settings,
+        metrics: SchedulerMetrics | None = None,
+        health: Health | None = None,
+        elector: LeaderElector | None = None,
+        clock: Callable[[], float] = time.time,
+    ):
+        self.client = client
+        self.settings = settings
+        self.metrics = metrics or SchedulerMetrics()
+        self.health = health or Health(stale_after=max(60.0, settings.cycle_period * 20))
+        self.elector = elector
+        self.clock = clock
+        self.memory = CycleMemory()
+        self.assumed = Assumed()
+        self._wake = threading.Event()
+        self.pods = Informer(client, "v1", "Pod", LIVE_PODS, on_change=self._wake.set)
+        self.nodes = Informer(client, "v1", "Node", on_change=self._wake.set)
+        self.policy = Informer(
+            client,
+            "v1",
+            "ConfigMap",
+            f"metadata.name={POLICY_CONFIGMAP}",
+            namespace=settings.namespace,
+            on_change=self._wake.set,
+        )
+        self.informers = (self.pods, self.nodes, self.policy)
+        self._actuator: Actuator | None = None
+        self.status = StatusWriter(client, settings.dry_run)
+
+    # --- one cycle -------------------------------------------------------------------
+
+    def read_policy(self) -> ClusterPolicy | None:
+        maps = self.policy.items()
+        if not maps:
+            log.warning(
+                "no ConfigMap %s/%s: is the reconciler running?",
+                self.settings.namespace,
+                POLICY_CONFIGMAP,
+            )
+            return None
+        try:
+            return policy_from_configmap(maps[0])
+        except ValueError as exc:
+            log.error("ConfigMap %s/%s: %s", self.settings.namespace, POLICY_CONFIGMAP, exc)
+            return None
+
+    def cycle(self) -> CycleReport | None:
+        """Decide and carry out one cycle from the cached objects; None without a policy."""
+        started = time.perf_counter()
+        policy = self.read_policy()
+        if policy is None:
+            self.health.ready = False
+            return None
+        self.health.ready = True
+        now = self.clock()
+        pods = self.assumed.overlay(self.pods.items(), now)
+        view = build_view(pods, self.nodes.items(), policy, now, self.memory)
+        engine_started = time.perf_counter()
+        decisions = schedule(view.snapshot)
+        engine_seconds = time.perf_counter() - engine_started
+        self.memory.update(view.snapshot)
+        outcome = self._actuator_for(policy).carry_out(view, decisions)
+        for uid, node, written in outcome.bound:
+            self.assumed.bound(uid, node, written, now)
+        for uid in outcome.evicted:
+            self.assumed.evicted(uid, now)
+        self.status.write(view, decisions, outcome)
+        seconds = time.perf_counter() - started
+        self.metrics.record_cycle(seconds, view, decisions, outcome)
+        return CycleReport(decisions, outcome, view, seconds, engine_seconds)
+
+    def _actuator_for(self, policy: ClusterPolicy) -> Actuator:
+        if self._actuator is None or self._actuator.policy != policy:
+            self._actuator = Actuator(
+                self.client, policy, self.settings.reservation_image, self.settings.dry_run
+            )
+        return self._actuator
+
+    # --- running ---------------------------------------------------------------------
+
+    def sync_once(self) -> CycleReport | None:
+        """List everything afresh and run one cycle (`--once`, and tests)."""
+        for informer in self.informers:
+            informer.relist()
+        return self.cycle()
+
+    def leading(self) -> bool:
+        return self.elector is None or self.elector.is_leader()
+
+    def run(self, stop: threading.Event) -> None:
+        """Cycle every period, and soon after changes, while leading; until `stop`."""
+        for informer in self.informers:
+            informer.start(stop)
+        for informer in self.informers:
+            while not stop.is_set() and not informer.wait_synced(1.0):
+                self.health.beat()
+        while not stop.is_set():
+            self.health.beat()
+            leading = self.leading()
+            self.metrics.set_leader(leading)
+            if leading:
+                self._wake.clear()
+                report = self.cycle()
+                if report is not None:
+                    _log_report(report)
+            else:
+                self.health.ready = True  # a standby replica is ready: it waits for the Lease
+            self._wake.wait(self.settings.cycle_period)
+            stop.wait(self.settings.debounce)
+
+
+def _log_report(report: CycleReport) -> None:
+    outcome = report.outcome
+    if not (report.decisions.changed or outcome.errors):
+        return
+    log.info(
+        "cycle %.3fs (engine %.3fs): %s",
+        report.seconds,
+        report.engine_seconds,
+        outcome.summary(),
+    )
+    for error in outcome.errors:
+        log.error("%s", error)
