@@ -21,17 +21,21 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import yaml
 from jsonschema import Draft4Validator
 
-from tests.kube_emulator import fields
+from tests.kube_emulator import disruption, fields, pods
 from tests.kube_emulator.defaults import apply_defaults, prune_unknown
+from tests.kube_emulator.errors import ApiError
 from tests.kube_emulator.quantity import QuantityError, parse
 from tests.kube_emulator.resources import BUILTIN_TYPES, ResourceType, custom_types
 from tests.kube_emulator.selectors import SelectorError, parse_field_selector, parse_selector
+from tests.kube_emulator.watch import TRUE, Change, History, Watch, timeout_of
 
 KUBERNETES_VERSION = "1.32"
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -40,26 +44,11 @@ LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 LABEL_NAMED_KINDS = ("Namespace", "Service")  # names must be DNS-1123 labels
 QUANTITY_PARENTS = ("limits", "requests", "capacity", "allocatable", "hard")
-
-
-class ApiError(Exception):
-    def __init__(self, code: int, reason: str, message: str, **details: Any):
-        super().__init__(message)
-        self.code, self.reason, self.message, self.details = code, reason, message, details
-
-    def status(self) -> dict[str, Any]:
-        body = {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
-        }
-        if self.details:
-            body["details"] = self.details
-        return body
+LEGACY_BINDINGS = re.compile(r"^/api/v1/namespaces/[^/]+/bindings/?$")
+DELETION_FIELDS = ("deletionTimestamp", "deletionGracePeriodSeconds")
+# what a disruption budget's status is computed from
+BUDGET_INPUTS = {("", "Pod"), ("policy", "PodDisruptionBudget"), *disruption.SCALABLE}
+SUCCESS = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
 
 @dataclass
@@ -90,6 +79,7 @@ class Response:
     body: Any
     headers: dict[str, str] = field(default_factory=dict)
     hang: float = 0.0  # seconds to wait and then drop the connection without an answer
+    stream: Iterator[dict[str, Any]] | None = None  # a watch: events, one JSON line each
 
 
 @dataclass
@@ -124,13 +114,23 @@ class _Route:
 
 
 class Api:
+    """`pod_termination`: "immediate" removes a deleted pod at once; "graceful" keeps a bound
+    pod with a deletionTimestamp until `finish_terminating` (the kubelet's part) removes it.
+    `watch_history`: how many changes a watch can start behind the newest (older: 410)."""
+
     def __init__(
         self,
         validate_builtins: bool = True,
         crd_establish_delay: float = 0.0,
         kubernetes_version: str = KUBERNETES_VERSION,
+        pod_termination: str = "immediate",
+        watch_history: int = 1000,
     ):
+        if pod_termination not in ("immediate", "graceful"):
+            raise ValueError(f"pod_termination is immediate or graceful, not {pod_termination!r}")
         self.lock = threading.RLock()
+        self.pod_termination = pod_termination
+        self.history = History(self.lock, watch_history)
         self.validate_builtins = validate_builtins
         self.crd_establish_delay = crd_establish_delay
         self.kubernetes_version = kubernetes_version
@@ -177,6 +177,11 @@ class Api:
             self.resource_version = state["rv"]
             self.types, self.store = state["types"], state["store"]
             self.pending_crds.clear()
+            self.history.reset(self.resource_version)
+
+    def close(self) -> None:
+        """End every open watch (the server is stopping)."""
+        self.history.close()
 
     def add_fault(self, fault: Fault) -> Fault:
         with self.lock:
@@ -205,6 +210,40 @@ class Api:
                 return None
             obj = self.store[rtype.key].get((namespace or "", name))
             return copy.deepcopy(obj) if obj is not None else None
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        query: dict[str, str] | None = None,
+        content_type: str | None = None,
+        manager: str = "kube-emulator",
+    ) -> Any:
+        """A request made in-process, for the tests' controller and kubelet stand-ins: not
+        counted in `requests`, never faulted; the answer's body, or ApiError. A PATCH is a
+        merge patch unless `content_type` says otherwise."""
+        default = "application/merge-patch+json" if method == "PATCH" else "application/json"
+        headers = {"content-type": content_type or default, "user-agent": manager}
+        data = body if isinstance(body, bytes) else json.dumps(body).encode() if body else b""
+        with self.lock:
+            self._establish_due_crds()
+            return self._dispatch(method, path, query or {}, headers, data).body
+
+    def finish_terminating(self, namespace: str | None = None) -> list[str]:
+        """The kubelet's part of a graceful deletion: every terminating pod (in `namespace`,
+        or all) is gone, or, held by finalizers, stopped with a zero grace period; returns
+        their namespace/name."""
+        with self.lock:
+            rtype = self.type_for("v1", "Pod")
+            store = self.store[rtype.key]
+            done = []
+            for key in sorted(store):
+                pod = store[key]
+                if pod["metadata"].get("deletionTimestamp") and namespace in (None, key[0]):
+                    self._delete_object(rtype, pod, {"gracePeriodSeconds": 0})
+                    done.append("/".join(key))
+            return done
 
     # --- entry point -----------------------------------------------------------------
 
@@ -274,16 +313,26 @@ class Api:
         parts = [p for p in path.split("/") if p]
         if _is_discovery(path):
             return Response(200, self._resource_list(parts))
+        dry_run = query.get("dryRun") == "All"
+        if "dryRun" in query and not dry_run:
+            raise ApiError(400, "BadRequest", f"unsupported dryRun value {query['dryRun']!r}")
+        if method == "POST" and LEGACY_BINDINGS.match(path):
+            return self._bind(parts[3], None, body, dry_run)
         route = self._route(parts)
-        if query.get("watch") in ("true", "1"):
-            raise ApiError(405, "MethodNotAllowed", "the emulator does not serve watches")
+        if query.get("watch") in TRUE:
+            if method != "GET" or route.name is not None:
+                raise ApiError(405, "MethodNotAllowed", "watch a list path")
+            return Response(200, None, stream=self._watch(route, query).events())
         if method == "GET":
             if route.name is None:
                 return Response(200, self._list(route, query))
             return Response(200, self._get(route))
-        dry_run = query.get("dryRun") == "All"
-        if "dryRun" in query and not dry_run:
-            raise ApiError(400, "BadRequest", f"unsupported dryRun value {query['dryRun']!r}")
+        if route.subresource in route.type.actions:
+            if method != "POST":
+                raise ApiError(405, "MethodNotAllowed", f"{route.subresource} only takes POST")
+            if route.subresource == "binding":
+                return self._bind(route.namespace, route.name, body, dry_run)
+            return self._evict(route, body, dry_run)
         manager = query.get("fieldManager") or _manager_from_agent(headers.get("user-agent", ""))
         if method == "POST" and route.name is None:
             return Response(201, self._create(route, _json(body), manager, dry_run))
@@ -295,7 +344,7 @@ class Api:
             content_type = headers.get("content-type", "").split(";")[0].strip()
             return self._patch(route, content_type, body, query, manager, dry_run)
         if method == "DELETE":
-            return Response(200, self._delete(route, dry_run))
+            return Response(200, self._delete(route, _delete_options(body, query), dry_run))
         raise ApiError(405, "MethodNotAllowed", f"{method} is not supported")
 
     # --- discovery -------------------------------------------------------------------
@@ -343,7 +392,9 @@ class Api:
             raise not_found
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
-        if sub is not None and not (sub == "status" and rtype.status_subresource):
+        if sub is not None and not (
+            (sub == "status" and rtype.status_subresource) or sub in rtype.actions
+        ):
             raise not_found
         if rtype.namespaced and name is not None and namespace is None:
             raise not_found
@@ -376,7 +427,7 @@ class Api:
                 raise ApiError(410, "Expired", f"resourceVersion {wanted} is too old")
         try:
             labels = parse_selector(query.get("labelSelector"))
-            field_ok = parse_field_selector(query.get("fieldSelector"))
+            field_ok = parse_field_selector(query.get("fieldSelector"), rtype.kind)
         except SelectorError as exc:
             raise ApiError(400, "BadRequest", str(exc)) from exc
         store = self.store[rtype.key]
@@ -504,8 +555,11 @@ class Api:
             if rtype.generation:
                 meta["generation"] = 1
         else:
-            for key in ("uid", "creationTimestamp"):
-                meta[key] = old["metadata"][key]
+            for key in ("uid", "creationTimestamp", *DELETION_FIELDS):
+                meta.pop(key, None)
+                if key in old["metadata"]:
+                    meta[key] = old["metadata"][key]
+            _check_finalizers(old, obj)
         if rtype.schema is not None:
             kept = {k: obj[k] for k in ("apiVersion", "kind", "metadata")}
             obj = {**prune_unknown(obj, rtype.schema), **kept}
@@ -518,6 +572,10 @@ class Api:
         if old is not None and rtype.generation:
             changed = _spec_of(obj) != _spec_of(old)
             meta["generation"] = old["metadata"].get("generation", 1) + changed
+        if rtype.kind == "Pod" and old is None:
+            pods.admit(obj, self._priority_classes())
+        elif rtype.kind == "Pod" and route.subresource is None:
+            pods.check_update(old, obj)
         self._validate(rtype, obj)
         if old is not None and _content(obj) == _content(old):
             return copy.deepcopy(old)  # a no-op write keeps its resourceVersion
@@ -525,11 +583,78 @@ class Api:
             if old is not None:
                 meta["resourceVersion"] = old["metadata"]["resourceVersion"]
             return obj
-        meta["resourceVersion"] = self._next_version()
-        self.store[rtype.key][(meta.get("namespace", ""), meta["name"])] = obj
+        if old is not None and _finalized(rtype, obj):
+            return self._remove(rtype, obj)
+        self._put(rtype, obj, old)
         if rtype.kind == "CustomResourceDefinition":
             self._crd_changed(obj, created=old is None)
         return copy.deepcopy(obj)
+
+    # --- storage: every change is an event for watches -----------------------------
+
+    def _put(self, rtype: ResourceType, obj: dict[str, Any], old: dict[str, Any] | None):
+        """Store `obj` under a new resourceVersion."""
+        meta = obj["metadata"]
+        meta["resourceVersion"] = self._next_version()
+        self.store[rtype.key][(meta.get("namespace", ""), meta["name"])] = obj
+        kind = "ADDED" if old is None else "MODIFIED"
+        self.history.add(
+            Change(
+                self.resource_version,
+                kind,
+                rtype.key,
+                copy.deepcopy(obj),
+                old and copy.deepcopy(old),
+            )
+        )
+        self._changed(rtype, meta.get("namespace", ""))
+
+    def _remove(self, rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        """Remove `obj`; the answer (and the DELETED event) carry the removal's version."""
+        meta = obj["metadata"]
+        del self.store[rtype.key][(meta.get("namespace", ""), meta["name"])]
+        gone = copy.deepcopy(obj)
+        gone["metadata"]["resourceVersion"] = self._next_version()
+        self.history.add(
+            Change(self.resource_version, "DELETED", rtype.key, copy.deepcopy(gone), None)
+        )
+        self._changed(rtype, meta.get("namespace", ""))
+        return gone
+
+    def _changed(self, rtype: ResourceType, namespace: str) -> None:
+        """The disruption controller's part: budgets follow their pods (and scales)."""
+        if (rtype.group, rtype.kind) in BUDGET_INPUTS:
+            self._sync_budgets(namespace)
+
+    def _sync_budgets(self, namespace: str) -> None:
+        budgets = self.store.get(("policy", "poddisruptionbudgets"), {})
+        keys = sorted(k for k in budgets if k[0] == namespace)
+        if not keys:
+            return
+        pod_store = self.store[("", "pods")]
+        in_namespace = [pod_store[k] for k in sorted(pod_store) if k[0] == namespace]
+        rtype = self.type_for("policy/v1", "PodDisruptionBudget")
+        for key in keys:
+            pdb = budgets[key]
+            status = disruption.budget_status(pdb, in_namespace, self._scale_of)
+            if status != pdb.get("status"):
+                self._put(rtype, {**copy.deepcopy(pdb), "status": status}, pdb)
+
+    def _scale_of(self, namespace: str, owner: dict[str, Any]) -> int | None:
+        """The replicas of a pod's controller, when it has a scale subresource."""
+        group = owner.get("apiVersion", "").rpartition("/")[0]
+        if (group, owner.get("kind")) not in disruption.SCALABLE:
+            return None
+        for rtype in self.types.values():
+            if (rtype.group, rtype.kind) == (group, owner["kind"]):
+                found = self.store[rtype.key].get((namespace, owner.get("name")))
+                if found is not None and found["metadata"]["uid"] == owner.get("uid"):
+                    return (found.get("spec") or {}).get("replicas", 1)
+        return None
+
+    def _priority_classes(self) -> dict[str, dict[str, Any]]:
+        store = self.store[("scheduling.k8s.io", "priorityclasses")]
+        return {name: obj for (_, name), obj in store.items()}
 
     def _create(self, route: _Route, body: dict[str, Any], manager: str, dry_run: bool):
         self._check_body(route, body)
@@ -546,7 +671,13 @@ class Api:
                 group=route.type.group,
                 kind=route.type.plural,
             )
-        for key in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
+        for key in (
+            "resourceVersion",
+            "uid",
+            "creationTimestamp",
+            "managedFields",
+            *DELETION_FIELDS,
+        ):
             meta.pop(key, None)
         if route.type.status_subresource:
             body.pop("status", None)
@@ -651,20 +782,151 @@ class Api:
             return Response(201, self._finish(route, merged, None, dry_run))
         return Response(200, self._finish(route, merged, old, dry_run))
 
-    def _delete(self, route: _Route, dry_run: bool) -> dict[str, Any]:
+    def _delete(self, route: _Route, options: dict[str, Any], dry_run: bool) -> dict[str, Any]:
         obj = self._get(route)
+        _check_preconditions(route, obj, options.get("preconditions") or {})
         if dry_run:
             return obj
-        del self.store[route.type.key][self._key(route)]
-        self._next_version()
         if route.type.kind == "Namespace":
             for rtype in {t.key: t for t in self.types.values() if t.namespaced}.values():
                 store = self.store[rtype.key]
-                for key in [k for k in store if k[0] == route.name]:
-                    del store[key]
+                for key in sorted(k for k in store if k[0] == route.name):
+                    self._remove(rtype, store[key])
         if route.type.kind == "CustomResourceDefinition":
             self._crd_removed(obj)
-        return obj
+        return self._delete_object(route.type, obj, options)
+
+    def _delete_object(self, rtype: ResourceType, obj: dict[str, Any], options: dict[str, Any]):
+        """Remove `obj` now, or mark it terminating: a pod the kubelet must stop first (in
+        graceful mode), or an object whose finalizers are still there."""
+        meta = obj["metadata"]
+        grace = 0
+        if rtype.kind == "Pod" and self.pod_termination == "graceful":
+            grace = pods.grace_period(obj, options.get("gracePeriodSeconds"))
+        if not meta.get("finalizers") and grace == 0:
+            return self._remove(rtype, obj)
+        terminating = meta.get("deletionTimestamp")
+        if terminating and grace >= meta.get("deletionGracePeriodSeconds", 0):
+            return copy.deepcopy(obj)  # only a shorter grace period changes anything
+        marked = copy.deepcopy(obj)
+        when = datetime.now(UTC) + timedelta(seconds=grace)
+        marked["metadata"]["deletionTimestamp"] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+        marked["metadata"]["deletionGracePeriodSeconds"] = grace
+        self._put(rtype, marked, obj)
+        return copy.deepcopy(marked)
+
+    # --- pods: binding and eviction ----------------------------------------------------
+
+    def _bind(self, namespace: str | None, url_name: str | None, body: bytes, dry_run: bool):
+        """A pod's binding (or the legacy bindings collection): spec.nodeName, the Binding's
+        annotations and PodScheduled, with the Binding's uid/resourceVersion preconditions."""
+        binding = _json(body)
+        target = pods.check_binding(binding, url_name)
+        meta = binding.get("metadata") or {}
+        if meta.get("namespace") not in (None, "", namespace):
+            raise ApiError(
+                400,
+                "BadRequest",
+                "the namespace of the provided object does not match the namespace sent on "
+                "the request",
+            )
+        rtype = self.type_for("v1", "Pod")
+        route = _Route(rtype, namespace, meta.get("name"), None)
+        old = self._get(route)
+        _check_preconditions(route, old, meta)
+        pod = copy.deepcopy(old)
+        pods.assign(pod, target["name"], meta.get("annotations") or {})
+        if not dry_run:
+            self._put(rtype, pod, old)
+        return Response(201, copy.deepcopy(SUCCESS))
+
+    def _evict(self, route: _Route, body: bytes, dry_run: bool) -> Response:
+        """The Eviction API: the pod's one disruption budget must allow it (a pod not running
+        needs none); then DisruptionTarget, and a deletion with the Eviction's options."""
+        eviction = _json(body)
+        if (
+            not isinstance(eviction, dict)
+            or eviction.get("kind") != "Eviction"
+            or eviction.get("apiVersion") not in ("policy/v1", "policy/v1beta1")
+        ):
+            raise ApiError(400, "BadRequest", "the body must be a policy/v1 Eviction")
+        if (eviction.get("metadata") or {}).get("name") != route.name:
+            raise ApiError(400, "BadRequest", "name in URL does not match name in Eviction object")
+        options = eviction.get("deleteOptions") or {}
+        dry_run = dry_run or "All" in (options.get("dryRun") or [])
+        pod = self._get(route)
+        if not pods.evictable_without_budget(pod):
+            store = self.store[("policy", "poddisruptionbudgets")]
+            budgets = [
+                store[k]
+                for k in sorted(store)
+                if k[0] == route.namespace and disruption.selects(store[k], pod)
+            ]
+            if len(budgets) > 1:
+                raise ApiError(
+                    500,
+                    "",
+                    "This pod has more than one PodDisruptionBudget, which the eviction "
+                    "subresource does not support.",
+                )
+            if budgets:
+                pods.check_budget(pod, budgets[0])
+        _check_preconditions(route, pod, options.get("preconditions") or {})
+        if not dry_run:
+            marked = copy.deepcopy(pod)
+            pods.set_condition(
+                marked, "DisruptionTarget", "EvictionByEvictionAPI", "Eviction API: evicting"
+            )
+            self._put(route.type, marked, pod)
+            self._delete_object(route.type, marked, options)
+        return Response(201, copy.deepcopy(SUCCESS))
+
+    # --- watches ---------------------------------------------------------------------
+
+    def _watch(self, route: _Route, query: dict[str, str]) -> Watch:
+        rtype = route.type
+        try:
+            labels = parse_selector(query.get("labelSelector"))
+            field_ok = parse_field_selector(query.get("fieldSelector"), rtype.kind)
+        except SelectorError as exc:
+            raise ApiError(400, "BadRequest", str(exc)) from exc
+
+        def matches(obj: dict[str, Any]) -> bool:
+            return labels(obj["metadata"].get("labels") or {}) and field_ok(obj)
+
+        wanted = query.get("resourceVersion", "")
+        initial = []
+        if wanted in ("", "0"):  # the current state first, then what changes
+            start = self.resource_version
+            store = self.store[rtype.key]
+            initial = [
+                copy.deepcopy(store[k])
+                for k in sorted(store)
+                if route.namespace in (None, k[0]) and matches(store[k])
+            ]
+        elif not wanted.isdigit():
+            raise ApiError(400, "BadRequest", f"invalid resourceVersion {wanted!r}")
+        else:
+            start = int(wanted)
+            if start > self.resource_version:
+                raise ApiError(
+                    504,
+                    "Timeout",
+                    f"Too large resource version: {wanted}, current: {self.resource_version}",
+                )
+        return Watch(
+            self.history,
+            rtype.key,
+            rtype.kind,
+            rtype.api_version,
+            route.namespace,
+            matches,
+            start,
+            lambda: self.resource_version,
+            initial,
+            timeout_of(query),
+            query.get("allowWatchBookmarks") in TRUE,
+        )
 
     # --- custom resource definitions -------------------------------------------------
 
@@ -687,6 +949,7 @@ class Api:
             crd = store.get(("", name))
             if crd is None:
                 continue
+            before = copy.deepcopy(crd)
             stamp = fields.now()
             names = crd["spec"]["names"]
             crd["status"] = {
@@ -715,7 +978,9 @@ class Api:
                     )
                 ],
             }
-            crd["metadata"]["resourceVersion"] = self._next_version()
+            self._put(
+                self.type_for("apiextensions.k8s.io/v1", "CustomResourceDefinition"), crd, before
+            )
             for rtype in custom_types(crd):
                 self._serve(rtype)
 
@@ -727,6 +992,65 @@ class Api:
 
 
 # --- helpers -------------------------------------------------------------------------
+
+
+def _delete_options(body: bytes, query: dict[str, str]) -> dict[str, Any]:
+    options = _json(body) if body else {}
+    if not isinstance(options, dict):
+        raise ApiError(400, "BadRequest", "DeleteOptions must be a JSON object")
+    if "gracePeriodSeconds" in query:
+        try:
+            options["gracePeriodSeconds"] = int(query["gracePeriodSeconds"])
+        except ValueError as exc:
+            raise ApiError(400, "BadRequest", "gracePeriodSeconds must be an integer") from exc
+    return options
+
+
+def _check_preconditions(route: _Route, obj: dict[str, Any], preconditions: dict[str, Any]):
+    meta = obj["metadata"]
+    uid = preconditions.get("uid")
+    if uid and uid != meta["uid"]:
+        raise ApiError(
+            409,
+            "Conflict",
+            f'Operation cannot be fulfilled on {route.type.plural} "{route.name}": '
+            f"Precondition failed: UID in precondition: {uid}, UID in object meta: {meta['uid']}",
+            name=route.name,
+            kind=route.type.plural,
+        )
+    version = preconditions.get("resourceVersion")
+    if version and version != meta["resourceVersion"]:
+        raise _conflict(route)
+
+
+def _check_finalizers(old: dict[str, Any], new: dict[str, Any]) -> None:
+    """An object being deleted may lose finalizers, never gain one."""
+    if not old["metadata"].get("deletionTimestamp"):
+        return
+    added = [
+        f
+        for f in new["metadata"].get("finalizers") or []
+        if f not in (old["metadata"].get("finalizers") or [])
+    ]
+    if added:
+        name = new["metadata"]["name"]
+        raise ApiError(
+            422,
+            "Invalid",
+            f'{new["kind"]} "{name}" is invalid: metadata.finalizers: Forbidden: no new '
+            f"finalizers can be added if the object is being deleted, found new finalizers "
+            f"{added}",
+            name=name,
+            kind=new["kind"],
+        )
+
+
+def _finalized(rtype: ResourceType, obj: dict[str, Any]) -> bool:
+    """A terminating object whose last finalizer went (a pod: once its grace period ended)."""
+    meta = obj["metadata"]
+    if not meta.get("deletionTimestamp") or meta.get("finalizers"):
+        return False
+    return rtype.kind != "Pod" or meta.get("deletionGracePeriodSeconds") == 0
 
 
 def _json(body: bytes) -> Any:

@@ -18,6 +18,7 @@ class ResourceType:
     namespaced: bool
     status_subresource: bool = False
     generation: bool = False  # metadata.generation counts spec changes
+    actions: tuple[str, ...] = ()  # create-only subresources (a pod's binding, eviction)
     schema: dict[str, Any] | None = field(default=None, compare=False, hash=False)
 
     @property
@@ -48,7 +49,22 @@ class ResourceType:
                     "verbs": ["get", "patch", "update"],
                 }
             )
+        for action in self.actions:
+            group, version, kind = ACTION_KINDS[action]
+            sub = {
+                "name": f"{self.plural}/{action}",
+                "singularName": "",
+                "namespaced": self.namespaced,
+                "kind": kind,
+                "verbs": ["create"],
+            }
+            if group != self.group:
+                sub.update(group=group, version=version)
+            entries.append(sub)
         return entries
+
+
+ACTION_KINDS = {"binding": ("", "v1", "Binding"), "eviction": ("policy", "v1", "Eviction")}
 
 
 def _t(group: str, version: str, plural: str, kind: str, namespaced: bool, **kw: Any):
@@ -62,7 +78,7 @@ BUILTIN_TYPES = [
     _t("", "v1", "services", "Service", True, status_subresource=True),
     _t("", "v1", "serviceaccounts", "ServiceAccount", True),
     _t("", "v1", "events", "Event", True),
-    _t("", "v1", "pods", "Pod", True, status_subresource=True),
+    _t("", "v1", "pods", "Pod", True, status_subresource=True, actions=("binding", "eviction")),
     _t("", "v1", "nodes", "Node", False, status_subresource=True),
     _t("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, status_subresource=True),
     _t("apps", "v1", "deployments", "Deployment", True, status_subresource=True, generation=True),
@@ -75,6 +91,16 @@ BUILTIN_TYPES = [
     _t("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
     _t("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False),
     _t("coordination.k8s.io", "v1", "leases", "Lease", True),
+    _t("events.k8s.io", "v1", "events", "Event", True),
+    _t(
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        True,
+        status_subresource=True,
+        generation=True,
+    ),
     _t(
         "apiextensions.k8s.io",
         "v1",

@@ -1,5 +1,6 @@
 """Label selectors as the API server parses them: `a=b`, `a==b`, `a!=b`, `a in (x,y)`,
-`a notin (x)`, `a`, `!a`, joined by commas. A selector that does not parse is a 400."""
+`a notin (x)`, `a`, `!a`, joined by commas; field selectors on the fields each kind
+supports. A selector that does not parse is a 400."""
 
 from __future__ import annotations
 
@@ -63,17 +64,75 @@ def parse_selector(text: str | None) -> Requirement:
     return lambda labels: all(r(labels) for r in requirements)
 
 
-def parse_field_selector(text: str | None) -> Callable[[dict], bool]:
-    """The field selectors every kind supports: metadata.name and metadata.namespace."""
+# the fields each kind can be selected by, beyond metadata.name and metadata.namespace
+# (the server's field label conversion functions)
+FIELD_LABELS = {
+    "Pod": (
+        "spec.nodeName",
+        "spec.restartPolicy",
+        "spec.schedulerName",
+        "spec.serviceAccountName",
+        "spec.hostNetwork",
+        "status.phase",
+        "status.podIP",
+        "status.nominatedNodeName",
+    ),
+    "Node": ("spec.unschedulable",),
+    "Event": (
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "reason",
+        "type",
+    ),
+}
+_FIELD_TERM = re.compile(r"^\s*([A-Za-z.]+)\s*(==|=|!=)\s*(\S*)\s*$")
+
+
+def _field_value(obj: dict, path: str) -> str:
+    value = obj
+    for key in path.split("."):
+        value = value.get(key) if isinstance(value, dict) else None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
+
+
+def parse_field_selector(text: str | None, kind: str = "") -> Callable[[dict], bool]:
+    """A predicate over objects of `kind`: metadata.name and metadata.namespace for every
+    kind, and the kind's own field labels (`FIELD_LABELS`); a missing field reads as ""."""
     if not text:
         return lambda obj: True
+    supported = ("metadata.name", "metadata.namespace", *FIELD_LABELS.get(kind, ()))
     tests = []
     for term in text.split(","):
-        match = re.match(r"^\s*(metadata\.name|metadata\.namespace)\s*(==|=|!=)\s*(\S*)\s*$", term)
-        if not match:
-            raise SelectorError(f"field label not supported: {term!r}")
-        field, op, value = match.groups()
-        key = field.split(".")[1]
+        match = _FIELD_TERM.match(term)
+        if not match or match.group(1) not in supported:
+            raise SelectorError(f"field label not supported: {term.split('=')[0].strip('! ')}")
+        path, op, value = match.groups()
         want = op != "!="
-        tests.append(lambda obj, k=key, v=value, w=want: (obj["metadata"].get(k, "") == v) == w)
+        tests.append(lambda obj, p=path, v=value, w=want: (_field_value(obj, p) == v) == w)
     return lambda obj: all(t(obj) for t in tests)
+
+
+def label_selector_matches(selector: dict | None, labels: Labels) -> bool:
+    """Whether a LabelSelector object (matchLabels, matchExpressions) selects `labels`; a
+    null selector selects nothing and an empty one everything, as in policy/v1."""
+    if selector is None:
+        return False
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    for expression in selector.get("matchExpressions") or []:
+        key, operator = expression["key"], expression["operator"]
+        values = expression.get("values") or []
+        present = key in labels
+        if operator == "In" and not (present and labels[key] in values):
+            return False
+        if operator == "NotIn" and present and labels[key] in values:
+            return False
+        if operator == "Exists" and not present:
+            return False
+        if operator == "DoesNotExist" and present:
+            return False
+    return True

@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl, urlsplit
 import kubernetes
 import yaml
 
-from tests.kube_emulator.api import Api
+from tests.kube_emulator.api import Api, Response
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -45,6 +45,9 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(response.hang)
             self.close_connection = True
             return
+        if response.stream is not None:
+            self._stream(response)
+            return
         data = json.dumps(response.body).encode()
         self.send_response(response.code)
         self.send_header("Content-Type", "application/json")
@@ -53,6 +56,25 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(key, value)
         self.end_headers()
         self.wfile.write(data)
+
+    def _stream(self, response: Response) -> None:
+        """A watch: chunked, one JSON event per line, each sent as it happens."""
+        self.send_response(response.code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        events = response.stream
+        try:
+            for event in events:
+                line = json.dumps(event).encode() + b"\n"
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):  # the client stopped watching
+            self.close_connection = True
+        finally:
+            events.close()
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
@@ -66,7 +88,9 @@ class KubeEmulator:
         handler = type("Handler", (_Handler,), {"api": self.api})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )  # a short poll: stopping (every test's teardown) waits for it
 
     @property
     def url(self) -> str:
@@ -78,6 +102,7 @@ class KubeEmulator:
         return self
 
     def stop(self) -> None:
+        self.api.close()
         self._server.shutdown()
         self._server.server_close()
 

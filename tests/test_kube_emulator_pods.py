@@ -1,0 +1,312 @@
+"""The emulator treats pods as a 1.32 API server does where a scheduler relies on it:
+binding, eviction against disruption budgets, graceful deletion, the pod fields an update may
+change, priority admission and watches; driven through the official client over HTTP."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import kubernetes
+import pytest
+from kubernetes.client import CoreV1Api, PolicyV1Api
+from kubernetes.client.exceptions import ApiException
+
+from tests.kube_emulator import KubeEmulator
+
+NS = "a"
+
+
+@pytest.fixture
+def kube() -> Iterator[KubeEmulator]:
+    with KubeEmulator(pod_termination="graceful") as emulator:
+        emulator.api.call("POST", "/api/v1/namespaces", namespace(NS))
+        yield emulator
+
+
+@pytest.fixture
+def core(kube: KubeEmulator) -> Iterator[CoreV1Api]:
+    with kubernetes.client.ApiClient(kube.configuration()) as api:
+        yield CoreV1Api(api)
+
+
+@pytest.fixture
+def policy(kube: KubeEmulator) -> Iterator[PolicyV1Api]:
+    with kubernetes.client.ApiClient(kube.configuration()) as api:
+        yield PolicyV1Api(api)
+
+
+def namespace(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+def pod(name: str, labels: dict | None = None, **spec) -> dict:
+    container = {"name": "main", "image": "trainer:1"}
+    meta = {"name": name, "namespace": NS, "labels": labels or {}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {"containers": [container], **spec},
+    }
+
+
+def binding(name: str, node: str, kind: str = "Node", **meta) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": name, **meta},
+        "target": {"apiVersion": "v1", "kind": kind, "name": node},
+    }
+
+
+def eviction(name: str) -> dict:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": NS},
+    }
+
+
+def bind(core: CoreV1Api, name: str, node: str, **meta):
+    """Bind and read the raw answer: the client cannot deserialise the Status a real server
+    answers a binding with into the V1Binding it expects (a known client issue)."""
+    response = core.create_namespaced_pod_binding(
+        name, NS, binding(name, node, **meta), _preload_content=False
+    )
+    return response.status, json.loads(response.data)
+
+
+def running(core: CoreV1Api, name: str, node: str = "n1") -> None:
+    """Bound, and Running and Ready as its kubelet would report."""
+    bind(core, name, node)
+    status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    core.patch_namespaced_pod_status(name, NS, {"status": status})
+
+
+def error(call) -> tuple[int, dict]:
+    with pytest.raises(ApiException) as caught:
+        call()
+    return caught.value.status, json.loads(caught.value.body)
+
+
+# --- binding -------------------------------------------------------------------------------
+
+
+def test_a_binding_sets_the_node_once(core: CoreV1Api) -> None:
+    core.create_namespaced_pod(NS, pod("p"))
+    code, body = bind(core, "p", "n1", annotations={"gpu": "0"})
+    assert (code, body["kind"], body["status"], body["code"]) == (201, "Status", "Success", 201)
+    bound = core.read_namespaced_pod("p", NS)
+    assert bound.spec.node_name == "n1"
+    assert bound.metadata.annotations == {"gpu": "0"}
+    assert [(c.type, c.status) for c in bound.status.conditions] == [("PodScheduled", "True")]
+    code, body = error(lambda: bind(core, "p", "n2"))
+    assert (code, body["reason"]) == (409, "Conflict")
+    assert 'pod p is already assigned to node "n1"' in body["message"]
+    assert core.read_namespaced_pod("p", NS).spec.node_name == "n1"
+
+
+def test_a_binding_needs_a_live_pod_a_node_and_its_preconditions(core: CoreV1Api) -> None:
+    assert error(lambda: bind(core, "missing", "n1"))[0] == 404
+    core.create_namespaced_pod(NS, pod("p"))
+    assert error(lambda: bind(core, "p", "n1", uid="not-the-uid"))[0] == 409
+    assert error(lambda: bind(core, "p", "n1", resourceVersion="1"))[0] == 409
+    wrong_kind = binding("p", "n1", kind="Pod")
+    assert error(lambda: core.create_namespaced_pod_binding("p", NS, wrong_kind))[0] == 500
+    other_name = binding("q", "n1")
+    assert error(lambda: core.create_namespaced_pod_binding("p", NS, other_name))[0] == 400
+    live = core.read_namespaced_pod("p", NS).metadata
+    assert bind(core, "p", "n1", uid=live.uid, resourceVersion=live.resource_version)[0] == 201
+
+
+def test_a_pod_being_deleted_cannot_be_bound(core: CoreV1Api) -> None:
+    core.create_namespaced_pod(NS, {**pod("p"), "metadata": {"name": "p", "finalizers": ["x/y"]}})
+    core.delete_namespaced_pod("p", NS)  # held by its finalizer
+    code, body = error(lambda: bind(core, "p", "n1"))
+    assert code == 409 and "is being deleted" in body["message"]
+
+
+def test_the_legacy_bindings_collection_binds_too(kube: KubeEmulator, core: CoreV1Api) -> None:
+    core.create_namespaced_pod(NS, pod("p"))
+    response = core.create_namespaced_binding(NS, binding("p", "n1"), _preload_content=False)
+    assert response.status == 201
+    assert kube.api.find("v1", "Pod", "p", NS)["spec"]["nodeName"] == "n1"
+
+
+# --- eviction and disruption budgets -------------------------------------------------------
+
+
+def budget(name: str, **spec) -> dict:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, **spec},
+    }
+
+
+def test_an_eviction_keeps_the_budget(
+    kube: KubeEmulator, core: CoreV1Api, policy: PolicyV1Api
+) -> None:
+    for name in ("w0", "w1", "w2"):
+        core.create_namespaced_pod(NS, pod(name, {"app": "web"}))
+        running(core, name)
+    policy.create_namespaced_pod_disruption_budget(NS, budget("web", minAvailable=2))
+    status = policy.read_namespaced_pod_disruption_budget("web", NS).status
+    assert (status.current_healthy, status.desired_healthy, status.expected_pods) == (3, 2, 3)
+    assert status.disruptions_allowed == 1
+
+    core.create_namespaced_pod_eviction("w0", NS, eviction("w0"))
+    evicted = core.read_namespaced_pod("w0", NS)  # terminating, not gone: graceful mode
+    assert evicted.metadata.deletion_timestamp is not None
+    assert evicted.metadata.deletion_grace_period_seconds == 30
+    target = [c for c in evicted.status.conditions if c.type == "DisruptionTarget"]
+    assert [(c.status, c.reason) for c in target] == [("True", "EvictionByEvictionAPI")]
+    assert policy.read_namespaced_pod_disruption_budget("web", NS).status.disruptions_allowed == 0
+
+    code, body = error(lambda: core.create_namespaced_pod_eviction("w1", NS, eviction("w1")))
+    assert (code, body["reason"]) == (429, "TooManyRequests")
+    assert body["message"] == "Cannot evict pod as it would violate the pod's disruption budget."
+    assert body["details"]["causes"][0]["reason"] == "DisruptionBudget"
+    assert core.read_namespaced_pod("w1", NS).metadata.deletion_timestamp is None
+
+
+def test_a_pod_under_two_budgets_cannot_be_evicted(core: CoreV1Api, policy: PolicyV1Api) -> None:
+    core.create_namespaced_pod(NS, pod("w0", {"app": "web"}))
+    running(core, "w0")
+    policy.create_namespaced_pod_disruption_budget(NS, budget("one", maxUnavailable="100%"))
+    policy.create_namespaced_pod_disruption_budget(NS, budget("two", minAvailable=0))
+    code, body = error(lambda: core.create_namespaced_pod_eviction("w0", NS, eviction("w0")))
+    assert code == 500 and "more than one PodDisruptionBudget" in body["message"]
+
+
+def test_a_pending_pod_can_always_be_evicted(
+    kube: KubeEmulator, core: CoreV1Api, policy: PolicyV1Api
+) -> None:
+    core.create_namespaced_pod(NS, pod("w0", {"app": "web"}))
+    policy.create_namespaced_pod_disruption_budget(NS, budget("web", minAvailable=5))
+    core.create_namespaced_pod_eviction("w0", NS, eviction("w0"))
+    assert kube.api.find("v1", "Pod", "w0", NS) is None  # unbound: nothing to wait for
+
+
+def test_a_percentage_budget_counts_its_controllers_scale(
+    kube: KubeEmulator, core: CoreV1Api, policy: PolicyV1Api
+) -> None:
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u1", "controller": True}
+    labelled = pod("w0", {"app": "web"})
+    labelled["metadata"]["ownerReferences"] = [owner]
+    core.create_namespaced_pod(NS, labelled)
+    policy.create_namespaced_pod_disruption_budget(NS, budget("web", maxUnavailable="50%"))
+    status = policy.read_namespaced_pod_disruption_budget("web", NS).status
+    # a Job has no scale: the controller fails safe
+    assert status.disruptions_allowed == 0
+    assert [(c.type, c.status, c.reason) for c in status.conditions] == [
+        ("DisruptionAllowed", "False", "SyncFailed")
+    ]
+
+
+# --- graceful deletion ---------------------------------------------------------------------
+
+
+def test_a_bound_pod_terminates_until_its_kubelet_finishes(
+    kube: KubeEmulator, core: CoreV1Api
+) -> None:
+    core.create_namespaced_pod(NS, pod("p", terminationGracePeriodSeconds=10))
+    bind(core, "p", "n1")
+    deleted = core.delete_namespaced_pod("p", NS)
+    assert deleted.metadata.deletion_grace_period_seconds == 10
+    core.delete_namespaced_pod("p", NS, grace_period_seconds=3)  # a shorter period wins
+    assert core.read_namespaced_pod("p", NS).metadata.deletion_grace_period_seconds == 3
+    assert kube.api.finish_terminating() == ["a/p"]
+    assert error(lambda: core.read_namespaced_pod("p", NS))[0] == 404
+
+
+def test_an_unbound_pod_is_deleted_at_once(kube: KubeEmulator, core: CoreV1Api) -> None:
+    core.create_namespaced_pod(NS, pod("p"))
+    core.delete_namespaced_pod("p", NS)
+    assert kube.api.find("v1", "Pod", "p", NS) is None
+
+
+def test_immediate_mode_deletes_bound_pods_at_once() -> None:
+    with KubeEmulator(validate_builtins=False) as kube:
+        kube.api.call("POST", "/api/v1/namespaces", namespace(NS))
+        kube.api.call("POST", f"/api/v1/namespaces/{NS}/pods", pod("p", nodeName="n1"))
+        kube.api.call("DELETE", f"/api/v1/namespaces/{NS}/pods/p")
+        assert kube.api.find("v1", "Pod", "p", NS) is None
+
+
+def test_finalizers_keep_a_deleted_object_until_removed(
+    kube: KubeEmulator, core: CoreV1Api
+) -> None:
+    held = {**pod("p"), "metadata": {"name": "p", "finalizers": ["x/y"]}}
+    core.create_namespaced_pod(NS, held)
+    core.delete_namespaced_pod("p", NS)
+    code, _ = error(
+        lambda: core.patch_namespaced_pod("p", NS, {"metadata": {"finalizers": ["x/y", "x/z"]}})
+    )
+    assert code == 422  # no new finalizers on an object being deleted
+    core.patch_namespaced_pod("p", NS, {"metadata": {"finalizers": None}})
+    assert kube.api.find("v1", "Pod", "p", NS) is None
+
+
+# --- what an update may change -------------------------------------------------------------
+
+
+def test_a_bound_pods_spec_is_immutable_but_its_annotations_are_not(core: CoreV1Api) -> None:
+    core.create_namespaced_pod(NS, pod("p", activeDeadlineSeconds=100))
+    bind(core, "p", "n1")
+    core.patch_namespaced_pod("p", NS, {"metadata": {"annotations": {"gpu-uuid": "GPU-1"}}})
+    for change in (
+        {"nodeName": "n2"},
+        {"activeDeadlineSeconds": 200},
+        {"restartPolicy": "Never"},
+    ):
+        code, body = error(lambda c=change: core.patch_namespaced_pod("p", NS, {"spec": c}))
+        assert (code, body["reason"]) == (422, "Invalid"), change
+    toleration = {"key": "gpu", "operator": "Exists"}
+    patched = core.patch_namespaced_pod(
+        "p", NS, {"spec": {"activeDeadlineSeconds": 50, "tolerations": [toleration]}}
+    )
+    assert patched.spec.active_deadline_seconds == 50
+    assert (
+        error(lambda: core.patch_namespaced_pod("p", NS, {"spec": {"tolerations": []}}))[0] == 422
+    )
+    live = core.read_namespaced_pod("p", NS)
+    assert (live.spec.node_name, live.metadata.annotations) == ("n1", {"gpu-uuid": "GPU-1"})
+
+
+def test_an_unbound_pod_cannot_be_given_a_node_by_update(core: CoreV1Api) -> None:
+    core.create_namespaced_pod(NS, pod("p"))
+    code, _ = error(lambda: core.patch_namespaced_pod("p", NS, {"spec": {"nodeName": "n1"}}))
+    assert code == 422
+
+
+# --- priority ------------------------------------------------------------------------------
+
+
+def test_priority_comes_from_an_existing_priority_class(
+    kube: KubeEmulator, core: CoreV1Api
+) -> None:
+    kube.api.call(
+        "POST",
+        "/apis/scheduling.k8s.io/v1/priorityclasses",
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": "train"},
+            "value": 100,
+            "preemptionPolicy": "Never",
+        },
+    )
+    created = core.create_namespaced_pod(NS, pod("p", priorityClassName="train"))
+    assert (created.spec.priority, created.spec.preemption_policy) == (100, "Never")
+    plain = core.create_namespaced_pod(NS, pod("q"))
+    assert (plain.spec.priority, plain.spec.scheduler_name) == (0, "default-scheduler")
+    code, body = error(lambda: core.create_namespaced_pod(NS, pod("r", priorityClassName="nope")))
+    assert (code, body["reason"]) == (403, "Forbidden")
+    assert "no PriorityClass with name nope was found" in body["message"]
+    code, _ = error(
+        lambda: core.create_namespaced_pod(NS, pod("s", priorityClassName="train", priority=5))
+    )
+    assert code == 403
