@@ -449,3 +449,28 @@ def test_processes_are_mapped_to_pods_through_their_cgroup_in_proc(emulator, tmp
     node.backend.run_process(PLAIN_GPU, 999, 30 * GIB)  # not in a pod: nobody's share
     node.agent.tick()
     assert [name for name, _, _ in over_share_events(node)] == ["greedy"]
+
+
+def test_an_eviction_its_disruption_budget_refuses_is_tried_again_next_tick(emulator):
+    node = Node(emulator, policy=AgentPolicy(fraction_policy="evict", grace=0))
+    pod = fraction_pod(node, "greedy", PLAIN_GPU, {GPU_MEMORY_LIMIT: "1024"})
+    pod["metadata"]["labels"] = {"app": "greedy"}
+    node.run_pod(pod, 100, PLAIN_GPU, 2 * GIB)
+    ready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    ref = ObjectRef("v1", "Pod", "team", "greedy")
+    node.client.patch(ref, {"status": ready}, subresource="status")
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "keep", "namespace": "team"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "greedy"}}},
+    }
+    node.client.create(budget)
+    node.agent.tick()
+    assert node.pod("team", "greedy") is not None
+    assert any(line.startswith("eviction of pod/team/greedy failed: 429") for line in node.lines)
+    node.client.delete(ObjectRef("policy/v1", "PodDisruptionBudget", "team", "keep"))
+    node.agent.tick()
+    pod = node.pod("team", "greedy")
+    assert pod is None or pod["metadata"].get("deletionTimestamp")
+    assert len(over_share_events(node)) == 1
