@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from gitops_sched.config.diagnostics import Diagnostics, format_diagnostics
 from gitops_sched.config.model import Repo
 from gitops_sched.config.validate import check_repo
+
+if TYPE_CHECKING:
+    from gitops_sched.sim.events import Simulation
 
 EXIT_INVALID = 1
 EXIT_USAGE = 2
@@ -109,13 +113,30 @@ def render(path: Path, output: str, excludes: tuple[str, ...]) -> None:
     click.echo(f"{output}: {len(objects)} objects written", err=True)
 
 
-@main.command()
-@repo_path
-@click.option(
+events_option = click.option(
     "--events",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A Simulation file: nodes, running workloads and steps (default: submit the repo's).",
 )
+
+
+def _simulation_or_exit(events: Path | None, repo: Repo) -> Simulation | None:
+    """The events file's simulation (None: none given), or its diagnostics and exit 1."""
+    from gitops_sched.sim.events import load_simulation
+
+    if events is None:
+        return None
+    diagnostics = Diagnostics()
+    simulation = load_simulation(events, repo, diagnostics)
+    _print_diagnostics(diagnostics)
+    if simulation is None:
+        sys.exit(EXIT_INVALID)
+    return simulation
+
+
+@main.command()
+@repo_path
+@events_option
 @click.option(
     "--format",
     "fmt",
@@ -133,19 +154,11 @@ def simulate(path: Path, events: Path | None, fmt: str, excludes: tuple[str, ...
 
     from rich.console import Console
 
-    from gitops_sched.sim.events import load_simulation
     from gitops_sched.sim.report import print_table, to_json
     from gitops_sched.sim.run import simulate as run_simulation
 
     repo = load_or_exit(path, excludes)
-    simulation = None
-    if events is not None:
-        diagnostics = Diagnostics()
-        simulation = load_simulation(events, repo, diagnostics)
-        _print_diagnostics(diagnostics)
-        if simulation is None:
-            sys.exit(EXIT_INVALID)
-    result = run_simulation(repo, simulation)
+    result = run_simulation(repo, _simulation_or_exit(events, repo))
     if fmt == "json":
         click.echo(json.dumps(to_json(result), indent=2))
     else:
@@ -153,6 +166,42 @@ def simulate(path: Path, events: Path | None, fmt: str, excludes: tuple[str, ...
         console = Console()
         print_table(result, console if console.is_terminal else Console(width=160))
     sys.exit(EXIT_INVALID if result.failures else 0)
+
+
+@main.command()
+@repo_path
+@click.argument("workload")
+@events_option
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    help="Plain text, or JSON with the same content.",
+)
+@exclude_option
+def explain(
+    path: Path, workload: str, events: Path | None, fmt: str, excludes: tuple[str, ...]
+) -> None:
+    """Why WORKLOAD (`name` or `project/name`) runs where it runs, or why it is pending, and
+    how its project's fair share was derived, after the same run as `simulate`.
+
+    Exits 1 when the config or the events file is invalid, 2 when WORKLOAD is unknown.
+    """
+    import json
+
+    from gitops_sched.sim.explain import ExplainError, to_json, to_text
+    from gitops_sched.sim.explain import explain as explain_workload
+
+    repo = load_or_exit(path, excludes)
+    try:
+        explanation = explain_workload(repo, _simulation_or_exit(events, repo), workload)
+    except ExplainError as exc:
+        raise click.UsageError(str(exc)) from exc
+    if fmt == "json":
+        click.echo(json.dumps(to_json(explanation), indent=2))
+    else:
+        click.echo(to_text(explanation), nl=False)
 
 
 @main.command("test")

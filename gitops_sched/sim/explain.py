@@ -1,0 +1,311 @@
+"""`gitops-sched explain`: why a workload runs where it runs, or why it waits, and how its
+project's fair share came about.
+
+It runs the same simulation as `simulate` and reads the answer off the settled cluster:
+where the pods are and the rules that put them there (the node groups it may use, bin
+packing, the topology domain of a gang, the MIG instance it got), or the one-line pending
+reason `simulate` prints (engine.why, so both say it in the same words) with the numbers
+behind it; then the fair-share split, step by step, that gave its project its share
+(engine.fairshare's trace: deserved quotas, whole-GPU rounds by weight, the remainder).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any
+
+from gitops_sched.config.model import Repo, Workload
+from gitops_sched.engine.fairshare import Step, Trace, fair_shares
+from gitops_sched.engine.session import Session
+from gitops_sched.engine.types import Job, QueueSpec, RequestKind
+from gitops_sched.engine.why import Pending, PendingKind, PendingReasons
+from gitops_sched.sim.events import Simulation
+from gitops_sched.sim.report import decision_text, duration, pods_text, request_text, rounded
+from gitops_sched.sim.run import SimulationResult, WorkloadState, simulate
+
+RULES = {
+    RequestKind.WHOLE: "bin packing: whole GPUs go to the fullest allowed node that still has "
+    "room for them, so empty nodes stay free for large jobs",
+    RequestKind.FRACTION: "fractions go to the partly used GPU they fill best (GPUs shared "
+    "only with its own project first), else to a free GPU on the fullest node",
+    RequestKind.MEMORY: "a GPU-memory share goes to the partly used GPU it fills best (GPUs "
+    "shared only with its own project first), else to a free GPU on the fullest node",
+    RequestKind.MIG: "MIG: an idle instance of the profile first, else one created where "
+    "NVIDIA's placements leave the most room, on the GPU with the most busy instances",
+    RequestKind.NONE: "no GPU: the first allowed node, by name",
+}
+
+
+class ExplainError(Exception):
+    """The workload asked about is unknown or ambiguous (a usage error)."""
+
+
+@dataclass(frozen=True)
+class Explanation:
+    state: WorkloadState
+    department: str
+    node_groups: tuple[str, ...]  # the node groups it may use
+    allowed_by: str  # which setting gives it those groups
+    why_there: tuple[str, ...]  # running: the rules that placed it
+    pending: Pending | None  # pending: why
+    details: tuple[str, ...]  # the numbers behind the pending reason
+    history: tuple[str, ...]  # its binds and evictions, as simulate's decisions show them
+    project: QueueSpec | None
+    department_spec: QueueSpec | None
+    fair_share: float
+    allocated: float
+    demand: float  # what its project holds and asks for: what the split caps it at
+    capacity: float  # GPUs of the schedulable nodes: what the cluster level splits
+    steps: tuple[Step, ...]  # the split's steps at the cluster and in its department
+
+
+def explain(repo: Repo, simulation: Simulation | None, spec: str) -> Explanation:
+    """Run the simulation and explain workload `spec` (`name` or `project/name`)."""
+    result = simulate(repo, simulation)
+    state = find_workload(result, spec)
+    workload = state.workload
+    session = Session(result.snapshot)
+    trace = Trace()
+    policy = result.snapshot.policy
+    fair_shares(session.capacity, policy.departments, policy.projects, session.demand, trace)
+    project = session.projects.get(workload.project)
+    department = project.parent if project else ""
+    job = next((j for j in result.snapshot.jobs if j.name == workload.name), None)
+    pending = None
+    if state.status == "pending" and job is not None:
+        pending = PendingReasons(result.snapshot).of(job)
+    return Explanation(
+        state=state,
+        department=department,
+        node_groups=repo.workload_node_group_names(workload),
+        allowed_by=_allowed_by(repo, workload),
+        why_there=_why_there(result, state) if state.status == "running" else (),
+        pending=pending,
+        details=_details(session, job, pending) if job is not None and pending else (),
+        history=_history(result, workload.name),
+        project=project,
+        department_spec=session.departments.get(department),
+        fair_share=session.fair_share.get(workload.project, 0.0),
+        allocated=session.allocated.get(workload.project, 0.0),
+        demand=session.demand.get(workload.project, 0.0),
+        capacity=session.capacity,
+        steps=tuple(s for s in trace.steps if s.level in ("", department)),
+    )
+
+
+def find_workload(result: SimulationResult, spec: str) -> WorkloadState:
+    """The workload named `spec` (`name`, or `project/name`); ExplainError if there is not
+    exactly one, with the candidates or the nearest names."""
+    project, _, name = spec.rpartition("/")
+    matches = [
+        s
+        for s in result.workloads
+        if s.workload.name == name and (not project or s.workload.project == project)
+    ]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        found = ", ".join(f"{s.workload.project}/{s.workload.name}" for s in matches)
+        raise ExplainError(f"workload '{spec}' is in several projects: {found}; name one")
+    known = [s.workload.name for s in result.workloads]
+    known += [f"{s.workload.project}/{s.workload.name}" for s in result.workloads]
+    guesses = difflib.get_close_matches(spec, known, n=3)
+    hint = f" (did you mean {' or '.join(repr(g) for g in guesses)}?)" if guesses else ""
+    raise ExplainError(f"unknown workload '{spec}'{hint}")
+
+
+def _allowed_by(repo: Repo, workload: Workload) -> str:
+    """Which setting decides its node groups (the order Repo.workload_node_group_names
+    follows)."""
+    project = repo.project(workload.project)
+    if workload.node_group:
+        return "its own nodeGroup"
+    if project and workload.type in project.node_groups_by_type:
+        return f"project {project.name}'s nodeGroups.byType.{workload.type}"
+    if project and project.node_groups:
+        return f"project {project.name}'s nodeGroups.allowed"
+    return "no setting: every node group that runs workloads"
+
+
+def _why_there(result: SimulationResult, state: WorkloadState) -> tuple[str, ...]:
+    lines = [RULES[state.request.kind]]
+    domains = {node.name: node.topology for node in result.snapshot.nodes}
+    used = {domains.get(pod.node, "") for pod in state.pods}
+    if len(state.pods) > 1 and len(used) == 1 and "" not in used:
+        lines.append(f"its pods were kept in one topology domain ({used.pop()})")
+    created = {
+        (p.node, p.gpus, p.mig) for e in result.log if e.action == "mig-create" for p in e.pods
+    }
+    for pod in state.pods:
+        if pod.mig is not None:
+            how = "created" if (pod.node, pod.gpus, pod.mig) in created else "an existing one"
+            lines.append(
+                f"{pod.mig.profile} instance at slice {pod.mig.start} on {pod.node} "
+                f"GPU {pod.gpus[0]}: {how}"
+            )
+    return tuple(dict.fromkeys(lines))
+
+
+def _history(result: SimulationResult, name: str) -> tuple[str, ...]:
+    projects = {s.workload.name: s.workload.project for s in result.workloads}
+    return tuple(
+        f"step {entry.step} at {duration(entry.time)}: {entry.action} "
+        f"{decision_text(entry, projects)}"
+        for entry in result.log
+        if entry.workload == name
+    )
+
+
+def _details(session: Session, job: Job, pending: Pending) -> tuple[str, ...]:
+    """The numbers behind a pending reason."""
+    project = session.projects.get(job.project)
+    wanted = _gpus(session.wanted_gpus(job))
+    lines = [f"it asks for {wanted} GPUs now ({job.next_pods} pods)"]
+    if pending.kind in (PendingKind.QUOTA, PendingKind.LIMIT) and project is not None:
+        fixed = session.fixed.get(job.project, 0.0)
+        limit = "none" if project.limit is None else _gpus(project.limit)
+        lines.append(
+            f"project {project.name}: deserved {_gpus(project.deserved)}, holds "
+            f"{_gpus(session.allocated[project.name])} ({_gpus(fixed)} non-preemptible), "
+            f"hard limit {limit}, over quota "
+            + ("allowed" if project.over_quota_allowed else "denied")
+        )
+    elif pending.kind in (PendingKind.GANG, PendingKind.FRAGMENTATION):
+        free = sorted(
+            ((n.free_whole, n.name) for n in session.candidate_nodes(job) if n.free_whole),
+            reverse=True,
+        )
+        listed = ", ".join(f"{name} {count}" for count, name in free[:8]) or "none"
+        lines.append(f"{pending.fit_now} of {job.next_pods} pods fit now")
+        lines.append(f"free whole GPUs per node it may use: {listed}")
+    return tuple(lines)
+
+
+def _gpus(value: float) -> str:
+    return f"{rounded(value):g}"
+
+
+# --- output --------------------------------------------------------------------------------
+
+
+def to_text(e: Explanation) -> str:
+    w = e.state.workload
+    lines = [
+        f"{w.project}/{w.name}: {e.state.status}",
+        f"  {w.type}, {len(e.state.pods)}/{w.replicas} pods of {request_text(e.state.request)}"
+        f" GPU{'s' if e.state.request.kind is RequestKind.WHOLE else ''} each"
+        + (f", gang of {w.min_available}" if w.min_available > 1 else ""),
+        f"  node groups it may use: {', '.join(e.node_groups) or 'none'} ({e.allowed_by})",
+    ]
+    if e.state.status == "running":
+        lines.append(f"Runs on: {pods_text(e.state.pods)}")
+        lines += ["Why there:", *(f"  {line}" for line in e.why_there)]
+    elif e.pending is not None:
+        lines.append(f"Why pending: {e.pending.text}")
+        lines += [f"  {line}" for line in e.details]
+    elif e.state.reason:
+        lines.append(f"Why {e.state.status}: {e.state.reason}")
+    if e.history:
+        lines += ["History:", *(f"  {line}" for line in e.history)]
+    lines += _share_text(e)
+    return "\n".join(lines) + "\n"
+
+
+def _share_text(e: Explanation) -> list[str]:
+    w = e.state.workload
+    if e.project is None:
+        return [f"Fair share: project {w.project} is not in the policy"]
+    p = e.project
+    lines = [
+        f"Fair share of {p.name}: {_gpus(e.fair_share)} GPUs (holds {_gpus(e.allocated)}, "
+        f"asks for {_gpus(e.demand)} in all)",
+        f"  {p.name}: deserved {_gpus(p.deserved)}, over-quota weight "
+        f"{_gpus(p.over_quota_weight)}, rank {p.over_quota_rank}, over quota "
+        + ("allowed" if p.over_quota_allowed else "denied")
+        + ("" if p.limit is None else f", hard limit {_gpus(p.limit)}"),
+    ]
+    d = e.department_spec
+    if d is not None:
+        lines.append(
+            f"  department {d.name}: deserved {_gpus(d.deserved)}, over-quota weight "
+            f"{_gpus(d.over_quota_weight)}"
+            + ("" if d.limit is None else f", hard limit {_gpus(d.limit)}")
+        )
+    levels = (
+        ("", f"the cluster's {_gpus(e.capacity)} GPUs among departments"),
+        (e.department, f"department {e.department}'s share among its projects"),
+    )
+    for level, title in levels:
+        steps = [s for s in e.steps if s.level == level]
+        if steps:
+            lines.append(f"  split of {title}:")
+            lines += [f"    {_step_text(step)}" for step in steps]
+    return lines
+
+
+def _step_text(step: Step) -> str:
+    if step.kind == "deserved":
+        gives = ", ".join(
+            f"{g.queue} {_gpus(g.given)}"
+            + (f" (of {_gpus(g.offered)}: asks no more)" if g.given < g.offered - 1e-9 else "")
+            for g in step.gives
+        )
+        return f"deserved quotas first: {gives}"
+    gives = ", ".join(
+        f"{g.queue} +{_gpus(g.given)}"
+        + (f" (part {_gpus(g.offered)})" if step.kind == "round" else "")
+        for g in step.gives
+    )
+    if step.kind == "round":
+        return f"round at rank {step.rank}, {_gpus(step.offer)} spare GPUs by weight: {gives}"
+    return f"remainder, {_gpus(step.offer)} GPUs left by rounding: {gives}"
+
+
+def to_json(e: Explanation) -> dict[str, Any]:
+    w = e.state.workload
+    return {
+        "workload": w.name,
+        "project": w.project,
+        "department": e.department or None,
+        "type": w.type,
+        "status": e.state.status,
+        "pods": len(e.state.pods),
+        "replicas": w.replicas,
+        "nodeGroups": list(e.node_groups),
+        "nodeGroupsFrom": e.allowed_by,
+        "runsOn": pods_text(e.state.pods) if e.state.pods else None,
+        "whyThere": list(e.why_there),
+        "pending": None
+        if e.pending is None
+        else {"kind": e.pending.kind.value, "reason": e.pending.text, "details": list(e.details)},
+        "history": list(e.history),
+        "fairShare": {
+            "fairShare": rounded(e.fair_share),
+            "allocated": rounded(e.allocated),
+            "demand": rounded(e.demand),
+            "deserved": rounded(e.project.deserved) if e.project else None,
+            "overQuotaWeight": rounded(e.project.over_quota_weight) if e.project else None,
+            "rank": e.project.over_quota_rank if e.project else None,
+            "capacity": rounded(e.capacity),
+            "steps": [_step_json(step) for step in e.steps],
+        },
+    }
+
+
+def _step_json(step: Step) -> dict[str, Any]:
+    return {
+        "level": step.level or None,
+        "kind": step.kind,
+        "rank": step.rank,
+        "offer": rounded(step.offer),
+        "gives": [
+            {
+                "queue": g.queue,
+                "offered": rounded(g.offered),
+                "given": rounded(g.given),
+                "asks": rounded(g.asks),
+            }
+            for g in step.gives
+        ],
+    }
