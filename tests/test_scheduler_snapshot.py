@@ -601,6 +601,35 @@ def test_terminating_pods_release_their_gpus() -> None:
     assert len(view.snapshot.nodes[0].gpus) == 8  # held by a releasing pod, not taken away
 
 
+def test_another_schedulers_mig_pod_takes_an_instance_ours_do_not_use() -> None:
+    instances = (GpuInstance("3g.40gb", 0, 1), GpuInstance("3g.40gb", 4, 2))
+    gpus = [
+        AgentGpu(
+            0,
+            "GPU-0",
+            "NVIDIA A100-SXM4-80GB",
+            "A100-SXM4-80GB",
+            80 * 1024 * MIB,
+            0,
+            "enabled",
+            instances=instances,
+        )
+    ]
+    inventory = {NODE_GPUS: encode_inventory(node_inventory(gpus))}
+    ours = bare_pod("ours", namespace="gpu-sandbox")
+    ours["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/mig-3g.40gb": 1}}
+    bind(ours, PodPlacement("mig-0", (0,), mig=MigInstance("3g.40gb", 0)))
+    theirs = bare_pod("theirs", namespace="default", scheduler="other", node_name="mig-0")
+    theirs["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/mig-3g.40gb": "1"}}
+    view = view_of(
+        [ours, theirs], [oci_node("mig-0", "a100-mig", annotations=inventory)], policy("oci-a100")
+    )
+    (gpu,) = view.snapshot.nodes[0].gpus
+    assert gpu.mig_instances == (MigInstance("3g.40gb", 0),)  # theirs at 4 is gone
+    assert gpu.mig_static  # nothing is created over theirs
+    assert job(view, "gpu-sandbox/ours").placement[0].mig == MigInstance("3g.40gb", 0)
+
+
 def reservation(
     name: str, node_name: str, gpu: int, uuid: str = "", bound: bool = True
 ) -> dict[str, Any]:

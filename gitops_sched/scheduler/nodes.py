@@ -168,22 +168,31 @@ def _with_instances(gpus: tuple[Gpu, ...], model: str, counts: dict[str, int]) -
     )
 
 
-def without_taken(node: Node, taken: set[int]) -> Node:
-    """The node without the GPUs others hold. The engine finds a GPU by its position, so
-    only GPUs at the end can go; one below a GPU still in use stays, blocked: MIG mode with
-    no instance and none to create, which no request of any kind can use."""
-    if not taken:
+def without_taken(
+    node: Node, taken: set[int], foreign: dict[int, set[MigInstance]] | None = None
+) -> Node:
+    """The node without the GPUs (`taken`) and MIG instances (`foreign`, by GPU) others hold.
+
+    The engine finds a GPU by its position, so only GPUs at the end can go; one below a GPU
+    still in use stays, blocked: MIG mode with no instance and none to create, which no
+    request of any kind can use. A GPU that loses instances keeps the rest, as a fixed
+    layout: the engine neither creates an instance where theirs are nor destroys one.
+    """
+    if not taken and not foreign:
         return node
+    foreign = foreign or {}
     gpus = list(node.gpus)
     while gpus and gpus[-1].index in taken:
         gpus.pop()
-    blocked = [
-        Gpu(gpu.index, gpu.memory_mib, mig_enabled=True, mig_static=True)
-        if gpu.index in taken
-        else gpu
-        for gpu in gpus
-    ]
-    return replace(node, gpus=tuple(blocked))
+    kept = []
+    for gpu in gpus:
+        if gpu.index in taken:
+            gpu = Gpu(gpu.index, gpu.memory_mib, mig_enabled=True, mig_static=True)
+        elif gpu.index in foreign:
+            left = tuple(i for i in gpu.mig_instances if i not in foreign[gpu.index])
+            gpu = replace(gpu, mig_instances=left, mig_static=True)
+        kept.append(gpu)
+    return replace(node, gpus=tuple(kept))
 
 
 # --- which node groups a pod may run on ------------------------------------------------------

@@ -23,7 +23,8 @@ Pods (Succeeded and Failed ones hold nothing and are skipped):
   placement names GPUs its node does not have, a job no node group it may use admits.
 - GPUs held by others are taken from their node: pods of other schedulers, our pods bound
   by someone else (no placement annotation) or ignored while bound, terminating or not
-  (their `nvidia.com/gpu`, the highest GPUs our pods do not use); and the GPU of a
+  (their `nvidia.com/gpu`, the highest GPUs our pods do not use; their
+  `nvidia.com/mig-<profile>`, instances of the profile our pods do not use); and the GPU of a
   terminating reservation pod that no fraction pod of ours uses (it holds the GPU until it
   has gone).
 - A live reservation pod's GPU stays in the engine's hands even with no fraction pod on
@@ -34,20 +35,22 @@ Pods (Succeeded and Failed ones hold nothing and are skipped):
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from itertools import count
 from typing import Any
 
 from gitops_sched.compiler.contract import (
     GPU_RESOURCE,
     GPU_UUID,
+    MIG_RESOURCE_PREFIX,
     RESERVATION_LABEL,
     RESERVATION_NODE_LABEL,
 )
 from gitops_sched.compiler.policy import ClusterPolicy
-from gitops_sched.engine.types import Job, Node, ReleasingPod, Snapshot
+from gitops_sched.engine.types import Job, Node, ReleasingPod, RequestKind, Snapshot
 from gitops_sched.gcpause import paused_gc
+from gitops_sched.hardware.mig import MigInstance
 from gitops_sched.scheduler.nodes import (
     allowed_groups,
     node_group_of,
@@ -113,6 +116,7 @@ class _Build:
         self.reservations: list[Reservation] = []
         self.ignored: list[Ignored] = []
         self.held: dict[str, int] = {}  # node -> whole GPUs held by pods not ours
+        self.held_mig: dict[tuple[str, str], int] = {}  # (node, profile) -> their instances
         self.allowed: dict[tuple[str, str, str], tuple[str, ...]] = {}
 
     # --- objects in ------------------------------------------------------------------------
@@ -175,15 +179,26 @@ class _Build:
 
     def _hold(self, pod: dict[str, Any]) -> None:
         """A bound pod that is not ours to place holds its whole GPUs on its node."""
+        node = spec(pod).get("nodeName") or ""
         try:
-            gpus = extended_resources(spec(pod)).get(GPU_RESOURCE, 0)
+            resources = extended_resources(spec(pod)) if node else {}
         except PodError:
-            gpus = 0  # a count the device plugin could not have granted either
-        self._take(spec(pod).get("nodeName") or "", gpus)
+            resources = {}  # amounts the device plugin could not have granted either
+        for resource, count in resources.items():
+            if resource == GPU_RESOURCE:
+                self._take(node, count)
+            else:
+                self._take(node, count, resource.removeprefix(MIG_RESOURCE_PREFIX))
 
-    def _take(self, node: str, gpus: int) -> None:
-        if node and gpus:
-            self.held[node] = self.held.get(node, 0) + gpus
+    def _take(self, node: str, count: int, mig_profile: str = "") -> None:
+        """`count` whole GPUs, or MIG instances of `mig_profile`, held on `node`."""
+        if not node or not count:
+            return
+        if mig_profile:
+            key = (node, mig_profile)
+            self.held_mig[key] = self.held_mig.get(key, 0) + count
+        else:
+            self.held[node] = self.held.get(node, 0) + count
 
     def _ignore(self, pod: dict[str, Any], why: str) -> None:
         metadata = meta(pod)
@@ -199,7 +214,10 @@ class _Build:
 
     def _ignore_ours(self, pod: OurPod, why: str) -> None:
         self.ignored.append(Ignored(pod.namespace, pod.name, pod.uid, why))
-        self._take(pod.node, pod.request.count)
+        if pod.request.kind is RequestKind.MIG:
+            self._take(pod.node, 1, pod.request.mig_profile)
+        else:
+            self._take(pod.node, pod.request.count)
 
     # --- the view out ----------------------------------------------------------------------
 
@@ -242,7 +260,7 @@ class _Build:
         """The job of a workload's live pods, and its pod references by index."""
         pods.sort(key=lambda p: (p.created, p.name))
         given = {p.index for p in pods if p.index is not None}
-        free = (i for i in count() if i not in given)
+        free = (i for i in itertools.count() if i not in given)
         indexed: dict[int, OurPod] = {}
         for pod in pods:
             index = next(free) if pod.index is None else pod.index
@@ -306,12 +324,15 @@ class _Build:
     def _nodes_without_held(
         self, jobs: list[Job], releasing: list[ReleasingPod]
     ) -> tuple[Node, ...]:
-        """The nodes without the GPUs that pods not ours hold, or that a terminating
-        reservation pod holds with no fraction pod on it (nothing may use that GPU until the
-        pod has gone)."""
+        """The nodes without the GPUs and MIG instances that pods not ours hold, or that a
+        terminating reservation pod holds with no fraction pod on it (nothing may use that
+        GPU until the pod has gone)."""
         used: dict[str, set[int]] = {}
+        used_mig: set[tuple[str, int, MigInstance]] = set()
         for pod in [p for job in jobs for p in job.placement] + [r.pod for r in releasing]:
             used.setdefault(pod.node, set()).update(pod.gpus)
+            if pod.mig is not None:
+                used_mig.add((pod.node, pod.gpus[0], pod.mig))
         taken: dict[str, set[int]] = {}
         for reservation in self.reservations:
             node = self.nodes.get(reservation.node)
@@ -330,8 +351,22 @@ class _Build:
             busy = used.get(name, set()) | taken.get(name, set())
             spare = [g.index for g in reversed(node.gpus) if g.index not in busy]
             taken.setdefault(name, set()).update(spare[:gpus])
+        foreign: dict[str, dict[int, set[MigInstance]]] = {}
+        for (name, profile), count in self.held_mig.items():
+            node = self.nodes.get(name)
+            if node is None:
+                continue
+            idle = [
+                (gpu.index, instance)
+                for gpu in reversed(node.gpus)
+                for instance in reversed(gpu.mig_instances)
+                if instance.profile == profile and (name, gpu.index, instance) not in used_mig
+            ]
+            for index, instance in idle[:count]:
+                foreign.setdefault(name, {}).setdefault(index, set()).add(instance)
         return tuple(
-            without_taken(self.nodes[name], taken.get(name, set())) for name in sorted(self.nodes)
+            without_taken(self.nodes[name], taken.get(name, set()), foreign.get(name, {}))
+            for name in sorted(self.nodes)
         )
 
 
