@@ -111,7 +111,7 @@ def _json(data: Any) -> str:
 
 class Actuator:
     """Carries out each cycle's Decisions; keeps, between cycles, only the reservation pods
-    it has deleted (so a terminating one is not deleted again every cycle)."""
+    it has deleted (until the view shows them terminating, or gone)."""
 
     def __init__(
         self,
@@ -264,7 +264,7 @@ class _Cycle:
         if reservation is None:
             self._reserve(node, gpu)
             return f"waiting for the reservation pod of GPU {gpu} on {node} to start"
-        if reservation.name in self.actuator.deleting:
+        if reservation.terminating or reservation.name in self.actuator.deleting:
             return f"waiting for the old reservation pod of GPU {gpu} on {node} to go"
         if not reservation.bound:
             self._bind_reservation(reservation)
@@ -380,7 +380,7 @@ class _Cycle:
         deleting &= {r.name for r in self.view.reservations}  # those gone are forgotten
         for reservation in self.view.reservations:
             key = (reservation.node, reservation.gpu)
-            if key in used or reservation.name in deleting:
+            if key in used or reservation.terminating or reservation.name in deleting:
                 continue
             self.note(f"delete reservation pod {reservation.name}: GPU {reservation.gpu} unused")
             self.outcome.reservations_deleted += 1
