@@ -121,19 +121,29 @@ def test_departments_over_capacity_warn_when_oversubscription_is_allowed(
     department = doc("Department", "research", quota={"gpu": 20})
     write_repo(repo_dir, [cluster, A100, department, PROJECT])
     result = CliRunner().invoke(main, ["validate", "."])
+    # at the department's GPU quota, not at the Cluster
     message = (
-        "repo.yaml:1:1: Cluster/lab: {}departments' GPU quotas add up to 20 (research 20), "
-        "more than the cluster's 16 GPUs (a100 2x8){}"
+        "repo.yaml:{} GS402 Department/research: departments' GPU quotas add up to 20 "
+        "(research 20), more than the cluster's 16 GPUs (a100 2x8){}"
+    )
+    line = next(
+        i
+        for i, text in enumerate(Path("repo.yaml").read_text().splitlines(), 1)
+        if text.strip() == "gpu: 20"
     )
     if allow:
         assert result.exit_code == 0
         assert result.stderr.splitlines() == [
-            message.format("warning: ", "; allowed by policy.allowOversubscription"),
+            message.format(f"{line}:10: warning", "; allowed by policy.allowOversubscription"),
             ".: valid (1 projects, 0 workloads, 16 GPUs)",
         ]
     else:
         assert result.exit_code == 1
-        assert result.stderr.splitlines() == [message.format("", "")]
+        fix = (
+            ": lower this quota to 16 or less, add GPU nodes to the node groups, or set the "
+            "Cluster's spec.policy.allowOversubscription: true"
+        )
+        assert result.stderr.splitlines() == [message.format(f"{line}:10: error", fix)]
 
 
 @pytest.mark.parametrize("allow", [True, False])
@@ -147,16 +157,20 @@ def test_projects_over_their_department_warn_when_oversubscription_is_allowed(
     ]
     diagnostics = check(repo_dir, *projects, base=(cluster, A100, DEPARTMENT))
     sum_ = (
-        "projects' GPU quotas add up to 20 (vision 10, speech 10), "
-        "more than the department's GPU quota of 16"
+        "projects' GPU quotas in department 'research' add up to 20 (vision 10, speech 10), "
+        "more than its GPU quota of 16"
     )
+    # at the quota of the project that takes the sum over (the later one in path order)
     if allow:
         note = "; allowed by policy.allowOversubscription (the department's quota caps their sum)"
-        assert found(diagnostics) == [("Department/research", "warning", sum_ + note)]
+        assert found(diagnostics) == [("Project/speech", "warning", sum_ + note)]
     else:
-        note = " (allowed only with the Cluster's policy.allowOversubscription: true)"
-        assert found(diagnostics) == [("Department/research", "error", sum_ + note)]
-    assert key_line(diagnostics[0]) == "gpu: 16"
+        note = (
+            ": lower this quota to 6 or less, raise Department/research's spec.quota.gpu to 20, "
+            "or set the Cluster's spec.policy.allowOversubscription: true"
+        )
+        assert found(diagnostics) == [("Project/speech", "error", sum_ + note)]
+    assert line_at(diagnostics[0]) == "10"
 
 
 def test_node_group_quotas_inside_node_group_capacity(repo_dir: Path) -> None:
@@ -169,13 +183,15 @@ def test_node_group_quotas_inside_node_group_capacity(repo_dir: Path) -> None:
     diagnostics = check(repo_dir, *projects, base=(CLUSTER, small, h100, DEPARTMENT))
     assert found(diagnostics) == [
         (
-            "NodeGroup/a100",
+            "Project/speech",
             "error",
             "projects' GPU quotas on node group 'a100' add up to 12 (vision 6, speech 6), "
-            "more than its 8 GPUs (1 x 8 per node)",
+            "more than its 8 GPUs (1 x 8 per node): lower this quota to 2 or less, raise "
+            "NodeGroup/a100's spec.nodeCount, or set the Cluster's "
+            "spec.policy.allowOversubscription: true",
         )
     ]
-    assert key_line(diagnostics[0]) == "nodeCount: 1"
+    assert key_line(diagnostics[0]) == "gpu: 6"
 
 
 def test_gpu_memory_over_the_gpus_memory_points_at_the_template(repo_dir: Path) -> None:
@@ -495,7 +511,7 @@ def test_whole_gpus_may_be_written_as_floats(repo_dir: Path) -> None:
 def test_no_cluster(repo_dir: Path) -> None:
     diagnostics = check(repo_dir, base=(A100, DEPARTMENT, PROJECT))
     assert [d.text() for d in diagnostics] == [
-        "repo.yaml:1:1: no Cluster document; a repo declares exactly one"
+        "repo.yaml:1:1: error GS301: no Cluster document; a repo declares exactly one"
     ]
 
 
@@ -572,7 +588,7 @@ def test_no_cluster_in_an_empty_repo_points_at_the_repo() -> None:
     diagnostics = Diagnostics()
     run_checks(build_repo([]), [], diagnostics)
     assert [d.text() for d in diagnostics.items] == [
-        ".:1:1: no Cluster document; a repo declares exactly one"
+        ".:1:1: error GS301: no Cluster document; a repo declares exactly one"
     ]
 
 

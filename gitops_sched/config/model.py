@@ -295,6 +295,11 @@ class Repo:
     # (their model needs the engine's types: gitops_sched.sim.events reads them)
     simulations: list[Document] = field(default_factory=list)
 
+    def documents(self) -> list[Document]:
+        """The documents of the model's objects (its Simulations aside), kind by kind."""
+        objects = [self.cluster, *self.node_groups, *self.departments, *self.projects]
+        return [o.doc for o in [*objects, *self.templates, *self.workloads] if o is not None]
+
     def project(self, name: str) -> Project | None:
         return self._projects.get(name)
 

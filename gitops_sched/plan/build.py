@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gitops_sched.compiler import render_repo
+from gitops_sched.config.baseline import NO_BASELINE, Baseline
 from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.model import Repo
 from gitops_sched.config.validate import check_repo, check_source
@@ -76,14 +77,18 @@ class Plan:
         return self.base.valid and self.head.valid
 
 
-def _side(path: Path, ref: str | None, excludes: tuple[str, ...]) -> Side:
-    """One side, its files left out by its own `.gitops-schedignore` and by `excludes`."""
+def _side(path: Path, ref: str | None, excludes: tuple[str, ...], base: Side | None = None) -> Side:
+    """One side, its files left out by its own `.gitops-schedignore` and by `excludes`.
+
+    The head is checked against a valid base, so that a problem two objects share (a
+    duplicate name, a sum over its bound) is reported on the one the change introduced."""
+    baseline = Baseline.of(base.repo.documents()) if base and base.repo else NO_BASELINE
     if ref is None:
-        repo, diagnostics = check_repo(path, excludes)
+        repo, diagnostics = check_repo(path, excludes, baseline)
         return Side(WORKING_TREE, None, repo, diagnostics)
     folder = git_folder(path)
     commit = resolve(folder, ref)
-    repo, diagnostics = check_source(ref_files(folder, commit, excludes))
+    repo, diagnostics = check_source(ref_files(folder, commit, excludes), baseline)
     return Side(ref, commit, repo, diagnostics)
 
 
@@ -116,7 +121,7 @@ def make_plan(
     try:
         git_folder(path)  # a working-tree head must be in Git too: the base comes from there
         base = _side(path, base_ref, excludes)
-        head = _side(path, head_ref, excludes)
+        head = _side(path, head_ref, excludes, base)
     except GitError as exc:
         raise PlanInputError(str(exc)) from exc
     problems = new_problems(base.diagnostics if base.valid else None, head.diagnostics)

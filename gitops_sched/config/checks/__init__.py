@@ -5,6 +5,13 @@ to diagnostics, so one run reports every problem. The model holds only schema-va
 documents; the raw documents tell which names exist at all, so an object that failed
 the schema is not reported a second time as a dangling reference.
 
+A problem is reported once, where it is: checks of an object's own fields run over the
+whole model; checks that follow references or add up over the repo run over its sound
+part and only while the kinds they add up are complete (`soundness`), so a broken
+document, a duplicate or a dangling reference has no follow-on errors elsewhere; sums
+over several objects blame the one that tips them over (in `plan`, the one the change
+introduced: `baseline`).
+
 The checks live in modules named for what they check (structure, references, quotas,
 gpus, mig, fit, names, volumes, expressions, policy), with `common` and `pods` holding the
 helpers they share; this module only runs them, in a fixed order.
@@ -14,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from gitops_sched.config.baseline import NO_BASELINE, Baseline
 from gitops_sched.config.checks.expressions import (
     check_template_expressions,
     check_template_rendering,
@@ -47,11 +55,13 @@ from gitops_sched.config.checks.references import (
     check_references,
     check_workload_node_group_allowed,
 )
+from gitops_sched.config.checks.soundness import Soundness, without
 from gitops_sched.config.checks.structure import (
     check_cluster_count,
     check_default_templates,
     check_duplicate_names,
     check_gang_sizes,
+    duplicate_definitions,
 )
 from gitops_sched.config.checks.volumes import (
     check_claim_values,
@@ -63,17 +73,14 @@ from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
 from gitops_sched.config.loader import Document
 from gitops_sched.config.model import Repo
 
-MODEL_CHECKS: tuple[Callable[[Repo], Iterable[Diagnostic]], ...] = (
-    check_workload_node_group_allowed,
+Check = Callable[[Repo], Iterable[Diagnostic]]
+SumCheck = Callable[[Repo, Baseline], Iterable[Diagnostic]]
+
+# An object's own fields (or objects of one kind side by side): over the whole model.
+OWN_CHECKS: tuple[Check, ...] = (
     check_default_templates,
-    check_department_quotas,
     check_limits,
-    check_cluster_capacity,
-    check_node_group_capacity,
-    check_non_preemptible_quota,
     check_gpu_values,
-    check_gpu_memory,
-    check_mig_profiles,
     check_node_group_models,
     check_mig_layouts,
     check_mig_models,
@@ -83,29 +90,61 @@ MODEL_CHECKS: tuple[Callable[[Repo], Iterable[Diagnostic]], ...] = (
     check_derived_names,
     check_node_labels,
     check_claim_values,
-    check_volume_names,
-    check_claims_agree,
-    check_single_node_claims,
     check_template_expressions,
-    check_template_rendering,
 )
 
+# Through references (node groups, templates, projects): over the sound part of the model,
+# each only while the kinds named are complete ("Cluster": its policy and template context).
+DERIVED_CHECKS: tuple[tuple[Check, tuple[str, ...]], ...] = (
+    (check_workload_node_group_allowed, ()),
+    (check_non_preemptible_quota, ()),
+    (check_gpu_memory, ()),
+    (check_mig_profiles, ()),
+    (check_volume_names, ()),
+    (check_claims_agree, ()),
+    (check_single_node_claims, ()),
+    (check_template_rendering, ("Cluster",)),
+)
+
+# Sums over several objects, reported on the one that tips the sum over (see `baseline`);
+# the policy says whether that is an error or a warning, so the Cluster must be sound.
+SUM_CHECKS: tuple[tuple[SumCheck, tuple[str, ...]], ...] = (
+    (check_department_quotas, ("Cluster",)),
+    (check_cluster_capacity, ("Cluster", "NodeGroup")),
+    (check_node_group_capacity, ("Cluster",)),
+)
 
 # workloads that could never run on the repo's nodes: errors in a repo; a Simulation's own
 # workloads (a what-if, maybe on other nodes) leave them to simulate's "can never fit"
-FIT_CHECKS: tuple[Callable[[Repo], Iterable[Diagnostic]], ...] = (
+FIT_CHECKS: tuple[Check, ...] = (
     check_workloads_fit,
     check_pod_resources_fit,
 )
 
 
 def run_checks(
-    repo: Repo, documents: list[Document], diagnostics: Diagnostics, fit: bool = True
+    repo: Repo,
+    documents: list[Document],
+    diagnostics: Diagnostics,
+    fit: bool = True,
+    baseline: Baseline = NO_BASELINE,
 ) -> None:
     """Every semantic check; `repo` holds the schema-valid documents, `documents` all of them.
-    `fit`: whether workloads must fit the repo's nodes (FIT_CHECKS)."""
-    diagnostics.extend(check_cluster_count(documents))
-    diagnostics.extend(check_duplicate_names(documents))
-    diagnostics.extend(check_references(repo, _names_by_kind(documents)))
-    for check in MODEL_CHECKS + (FIT_CHECKS if fit else ()):
-        diagnostics.extend(check(repo))
+    `fit`: whether workloads must fit the repo's nodes (FIT_CHECKS); `baseline`: the other
+    side of a change, for blaming the objects it introduced (plan's base)."""
+    diagnostics.extend(check_cluster_count(documents, baseline))
+    duplicates = duplicate_definitions(documents, baseline)
+    diagnostics.extend(check_duplicate_names(duplicates))
+    whole = without(repo, [doc for doc, _ in duplicates])
+    diagnostics.extend(check_references(whole, _names_by_kind(documents)))
+    for check in OWN_CHECKS:
+        diagnostics.extend(check(whole))
+    soundness = Soundness.of(whole, documents)
+    sound = soundness.sound_part(whole)
+    derived = DERIVED_CHECKS + tuple((check, ()) for check in FIT_CHECKS if fit)
+    for check, needs in derived:
+        if soundness.complete(needs):
+            diagnostics.extend(check(sound))
+    for sum_check, needs in SUM_CHECKS:
+        if soundness.complete(needs):
+            diagnostics.extend(sum_check(whole, baseline))

@@ -2,7 +2,8 @@
 
 Projects' quotas must fit in their department's, departments' GPU quotas in the
 cluster's GPUs and projects' per-node-group GPU quotas in that group's GPUs (all three
-warnings instead of errors when the cluster's policy allows oversubscription); a hard
+warnings instead of errors when the cluster's policy allows oversubscription), each
+reported at the quota that tips the sum over, with the ways to fix it; a hard
 limit must not be below the quota it would take back; and non-preemptible workloads,
 which can only run inside quota, must fit in their project's GPU quota alone and together.
 """
@@ -14,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from gitops_sched.config import codes
+from gitops_sched.config.baseline import NO_BASELINE, Baseline
 from gitops_sched.config.checks.common import (
     Number,
     _diagnostic,
@@ -24,6 +26,7 @@ from gitops_sched.config.checks.common import (
 )
 from gitops_sched.config.checks.pods import _gpu_memory, _mig_tables, _workload_node_groups
 from gitops_sched.config.diagnostics import Diagnostic, Severity
+from gitops_sched.config.loader import Document, Path_
 from gitops_sched.config.model import (
     Department,
     NodeGroup,
@@ -50,34 +53,81 @@ def _over(total: Number, bound: Number) -> bool:
     return total - bound > EPSILON
 
 
-def check_department_quotas(repo: Repo) -> Iterator[Diagnostic]:
+def check_department_quotas(repo: Repo, baseline: Baseline = NO_BASELINE) -> Iterator[Diagnostic]:
     """A department's quota caps its projects' guarantees; more would promise what is not there.
 
-    Unless the cluster's policy allows oversubscription: then it is a warning, and under
-    contention the department's quota caps what its projects get together.
+    Reported at the quota of the project that tips the sum over (see `_tipping`). Unless the
+    cluster's policy allows oversubscription: then it is a warning, and under contention the
+    department's quota caps what its projects get together.
     """
     severity = _capacity_severity(repo)
-    if severity is Severity.WARNING:
-        note = _oversubscription_note(severity) + " (the department's quota caps their sum)"
-    else:
-        note = " (allowed only with the Cluster's policy.allowOversubscription: true)"
     for department in repo.departments:
         projects = [p for p in repo.projects if p.department == department.name]
         for field, label, fmt in RESOURCES:
             bound = getattr(department.quota, field)
-            items = [
-                (p.name, value) for p in projects if (value := getattr(p.quota, field)) is not None
+            parts = [
+                (p.doc, p.name, v) for p in projects if (v := getattr(p.quota, field)) is not None
             ]
-            total = sum((value for _, value in items), start=0)
-            if bound is not None and _over(total, bound):
-                yield _diagnostic(
-                    department.doc,
-                    ("spec", "quota", field),
-                    codes.PROJECTS_OVER_DEPARTMENT,
-                    f"projects' {label} quotas add up to {fmt(total)} ({_itemized(items, fmt)}), "
-                    f"more than the department's {label} quota of {fmt(bound)}" + note,
-                    severity,
-                )
+            path = _quota_path(field)
+            tipping = _tipping(parts, path, bound, baseline) if bound is not None else None
+            if tipping is None:
+                continue
+            doc, total, room = tipping
+            message = (
+                f"projects' {label} quotas in department '{department.name}' add up to "
+                f"{fmt(total)} ({_itemized([(n, v) for _, n, v in parts], fmt)}), more than its "
+                f"{label} quota of {fmt(bound)}"
+            )
+            fix = f"raise Department/{department.name}'s spec.quota.{field} to {fmt(total)}"
+            where = path if _has(doc, path) else ("spec", "nodeGroupQuotas")
+            yield _diagnostic(
+                doc,
+                where,
+                codes.PROJECTS_OVER_DEPARTMENT,
+                message
+                + _remedy(severity, room, fmt, fix, " (the department's quota caps their sum)"),
+                severity,
+            )
+
+
+def _quota_path(field: str) -> Path_:
+    return ("spec", "quota", field)
+
+
+def _has(doc: Document, path: Path_) -> bool:
+    """Whether the document writes a value at `path` (a project may give only nodeGroupQuotas,
+    whose sum is its quota)."""
+    return path in doc.positions
+
+
+def _tipping(
+    parts: list[tuple[Document, str, Number]], path: Path_, bound: Number, baseline: Baseline
+) -> tuple[Document, Number, Number] | None:
+    """Where a sum over its bound is reported: the object whose value (at `path`) takes the
+    running total over, adding established objects first and then those the change
+    introduced or changed, each in path order. With the total, and how low that value
+    would have to go for the sum to fit (negative: lowering it alone is not enough).
+    None: the sum fits."""
+    values = {id(doc): value for doc, _, value in parts}
+    total = sum(values.values(), start=0)
+    if not _over(total, bound):
+        return None
+    running: Number = 0
+    for doc in baseline.order([doc for doc, _, _ in parts], path):
+        running += values[id(doc)]
+        if _over(running, bound):
+            return doc, total, bound - (total - values[id(doc)])
+    raise AssertionError("a sum over its bound has a part that takes it over")
+
+
+def _remedy(
+    severity: Severity, room: Number, fmt: Callable[[Number], str], fix: str, capped: str = ""
+) -> str:
+    """How to fix a sum over its bound, or (allowed by the policy) why it is only a warning."""
+    if severity is Severity.WARNING:
+        return f"; allowed by policy.allowOversubscription{capped}"
+    lower = f"lower this quota to {fmt(room)} or less" if room >= 0 else "lower the quotas"
+    return f": {lower}, {fix}, or set the Cluster's spec.policy.allowOversubscription: true"
 
 
 def _limits_below_quota(owner: Department | Project) -> Iterator[Diagnostic]:
@@ -103,56 +153,64 @@ def _capacity_severity(repo: Repo) -> Severity:
     return Severity.WARNING if allowed else Severity.ERROR
 
 
-def _oversubscription_note(severity: Severity) -> str:
-    return "; allowed by policy.allowOversubscription" if severity is Severity.WARNING else ""
-
-
 def _capacity_text(groups: list[NodeGroup]) -> str:
     return ", ".join(f"{g.name} {g.node_count}x{g.gpus_per_node}" for g in groups if g.gpu_capacity)
 
 
-def check_cluster_capacity(repo: Repo) -> Iterator[Diagnostic]:
-    """Department guarantees must be backed by GPUs the node groups declare."""
+def check_cluster_capacity(repo: Repo, baseline: Baseline = NO_BASELINE) -> Iterator[Diagnostic]:
+    """Department guarantees must be backed by GPUs the node groups declare; reported at the
+    GPU quota of the department that tips the sum over."""
     if repo.cluster is None:
         return
-    items = [(d.name, d.quota.gpu) for d in repo.departments if d.quota.gpu is not None]
-    total = sum(value for _, value in items)
-    if _over(total, repo.gpu_capacity):
-        severity = _capacity_severity(repo)
-        yield _diagnostic(
-            repo.cluster.doc,
-            (),
-            codes.DEPARTMENTS_OVER_CLUSTER,
-            f"departments' GPU quotas add up to {_number(total)} ({_itemized(items, _number)}), "
-            f"more than the cluster's {repo.gpu_capacity} GPUs "
-            f"({_capacity_text(repo.node_groups) or 'no GPU node groups'})"
-            + _oversubscription_note(severity),
-            severity,
-        )
+    parts = [(d.doc, d.name, d.quota.gpu) for d in repo.departments if d.quota.gpu is not None]
+    tipping = _tipping(parts, _quota_path("gpu"), repo.gpu_capacity, baseline)
+    if tipping is None:
+        return
+    doc, total, room = tipping
+    severity = _capacity_severity(repo)
+    message = (
+        f"departments' GPU quotas add up to {_number(total)} "
+        f"({_itemized([(n, v) for _, n, v in parts], _number)}), more than the cluster's "
+        f"{repo.gpu_capacity} GPUs ({_capacity_text(repo.node_groups) or 'no GPU node groups'})"
+    )
+    fix = "add GPU nodes to the node groups"
+    yield _diagnostic(
+        doc,
+        _quota_path("gpu"),
+        codes.DEPARTMENTS_OVER_CLUSTER,
+        message + _remedy(severity, room, _number, fix),
+        severity,
+    )
 
 
-def check_node_group_capacity(repo: Repo) -> Iterator[Diagnostic]:
-    """Per-node-group guarantees must be backed by that group's own GPUs."""
-    quotas: dict[str, list[tuple[str, float]]] = defaultdict(list)
-    for project in repo.projects:
-        for group, quota in project.node_group_quotas.items():
-            if quota.gpu is not None:
-                quotas[group].append((project.name, quota.gpu))
+def check_node_group_capacity(repo: Repo, baseline: Baseline = NO_BASELINE) -> Iterator[Diagnostic]:
+    """Per-node-group guarantees must be backed by that group's own GPUs; reported at the
+    node group quota of the project that tips the sum over."""
     severity = _capacity_severity(repo)
     for group in repo.node_groups:
-        items = quotas.get(group.name, [])
-        total = sum(value for _, value in items)
-        if _over(total, group.gpu_capacity):
-            yield _diagnostic(
-                group.doc,
-                ("spec", "nodeCount"),
-                codes.NODE_GROUP_QUOTAS_OVER_CAPACITY,
-                f"projects' GPU quotas on node group '{group.name}' add up to {_number(total)} "
-                f"({_itemized(items, _number)}), more than its {group.gpu_capacity} GPUs "
-                f"({group.node_count} x {group.gpus_per_node} per node)"
-                + _oversubscription_note(severity),
-                severity,
-            )
+        parts = [
+            (p.doc, p.name, quota.gpu)
+            for p in repo.projects
+            if (quota := p.node_group_quotas.get(group.name)) is not None and quota.gpu is not None
+        ]
+        path = ("spec", "nodeGroupQuotas", group.name, "gpu")
+        tipping = _tipping(parts, path, group.gpu_capacity, baseline)
+        if tipping is None:
+            continue
+        doc, total, room = tipping
+        message = (
+            f"projects' GPU quotas on node group '{group.name}' add up to {_number(total)} "
+            f"({_itemized([(n, v) for _, n, v in parts], _number)}), more than its "
+            f"{group.gpu_capacity} GPUs ({group.node_count} x {group.gpus_per_node} per node)"
+        )
+        fix = f"raise NodeGroup/{group.name}'s spec.nodeCount"
+        yield _diagnostic(
+            doc,
+            path,
+            codes.NODE_GROUP_QUOTAS_OVER_CAPACITY,
+            message + _remedy(severity, room, _number, fix),
+            severity,
+        )
 
 
 def _pod_gpus(repo: Repo, workload: Workload, spec: dict[str, Any]) -> float | None:

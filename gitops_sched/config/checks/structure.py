@@ -5,20 +5,28 @@ a kind share a name (names are the keys references and rendered objects use), at
 Template is the default (it applies to every workload), and no workload's gang
 (`minAvailable`) is larger than its replicas. Each would otherwise make the compiled
 cluster ambiguous or a workload impossible to start.
+
+A second Cluster or a second definition of a name is reported on the later one in path
+order, naming the first (in `plan`, on the one the change introduced: see `baseline`);
+the first one is the one the other checks see.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
 
 from gitops_sched.config import codes
+from gitops_sched.config.baseline import NO_BASELINE, Baseline
 from gitops_sched.config.checks.common import _error
 from gitops_sched.config.diagnostics import Diagnostic, Location
 from gitops_sched.config.loader import KINDS, SIMULATION, Document
 from gitops_sched.config.model import Repo
 
 
-def check_cluster_count(documents: list[Document]) -> Iterator[Diagnostic]:
+def check_cluster_count(
+    documents: list[Document], baseline: Baseline = NO_BASELINE
+) -> Iterator[Diagnostic]:
     """Everything cluster-wide (namespaces, scheduler policy) comes from exactly one Cluster."""
     clusters = [doc for doc in documents if doc.kind == "Cluster"]
     if not clusters:
@@ -26,29 +34,42 @@ def check_cluster_count(documents: list[Document]) -> Iterator[Diagnostic]:
         where = Location(documents[0].file) if documents else Location(".")
         message = "no Cluster document; a repo declares exactly one"
         yield Diagnostic(where, message, code=codes.NO_CLUSTER)
-    for doc in clusters[1:]:
-        first = clusters[0].location()
-        yield _error(
-            doc, ("kind",), codes.TWO_CLUSTERS, f"more than one Cluster (first defined at {first})"
-        )
+        return
+    first, *later = baseline.order(clusters)
+    for doc in later:
+        message = f"more than one Cluster (first defined at {first.location()})"
+        yield _error(doc, ("kind",), codes.TWO_CLUSTERS, message)
 
 
-def check_duplicate_names(documents: list[Document]) -> Iterator[Diagnostic]:
-    """Names are the keys references and rendered objects use; a second one would shadow."""
-    first: dict[tuple[str, str], Document] = {}
+Duplicate = tuple[Document, Document]  # a later definition of a name, and the first
+
+
+def duplicate_definitions(
+    documents: Iterable[Document], baseline: Baseline = NO_BASELINE
+) -> list[Duplicate]:
+    """Every definition of a name after its first: established definitions come before
+    those the change introduced, each in path order (file path, then place in the file)."""
+    definitions: dict[tuple[str, str], list[Document]] = defaultdict(list)
     for doc in documents:
-        if doc.kind not in (*KINDS, SIMULATION) or doc.kind == "Cluster" or not doc.name:
-            continue
-        key = (doc.kind, doc.name)
-        if key in first:
-            yield _error(
-                doc,
-                ("metadata", "name"),
-                codes.DUPLICATE_NAME,
-                f"duplicate {doc.kind} '{doc.name}' (also defined at {first[key].location()})",
-            )
-        else:
-            first[key] = doc
+        if doc.kind in (*KINDS, SIMULATION) and doc.kind != "Cluster" and doc.name:
+            definitions[(doc.kind, doc.name)].append(doc)
+    duplicates = []
+    for docs in definitions.values():
+        first, *later = baseline.order(docs)
+        duplicates += [(doc, first) for doc in later]
+    return duplicates
+
+
+def check_duplicate_names(duplicates: list[Duplicate]) -> Iterator[Diagnostic]:
+    """Names are the keys references and rendered objects use; a second one would shadow."""
+    for doc, first in duplicates:
+        where = first.location(("metadata", "name"))
+        yield _error(
+            doc,
+            ("metadata", "name"),
+            codes.DUPLICATE_NAME,
+            f"duplicate {doc.kind} '{doc.name}' (first defined at {where})",
+        )
 
 
 def check_default_templates(repo: Repo) -> Iterator[Diagnostic]:
