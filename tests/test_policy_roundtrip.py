@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 import yaml
 from config_builders import doc
-from hypothesis import given
+from conftest import examples
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitops_sched.bridge.build import policy_from_repo
@@ -148,6 +149,7 @@ def queue_fields(draw: st.DrawFn) -> dict[str, Any]:
     return fields
 
 
+@settings(max_examples=examples(40))
 @given(repos())
 def test_generated_repos_read_back_to_the_policy_simulate_uses(repo: Repo) -> None:
     assert read_back(repo).policy == policy_from_repo(repo)
