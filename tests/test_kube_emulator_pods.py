@@ -5,12 +5,15 @@ change, priority admission and watches; driven through the official client over 
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 
 import kubernetes
 import pytest
 from kubernetes.client import CoreV1Api, PolicyV1Api
 from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
 
 from tests.kube_emulator import KubeEmulator
 
@@ -310,3 +313,108 @@ def test_priority_comes_from_an_existing_priority_class(
         lambda: core.create_namespaced_pod(NS, pod("s", priorityClassName="train", priority=5))
     )
     assert code == 403
+
+
+# --- watches -------------------------------------------------------------------------------
+
+
+def watched(func, *args, count: int, **kwargs) -> list[tuple[str, str]]:
+    """The first `count` events (type, pod name) of a watch that ends after 5 s at most."""
+    watcher = kubernetes.watch.Watch()
+    events = []
+    for event in watcher.stream(func, *args, timeout_seconds=5, **kwargs):
+        events.append((event["type"], event["raw_object"]["metadata"].get("name")))
+        if len(events) == count:
+            watcher.stop()
+    return events
+
+
+def test_a_watch_replays_the_changes_after_a_lists_version(core: CoreV1Api) -> None:
+    core.create_namespaced_pod(NS, pod("before"))
+    version = core.list_namespaced_pod(NS).metadata.resource_version
+    core.create_namespaced_pod(NS, pod("p"))
+    bind(core, "p", "n1")
+    core.delete_namespaced_pod("before", NS)
+    events = watched(core.list_namespaced_pod, NS, resource_version=version, count=3)
+    assert events == [("ADDED", "p"), ("MODIFIED", "p"), ("DELETED", "before")]
+    everywhere = watched(core.list_pod_for_all_namespaces, resource_version=version, count=3)
+    assert everywhere == events
+
+
+def test_a_watch_from_no_version_starts_with_the_current_objects(core: CoreV1Api) -> None:
+    core.create_namespaced_pod(NS, pod("p"))
+    assert watched(core.list_namespaced_pod, NS, count=1) == [("ADDED", "p")]
+
+
+def test_a_watch_streams_each_change_as_it_happens(core: CoreV1Api) -> None:
+    version = core.list_namespaced_pod(NS).metadata.resource_version
+    later = threading.Timer(0.1, lambda: core.create_namespaced_pod(NS, pod("p")))
+    later.start()
+    started = time.monotonic()
+    events = watched(core.list_namespaced_pod, NS, resource_version=version, count=1)
+    later.join()
+    assert events == [("ADDED", "p")]
+    assert time.monotonic() - started < 4  # not held back until the 5 s watch ends
+
+
+def test_selectors_turn_changes_into_arrivals_and_departures(core: CoreV1Api) -> None:
+    version = core.list_namespaced_pod(NS).metadata.resource_version
+    core.create_namespaced_pod(NS, pod("p", {"app": "web"}))
+    core.create_namespaced_pod(NS, pod("q", {"app": "db"}))
+    bind(core, "p", "n1")
+    bind(core, "q", "n1")
+    core.delete_namespaced_pod("p", NS)
+    kwargs = {"resource_version": version, "label_selector": "app=web"}
+    on_node = watched(
+        core.list_namespaced_pod, NS, field_selector="spec.nodeName=n1", count=2, **kwargs
+    )
+    assert on_node == [("ADDED", "p"), ("MODIFIED", "p")]  # bound: arrives; then terminating
+    unbound = watched(
+        core.list_namespaced_pod, NS, field_selector="spec.nodeName=", count=2, **kwargs
+    )
+    assert unbound == [("ADDED", "p"), ("DELETED", "p")]  # bound: leaves the selection
+
+
+def test_a_watch_from_an_expired_version_is_gone() -> None:
+    with KubeEmulator(watch_history=2, validate_builtins=False) as kube:
+        kube.api.call("POST", "/api/v1/namespaces", namespace(NS))
+        with kubernetes.client.ApiClient(kube.configuration()) as api:
+            core = CoreV1Api(api)
+            version = core.list_namespaced_pod(NS).metadata.resource_version
+            for name in ("p", "q", "r"):
+                core.create_namespaced_pod(NS, pod(name))
+            with pytest.raises(ApiException) as gone:
+                watched(core.list_namespaced_pod, NS, resource_version=version, count=1)
+            assert gone.value.status == 410
+            recent = core.list_namespaced_pod(NS).metadata.resource_version
+            core.delete_namespaced_pod("p", NS)
+            assert watched(core.list_namespaced_pod, NS, resource_version=recent, count=1) == [
+                ("DELETED", "p")
+            ]
+
+
+def test_a_watch_ends_at_its_timeout_with_a_bookmark(core: CoreV1Api) -> None:
+    version = core.list_namespaced_pod(NS).metadata.resource_version
+    watcher = kubernetes.watch.Watch()
+    events = list(
+        watcher.stream(
+            core.list_namespaced_pod,
+            NS,
+            resource_version=version,
+            timeout_seconds=1,
+            allow_watch_bookmarks=True,
+        )
+    )
+    assert [e["type"] for e in events] == ["BOOKMARK"]
+    assert events[0]["raw_object"]["metadata"]["resourceVersion"] == version
+
+
+def test_the_dynamic_client_watches_too(kube: KubeEmulator, tmp_path) -> None:
+    with kubernetes.client.ApiClient(kube.configuration()) as api:
+        dynamic = DynamicClient(api, cache_file=str(tmp_path / "discovery.json"))
+        pods = dynamic.resources.get(api_version="v1", kind="Pod")
+        version = dynamic.get(pods, namespace=NS).metadata.resourceVersion
+        dynamic.create(pods, body=pod("p"), namespace=NS)
+        for event in pods.watch(namespace=NS, resource_version=version, timeout=5):
+            assert (event["type"], event["object"].metadata.name) == ("ADDED", "p")
+            break

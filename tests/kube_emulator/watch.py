@@ -139,10 +139,12 @@ def _expired(wanted: int, oldest: int) -> Event:
 
 
 def timeout_of(query: dict[str, str]) -> float | None:
+    """timeoutSeconds; unset or 0 is the server's default: here, until the server stops."""
     text = query.get("timeoutSeconds")
     if text is None:
         return None
     try:
-        return max(0.0, float(int(text)))
+        seconds = int(text)
     except ValueError as exc:
         raise ApiError(400, "BadRequest", f"invalid timeoutSeconds {text!r}") from exc
+    return float(seconds) if seconds > 0 else None
