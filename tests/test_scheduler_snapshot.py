@@ -372,6 +372,7 @@ def test_pods_that_cannot_be_read_are_ignored_with_a_reason(
 ) -> None:
     view = view_of([pod])
     assert reason in why(view, pod["metadata"]["name"])
+    assert view.ignored[0].bound == bool(pod["spec"].get("nodeName"))
     assert view.snapshot.jobs == ()
 
 
@@ -379,6 +380,7 @@ def test_an_ignored_bound_pod_still_holds_its_gpus() -> None:
     pod = bare_pod("placed", gpus=3, node_name="dgx-1", annotations={PLACEMENT: "[]"})
     view = view_of([pod])
     assert "expected a JSON object" in why(view, "placed")
+    assert view.ignored[0].bound
     dgx1 = view.snapshot.nodes[1]
     assert [g.index for g in dgx1.gpus] == [0, 1, 2, 3, 4]
 

@@ -208,12 +208,13 @@ class _Build:
                 name=metadata.get("name") or "",
                 uid=metadata.get("uid") or "",
                 why=why,
+                bound=bool(spec(pod).get("nodeName")),
             )
         )
         self._hold(pod)  # bound and unreadable: it still holds its GPUs
 
     def _ignore_ours(self, pod: OurPod, why: str) -> None:
-        self.ignored.append(Ignored(pod.namespace, pod.name, pod.uid, why))
+        self.ignored.append(Ignored(pod.namespace, pod.name, pod.uid, why, bound=bool(pod.node)))
         if pod.request.kind is RequestKind.MIG:
             self._take(pod.node, 1, pod.request.mig_profile)
         else:

@@ -53,6 +53,7 @@ class Ignored:
     name: str
     uid: str
     why: str
+    bound: bool = False  # bound already (by someone else, or with a placement we cannot use)
 
 
 @dataclass(frozen=True)
