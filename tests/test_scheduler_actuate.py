@@ -641,56 +641,50 @@ def test_queue_status_written_once_and_not_rewritten_on_a_no_op(kube, cluster):
     assert again.queues == 0 and kube.api.counts()["write"] == 0
 
 
+def scheduled(kube: KubeEmulator, name: str) -> tuple[str, str, str]:
+    """The pod's PodScheduled condition: status, reason, message."""
+    conditions = (live_pod(kube, name).get("status") or {}).get("conditions") or []
+    found = next(c for c in conditions if c["type"] == "PodScheduled")
+    return found["status"], found.get("reason", ""), found.get("message", "")
+
+
+def events_of(kube: KubeEmulator, name: str) -> list[tuple[str, str, str]]:
+    events = [e for e in kube.api.objects("v1", "Event") if e["involvedObject"]["name"] == name]
+    return [(e["type"], e["reason"], e["message"]) for e in events]
+
+
 def test_a_pending_pod_gets_one_condition_and_one_event_per_reason(kube, cluster):
     train = job("train", WHOLE, pods=2)
     add_pods(cluster, "train", 2)
-    stray = Ignored(NS, "stray", "uid-stray", "namespace team-x maps to no project")
-    cluster.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "stray", "namespace": NS},
-            "spec": {"containers": [{"name": "m", "image": "x"}]},
-        }
+    add_pods(cluster, "stray", 2)  # pods the snapshot ignored; stray-1 is bound already
+    run_pods(kube, cluster, ["stray-1"])
+    strays = tuple(
+        Ignored(NS, f"stray-{i}", live_pod(kube, f"stray-{i}")["metadata"]["uid"], why, i == 1)
+        for i, why in enumerate(("an unreadable annotation", "its placement names no GPU"))
     )
     writer = StatusWriter(cluster)
-    pending = Decisions(pending_reasons=((train.key, "over department quota"),))
+    quota = Decisions(pending_reasons=((train.key, "over department quota"),))
 
-    writer.write(view(cluster, [train], ignored=(stray,)), pending)
+    writer.write(view(cluster, [train], ignored=strays), quota)
 
-    for name, why in (
-        ("train-0", "over department quota"),
-        ("train-1", "over department quota"),
-        ("stray", "namespace team-x maps to no project"),
-    ):
-        condition = next(
-            c for c in live_pod(kube, name)["status"]["conditions"] if c["type"] == "PodScheduled"
-        )
-        assert (condition["status"], condition["reason"], condition["message"]) == (
-            "False",
-            "Unschedulable",
-            why,
-        )
-        events = [e for e in kube.api.objects("v1", "Event") if e["involvedObject"]["name"] == name]
-        assert [(e["type"], e["reason"], e["message"]) for e in events] == [
-            ("Warning", "FailedScheduling", why)
-        ]
+    for name in ("train-0", "train-1"):
+        assert scheduled(kube, name) == ("False", "Unschedulable", "over department quota")
+        assert events_of(kube, name) == [("Warning", "FailedScheduling", "over department quota")]
+    assert scheduled(kube, "stray-0") == ("False", "Unschedulable", "an unreadable annotation")
+    assert "Unschedulable" not in json.dumps(live_pod(kube, "stray-1")["status"])  # bound:
+    assert events_of(kube, "stray-1") == [  # an Event only
+        ("Warning", "FailedScheduling", "its placement names no GPU")
+    ]
 
     kube.api.reset_counts()
-    writer.write(view(cluster, [train], ignored=(stray,)), pending)
+    writer.write(view(cluster, [train], ignored=strays), quota)
     assert kube.api.counts()["write"] == 0  # the same reasons: nothing said again
 
-    writer.write(
-        view(cluster, [train], ignored=(stray,)),
-        Decisions(pending_reasons=((train.key, "waiting for gang 1/2: no room"),)),
-    )
+    gang = Decisions(pending_reasons=((train.key, "waiting for gang 1/2: no room"),))
+    writer.write(view(cluster, [train], ignored=strays), gang)
     assert kube.api.counts()["write"] == 4  # two conditions, two events
-    assert (
-        len(
-            [e for e in kube.api.objects("v1", "Event") if e["involvedObject"]["name"] == "train-0"]
-        )
-        == 2
-    )
+    assert scheduled(kube, "train-0")[2] == "waiting for gang 1/2: no room"
+    assert len(events_of(kube, "train-0")) == 2
 
 
 def test_a_bound_pod_gets_no_pending_reason_and_a_waiting_one_says_why(kube, cluster):

@@ -53,6 +53,7 @@ class _Pod:
     namespace: str
     name: str
     uid: str
+    bound: bool = False  # an ignored pod bound already: an Event, but no PodScheduled=False
 
 
 class StatusWriter:
@@ -120,7 +121,7 @@ class StatusWriter:
                     told.append((_Pod(pod.namespace, pod.name, pod.uid), why))
         reserved = {(r.namespace, r.name) for r in view.reservations}
         told += [
-            (_Pod(p.namespace, p.name, p.uid), p.why)
+            (_Pod(p.namespace, p.name, p.uid, p.bound), p.why)
             for p in view.ignored
             if (p.namespace, p.name) not in reserved
         ]
@@ -132,12 +133,17 @@ class StatusWriter:
         self._said = {uid: why for uid, why in self._said.items() if uid in live}
 
     def _tell(self, pod: _Pod, why: str, report: StatusReport) -> None:
-        """The pod's PodScheduled condition, then one Event, saying why it waits."""
-        report.conditions += 1
+        """The pod's PodScheduled condition, then one Event, saying why it waits (a bound
+        pod gets the Event alone)."""
+        report.conditions += not pod.bound
         report.events += 1
         if self.dry_run:
             return
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        if pod.bound:
+            self._said[pod.uid] = why
+            self._event(pod, why, stamp, stamp, report)  # no write to version it by
+            return
         condition = {
             "type": "PodScheduled",
             "status": "False",
@@ -160,9 +166,12 @@ class StatusWriter:
             return
         self._said[pod.uid] = why
         version = (written.get("metadata") or {}).get("resourceVersion", "")
+        self._event(pod, why, version, stamp, report)
+
+    def _event(self, pod: _Pod, why: str, version: str, stamp: str, report: StatusReport) -> None:
         try:
             self.client.create(_event(pod, why, version, stamp))
-        except ApiFailure as exc:  # the condition says it already; the event is best effort
+        except ApiFailure as exc:  # best effort: the condition says it already, or next time
             report.errors.append(f"creating an event for {pod.namespace}/{pod.name}: {exc}")
 
 
