@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -657,7 +658,7 @@ def test_cli_reports_events_file_errors_with_exit_1(here: Path) -> None:
     (here / "sim.yaml").write_text(yaml.safe_dump(simulation_file(steps=[{"delete": "x"}])))
     result = CliRunner().invoke(main, ["simulate", "repo", "--events", "sim.yaml"])
     assert result.exit_code == 1
-    assert "sim.yaml:6:11: Simulation/t: unknown workload 'x'" in result.output
+    assert "sim.yaml:6:11: error GS805 Simulation/t: unknown workload 'x'" in result.output
 
 
 def test_cli_passes_when_expectations_hold(here: Path) -> None:
@@ -727,7 +728,7 @@ def test_hostile_values_are_schema_errors_at_the_value(
     assert result.exit_code == 1, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
     [found] = [line for line in result.output.splitlines() if line.startswith("sim.yaml:")]
-    assert found.startswith(f"sim.yaml:{_line_col(text, at)}: Simulation/t: "), found
+    assert re.match(rf"sim\.yaml:{_line_col(text, at)}: error GS2\d\d Simulation/t: ", found), found
     assert message in found
 
 
@@ -737,7 +738,7 @@ def test_deep_nesting_in_a_simulation_file_stops_at_the_65th_level(here: Path) -
     result = CliRunner().invoke(main, ["simulate", "repo", "--events", "sim.yaml"])
     assert result.exit_code == 1, result.output
     # the document's mapping is the first level, the 64th `[` the 65th
-    assert "sim.yaml:2:71: mappings and sequences nested more than 64 deep" in result.output
+    assert "sim.yaml:2:71: error GS108: mappings and sequences nested more than 64 deep" in result.output
 
 
 # --- idle GPUs -----------------------------------------------------------------------------

@@ -33,7 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from gitops_sched.bridge.build import canonical_model, gpu_memory_mib, gpu_request, nodes_from_repo
+from gitops_sched.config import codes
 from gitops_sched.config.checks import run_checks
+from gitops_sched.config.codes import Code
 from gitops_sched.config.diagnostics import Diagnostics, Location
 from gitops_sched.config.loader import SIMULATION, Document, Path_, load_repo
 from gitops_sched.config.model import Repo, Workload, build_workload, duration_seconds, quantity
@@ -130,7 +132,8 @@ def load_simulation(path: Path, repo: Repo, diagnostics: Diagnostics) -> Simulat
     if len(documents) != 1:
         if not diagnostics.has_errors:
             found = f"{len(documents)} documents"
-            diagnostics.error(Location(path.as_posix()), f"expected one Simulation, found {found}")
+            message = f"expected one Simulation, found {found}"
+            diagnostics.error(Location(path.as_posix()), message, code=codes.SIMULATION_COUNT)
         return None
     return parse_simulation(documents[0], repo, diagnostics)
 
@@ -159,8 +162,8 @@ class _Problems:
     doc: Document
     found: Diagnostics = field(default_factory=Diagnostics)
 
-    def at(self, path: Path_, message: str) -> None:
-        self.found.error(self.doc.location(path), message, self.doc.ref)
+    def at(self, path: Path_, code: Code, message: str) -> None:
+        self.found.error(self.doc.location(path), message, self.doc.ref, code)
 
 
 # --- nodes ---------------------------------------------------------------------------------
@@ -171,7 +174,11 @@ def _nodes(doc: Document, repo: Repo, problems: _Problems) -> tuple[Node, ...]:
         return nodes_from_repo(repo)
     entries = doc.data["nodes"]
     for i, count in _repeats(entry["name"] for entry in entries):
-        problems.at(("nodes", i, "name"), f"duplicate node '{entries[i]['name']}' ({count}x)")
+        problems.at(
+            ("nodes", i, "name"),
+            codes.SIMULATION_DUPLICATE,
+            f"duplicate node '{entries[i]['name']}' ({count}x)",
+        )
     return tuple(_node(entry, ("nodes", i), problems) for i, entry in enumerate(entries))
 
 
@@ -193,16 +200,28 @@ def _node(entry: dict, path: Path_, problems: _Problems) -> Node:
     enabled = mig.get("enabled", False)
     static = mig.get("strategy", "dynamic") == "static"  # as a NodeGroup's mig.strategy
     if static and not enabled:
-        problems.at((*path, "mig", "strategy"), "strategy static needs mig.enabled: true")
+        problems.at(
+            (*path, "mig", "strategy"),
+            codes.SIMULATION_NODE,
+            "strategy static needs mig.enabled: true",
+        )
     elif static and not mig.get("instances"):
-        problems.at((*path, "mig", "strategy"), "strategy static needs the node's `instances`")
+        problems.at(
+            (*path, "mig", "strategy"),
+            codes.SIMULATION_NODE,
+            "strategy static needs the node's `instances`",
+        )
     by_gpu: dict[int, list[MigInstance]] = {}
     for j, instance in enumerate(mig.get("instances", ())):
         where = (*path, "mig", "instances", j)
         if not enabled:
-            problems.at(where, "MIG instances on a node without mig.enabled")
+            problems.at(where, codes.SIMULATION_NODE, "MIG instances on a node without mig.enabled")
         elif instance["gpu"] >= entry["gpus"]:
-            problems.at((*where, "gpu"), f"GPU {instance['gpu']} of {entry['gpus']}-GPU node")
+            problems.at(
+                (*where, "gpu"),
+                codes.SIMULATION_NODE,
+                f"GPU {instance['gpu']} of {entry['gpus']}-GPU node",
+            )
         else:
             by_gpu.setdefault(instance["gpu"], []).append(
                 MigInstance(instance["profile"], instance["start"])
@@ -226,7 +245,11 @@ def _node(entry: dict, path: Path_, problems: _Problems) -> Node:
     )
     for gpu in node.gpus:
         if not is_valid_layout(node.gpu_model, gpu.mig_instances):
-            problems.at((*path, "mig"), f"GPU {gpu.index}: not a valid {node.gpu_model} MIG layout")
+            problems.at(
+                (*path, "mig"),
+                codes.SIMULATION_NODE,
+                f"GPU {gpu.index}: not a valid {node.gpu_model} MIG layout",
+            )
     return node
 
 
@@ -243,7 +266,11 @@ def _running(
     """The placed and pending workloads of `running`, and the nodes with their MIG instances."""
     entries = doc.data.get("running", ())
     for i, count in _repeats(entry["name"] for entry in entries):
-        problems.at(("running", i, "name"), f"workload '{entries[i]['name']}' listed {count}x")
+        problems.at(
+            ("running", i, "name"),
+            codes.SIMULATION_DUPLICATE,
+            f"workload '{entries[i]['name']}' listed {count}x",
+        )
     use = _GpuUse({node.name: node for node in nodes})
     placed = []
     for i, entry in enumerate(entries):
@@ -260,7 +287,9 @@ def _running(
         if status == "pending" and len(pods) >= workload.min_available > 0:
             gang = workload.min_available
             message = f"a pending workload runs fewer pods than its minAvailable ({gang})"
-            problems.at(("running", i, "status"), f"{message}, not {len(pods)}")
+            problems.at(
+                ("running", i, "status"), codes.SIMULATION_RUNNING, f"{message}, not {len(pods)}"
+            )
         placed.append(Placed(workload, pods))
     return tuple(placed), tuple(use.nodes[node.name] for node in nodes)
 
@@ -277,11 +306,19 @@ def _running_workload(
     if entry.get("workload") is None:
         workload = workloads.get(name)
         if workload is None:
-            problems.at((*path, "name"), f"'{name}' is not a repo workload; give its `workload:`")
+            problems.at(
+                (*path, "name"),
+                codes.SIMULATION_RUNNING,
+                f"'{name}' is not a repo workload; give its `workload:`",
+            )
         return workload
     workload = _submitted(doc, repo, (*path, "workload"), problems)
     if workload is not None and workload.name != name:
-        problems.at((*path, "name"), f"name '{name}' differs from its workload's '{workload.name}'")
+        problems.at(
+            (*path, "name"),
+            codes.SIMULATION_RUNNING,
+            f"name '{name}' differs from its workload's '{workload.name}'",
+        )
     return workload
 
 
@@ -290,7 +327,11 @@ def _pods(
 ) -> tuple[PodPlacement, ...]:
     pods = entry.get("pods", [])
     if not 1 <= len(pods) <= workload.replicas:
-        problems.at(path, f"a running workload has 1 to {workload.replicas} pods, not {len(pods)}")
+        problems.at(
+            path,
+            codes.SIMULATION_RUNNING,
+            f"a running workload has 1 to {workload.replicas} pods, not {len(pods)}",
+        )
     request = gpu_request(repo.pod_spec(workload))
     placements = []
     indexes: set[int] = set()
@@ -299,13 +340,19 @@ def _pods(
         where = (*path, "pods", j, "index") if "index" in pod else (*path, "pods", j)
         if placement.index >= workload.replicas:
             last = workload.replicas - 1
-            problems.at(where, f"pod index {placement.index} is past the last replica ({last})")
+            problems.at(
+                where,
+                codes.SIMULATION_RUNNING,
+                f"pod index {placement.index} is past the last replica ({last})",
+            )
         elif placement.index in indexes:
-            problems.at(where, f"pod index {placement.index} is listed twice")
+            problems.at(
+                where, codes.SIMULATION_DUPLICATE, f"pod index {placement.index} is listed twice"
+            )
         indexes.add(placement.index)
         problem = _pod_problem(request, placement, use.nodes.get(placement.node))
         if problem := problem or use.add(placement):
-            problems.at((*path, "pods", j), problem)
+            problems.at((*path, "pods", j), codes.SIMULATION_RUNNING, problem)
         placements.append(placement)
     return tuple(placements)
 
@@ -385,7 +432,7 @@ def _submitted(doc: Document, repo: Repo, path: Path_, problems: _Problems) -> W
     sub = _subdocument(doc, path)
     if sub.data.get("kind", "Workload") != "Workload":
         message = f"expected a Workload document, not {sub.kind}"
-        problems.found.error(sub.location(("kind",)), message, sub.ref)
+        problems.found.error(sub.location(("kind",)), message, sub.ref, codes.BAD_KIND)
         return None
     diagnostics = Diagnostics()
     workload = build_workload(sub) if validate_documents([sub], diagnostics) else None
@@ -470,7 +517,11 @@ class _StepReader:
             if workload is None:
                 continue
             if workload.name in self.active:
-                self.problems.at(where, f"workload '{workload.name}' is already submitted")
+                self.problems.at(
+                    where,
+                    codes.SIMULATION_DUPLICATE,
+                    f"workload '{workload.name}' is already submitted",
+                )
             self.active.add(workload.name)
             self.known.add(workload.name)
             yield workload
@@ -480,13 +531,19 @@ class _StepReader:
             return _submitted(self.doc, self.repo, where, self.problems)
         workload = self.workloads.get(item)
         if workload is None:
-            self.problems.at(where, f"unknown workload '{item}' (not in the repo)")
+            self.problems.at(
+                where, codes.SIMULATION_UNKNOWN, f"unknown workload '{item}' (not in the repo)"
+            )
         return workload
 
     def _delete(self, value: Any, path: Path_) -> Iterator[str]:
         for name, where in _listed(value, path):
             if name not in self.active:
-                self.problems.at(where, f"unknown workload '{name}' (not submitted before)")
+                self.problems.at(
+                    where,
+                    codes.SIMULATION_UNKNOWN,
+                    f"unknown workload '{name}' (not submitted before)",
+                )
             self.active.discard(name)
             yield name
 
@@ -497,25 +554,35 @@ class _StepReader:
             else:
                 name = item
             if name not in self.active:
-                self.problems.at(where, f"unknown workload '{name}' (not submitted before)")
+                self.problems.at(
+                    where,
+                    codes.SIMULATION_UNKNOWN,
+                    f"unknown workload '{name}' (not submitted before)",
+                )
             since = item.get("since") if isinstance(item, dict) else None
             yield name, duration_seconds(since) or 0
 
     def _nodes(self, value: Any, path: Path_) -> Iterator[str]:
         for name, where in _listed(value, path):
             if name not in self.nodes:
-                self.problems.at(where, f"unknown node '{name}'")
+                self.problems.at(where, codes.SIMULATION_UNKNOWN, f"unknown node '{name}'")
             yield name
 
     def _expect(self, value: dict, path: Path_) -> Expect:
         projects = value.get("projects", {})
         for name in projects:
             if self.repo.project(name) is None:
-                self.problems.at((*path, "projects", name), f"unknown project '{name}'")
+                self.problems.at(
+                    (*path, "projects", name), codes.SIMULATION_UNKNOWN, f"unknown project '{name}'"
+                )
         workloads = value.get("workloads", {})
         for name in workloads:
             if name not in self.known:
-                self.problems.at((*path, "workloads", name), f"unknown workload '{name}'")
+                self.problems.at(
+                    (*path, "workloads", name),
+                    codes.SIMULATION_UNKNOWN,
+                    f"unknown workload '{name}'",
+                )
         locations = {
             ("project", name, key): self.doc.location((*path, "projects", name, key))
             for name, fields in projects.items()
