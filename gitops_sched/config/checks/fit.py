@@ -17,7 +17,14 @@ from decimal import Decimal
 
 from gitops_sched.bridge.build import job_from_workload, nodes_from_repo
 from gitops_sched.config import codes
-from gitops_sched.config.checks.common import Number, _error, _itemized, _memory, _number
+from gitops_sched.config.checks.common import (
+    Number,
+    _error,
+    _itemized,
+    _key_error,
+    _memory,
+    _number,
+)
 from gitops_sched.config.checks.gpus import _valid_gpu
 from gitops_sched.config.checks.pods import _source
 from gitops_sched.config.diagnostics import Diagnostic
@@ -112,7 +119,7 @@ def check_node_group_selectors(repo: Repo) -> Iterator[Diagnostic]:
     for i, later in enumerate(groups):
         for earlier in groups[:i]:
             if _selects_all_of(earlier, later) or _selects_all_of(later, earlier):
-                yield _error(
+                yield _key_error(
                     later.doc,
                     ("spec", "nodeSelector", "matchLabels"),
                     codes.OVERLAPPING_SELECTORS,
