@@ -172,8 +172,7 @@ class ClusterClient:
             resource_version=resource_version,
             allow_watch_bookmarks=True,
             timeout_seconds=timeout,
-            serialize=False,
-            deserialize=False,
+            serialize=False,  # plain dicts (the client's own ERROR handling needs its parsing)
             _request_timeout=timeout + self.timeout,
         )
         self.requests["read"] += 1
