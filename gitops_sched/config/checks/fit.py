@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 
-from gitops_sched.bridge.build import job_from_workload, nodes_from_repo
 from gitops_sched.config import codes
 from gitops_sched.config.checks.common import (
     Number,
@@ -30,20 +29,23 @@ from gitops_sched.config.checks.pods import _source
 from gitops_sched.config.diagnostics import Diagnostic
 from gitops_sched.config.loader import Path_
 from gitops_sched.config.model import GPU_FIELDS, NodeGroup, Repo, Workload, quantity
-from gitops_sched.engine.fit import Misfit, NeverFit, never_fits
 
+# engine.fit.Misfit values -> codes; the others are reported by check_gpu_memory
+# (gpu-memory) and check_mig_profiles (mig-profile), and a group of 0 nodes is deliberate
 MISFIT_CODES = {
-    Misfit.POD_TOO_BIG: codes.POD_TOO_BIG,
-    Misfit.GANG_TOO_BIG: codes.GANG_NEVER_FITS,
-    Misfit.NEEDS_NON_MIG: codes.NEEDS_NON_MIG,
-    Misfit.NO_GPUS: codes.NO_GPUS_ALLOWED,
+    "pod-too-big": codes.POD_TOO_BIG,
+    "gang-too-big": codes.GANG_NEVER_FITS,
+    "needs-non-mig": codes.NEEDS_NON_MIG,
+    "no-gpus": codes.NO_GPUS_ALLOWED,
 }
-# reported by check_gpu_memory and check_mig_profiles; a group of 0 nodes is deliberate
-REPORTED_ELSEWHERE = (Misfit.GPU_MEMORY, Misfit.MIG_PROFILE, Misfit.NO_NODES)
 
 
 def check_workloads_fit(repo: Repo) -> Iterator[Diagnostic]:
     """A workload whose pods (or gang) could not run even on empty nodes is an error."""
+    # imported here: the engine loads only when a repo is checked, not for --help
+    from gitops_sched.bridge.build import job_from_workload, nodes_from_repo
+    from gitops_sched.engine.fit import NeverFit, never_fits
+
     nodes = nodes_from_repo(repo)
     answers: dict[tuple, NeverFit | None] = {}  # many workloads share one shape
     for workload in repo.workloads:
@@ -55,7 +57,7 @@ def check_workloads_fit(repo: Repo) -> Iterator[Diagnostic]:
         if shape not in answers:
             answers[shape] = never_fits(job, nodes)
         misfit = answers[shape]
-        if misfit is None or misfit.kind in REPORTED_ELSEWHERE:
+        if misfit is None or misfit.kind not in MISFIT_CODES:
             continue
         yield _error(
             workload.doc,
@@ -65,13 +67,13 @@ def check_workloads_fit(repo: Repo) -> Iterator[Diagnostic]:
         )
 
 
-def _misfit_path(workload: Workload, kind: Misfit) -> Path_:
+def _misfit_path(workload: Workload, kind: str) -> Path_:
     """Where to point: the gang size, the node group pin, else the GPU request as written
     on the workload (or its template reference, when the template asks)."""
     written = workload.doc.data.get("spec", {})
-    if kind is Misfit.GANG_TOO_BIG:
+    if kind == "gang-too-big":
         return ("spec", "minAvailable" if "minAvailable" in written else "replicas")
-    if kind is Misfit.NEEDS_NON_MIG and workload.node_group:
+    if kind == "needs-non-mig" and workload.node_group:
         return ("spec", "nodeGroup")
     own = next((key for key in GPU_FIELDS if key in workload.overrides), None)
     if own is None and workload.template:
