@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install test thorough lint format golden bench
+.PHONY: install test thorough fuzz typecheck lint format golden bench
 
 install:
 	python3 -m venv $(VENV) && $(VENV)/bin/pip install -q -e '.[test]'
@@ -14,6 +14,9 @@ thorough:  # the property tests with ten times the examples (hypothesis profile 
 	HYPOTHESIS_PROFILE=thorough $(VENV)/bin/pytest tests/test_engine_properties.py \
 		tests/test_engine_live.py tests/test_engine_kai_parity.py tests/test_fairshare.py \
 		tests/test_consolidation_properties.py tests/test_engine_codec.py tests/test_schema.py
+
+fuzz:  # mutated example repos and Simulation files through every command, 10x the examples
+	HYPOTHESIS_PROFILE=thorough $(VENV)/bin/pytest tests/test_fuzz.py --hypothesis-show-statistics
 
 lint:
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
