@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
@@ -20,7 +21,9 @@ from click.testing import CliRunner
 from gitops_sched.agent.mig import request_digest
 from gitops_sched.cli import main
 from gitops_sched.cluster import ClusterClient, ObjectRef
+from gitops_sched.compiler import render_repo
 from gitops_sched.compiler.contract import (
+    GPU_FRACTION,
     GPU_MEMORY_LIMIT,
     GPU_UUID,
     NODE_MIG_REQUEST,
@@ -31,7 +34,9 @@ from gitops_sched.compiler.contract import (
 )
 from gitops_sched.compiler.crds import STATUS_FIELDS, crd_for
 from gitops_sched.compiler.policy import ClusterPolicy
-from gitops_sched.config.loader import API_VERSION
+from gitops_sched.config.diagnostics import Diagnostics
+from gitops_sched.config.loader import API_VERSION, load_repo
+from gitops_sched.config.model import build_repo
 from gitops_sched.engine.types import (
     Bind,
     Decisions,
@@ -51,6 +56,7 @@ from gitops_sched.engine.types import (
 )
 from gitops_sched.hardware.mig import MigInstance
 from gitops_sched.scheduler.actuate import Actuator
+from gitops_sched.scheduler.loop import Scheduler, Settings
 from gitops_sched.scheduler.reservations import reservation_name, reservation_pod
 from gitops_sched.scheduler.reserve import publish
 from gitops_sched.scheduler.status import StatusWriter
@@ -59,6 +65,9 @@ from tests.kube_emulator.fixtures import connect
 from tests.kube_emulator.server import KubeEmulator
 
 NS = "team-a"
+TEAM_A = "project-team-a"  # the example repos' namespace of project team-a
+EXAMPLES = Path(__file__).parent.parent / "examples" / "clusters"
+V100 = {"nvidia.com/gpu.product": "Tesla-V100-SXM2-32GB"}  # what netapp-dgx's group selects
 SYSTEM = "gitops-sched-system"
 SCHEDULER = "gitops-sched"
 MODEL = "A100-SXM4-80GB"
@@ -742,3 +751,91 @@ def test_a_dry_run_writes_nothing(kube, cluster):
     assert outcome.reservations_created == 1 and outcome.mig_requests == 1
     assert report.queues == 1
     assert all(line.startswith(("would ", "team-a/")) for line in outcome.log)
+
+
+# --- end to end: the scheduler's loop ---------------------------------------------------
+
+
+def example_policy(name: str = "netapp-dgx") -> dict[str, Any]:
+    """The policy ConfigMap an example repo renders."""
+    diagnostics = Diagnostics()
+    repo = build_repo(load_repo(EXAMPLES / name, diagnostics))
+    assert not diagnostics.has_errors
+    (config_map,) = [o for o in render_repo(repo) if o["kind"] == "ConfigMap"]
+    return config_map
+
+
+def user_pod(name: str, gpus: int = 0, fraction: str = "") -> dict[str, Any]:
+    """A pod a user submits by hand to project team-a: whole GPUs, or a fraction of one."""
+    resources = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": TEAM_A,
+            "annotations": {GPU_FRACTION: fraction} if fraction else {},
+        },
+        "spec": {
+            "schedulerName": SCHEDULER,
+            "containers": [{"name": "main", "image": "pytorch:2.3", "resources": resources}],
+        },
+    }
+
+
+def test_in_the_loop_fractions_share_a_reserved_gpu_and_whole_gpu_pods_stay_off_it(kube):
+    client = connect(kube)
+    for namespace in (SYSTEM, TEAM_A):
+        client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    client.create(example_policy())
+    client.create(
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "dgx-0", "labels": V100}}
+    )
+    status = {
+        "allocatable": {"nvidia.com/gpu": "8"},
+        "conditions": [{"type": "Ready", "status": "True"}],
+    }
+    client.patch(ObjectRef("v1", "Node", "", "dgx-0"), {"status": status}, subresource="status")
+    scheduler = Scheduler(client, Settings(namespace=SYSTEM))
+    client.create(user_pod("notebook-a", fraction="0.5"))
+
+    for _ in range(2):  # the reservation pod starts: the notebook keeps its GPU meanwhile
+        scheduler.sync_once()
+    for i in range(8):  # more whole GPUs than the node has left
+        client.create(user_pod(f"train-{i}", gpus=1))
+    client.create(user_pod("notebook-b", fraction="0.25"))
+    for _ in range(2):
+        scheduler.sync_once()
+
+    (reservation,) = client.list("v1", "Pod", label_selector=RESERVATION_LABEL, namespace=SYSTEM)
+    name, reserved = (
+        reservation["metadata"]["name"],
+        int(reservation["metadata"]["labels"][RESERVATION_LABEL]),
+    )
+    publish(
+        client, {"NVIDIA_VISIBLE_DEVICES": "GPU-5e7a", "POD_NAME": name, "POD_NAMESPACE": SYSTEM}
+    )
+    report = scheduler.sync_once()
+
+    pods = {p["metadata"]["name"]: p for p in client.list("v1", "Pod", namespace=TEAM_A)}
+    for notebook in ("notebook-a", "notebook-b"):  # both share the reserved GPU
+        annotations = pods[notebook]["metadata"]["annotations"]
+        assert pods[notebook]["spec"]["nodeName"] == "dgx-0"
+        assert annotations[GPU_UUID] == "GPU-5e7a"
+        assert json.loads(annotations[PLACEMENT])["gpus"] == [reserved]
+    whole = [p for n, p in pods.items() if n.startswith("train-") and p["spec"].get("nodeName")]
+    assert len(whole) == 7  # the eighth waits: one GPU is shared
+    assert all(
+        reserved not in json.loads(p["metadata"]["annotations"][PLACEMENT])["gpus"] for p in whole
+    )
+    assert not [r for r in kube.api.requests if r.method == "DELETE"]  # no reservation churn
+    assert not report.outcome.errors
+
+    # the notebooks finish: the reservation pod goes, then the last whole-GPU pod gets its GPU
+    for notebook in ("notebook-a", "notebook-b"):
+        client.delete(ObjectRef("v1", "Pod", TEAM_A, notebook))
+    kube.api.finish_terminating(TEAM_A)
+    assert scheduler.sync_once().outcome.reservations_deleted == 1
+    kube.api.finish_terminating(SYSTEM)
+    assert len(scheduler.sync_once().outcome.bound) == 1
+    client.close()
