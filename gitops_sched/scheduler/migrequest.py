@@ -39,6 +39,9 @@ from gitops_sched.hardware.mig import MigInstance
 from gitops_sched.quantity import parse_quantity
 
 
+_EMPTY = encode_request({})  # what a node without the annotation asks for: nothing
+
+
 def node_annotations(node: dict[str, Any] | None) -> dict[str, str]:
     return ((node or {}).get("metadata") or {}).get("annotations") or {}
 
@@ -53,10 +56,9 @@ def requests_to_write(
     """
     ready = _ready_changes(changes)
     by_name = {node.name: node for node in snapshot.nodes}
+    asking = {name for name, obj in nodes.items() if NODE_MIG_REQUEST in node_annotations(obj)}
     wanted: dict[str, str] = {}
-    for name in sorted(
-        set(ready) | {n for n in nodes if NODE_MIG_REQUEST in node_annotations(nodes[n])}
-    ):
+    for name in sorted(set(ready) | asking):
         node = by_name.get(name)
         if node is None:
             continue
@@ -64,9 +66,6 @@ def requests_to_write(
         if node_annotations(nodes.get(name)).get(NODE_MIG_REQUEST, _EMPTY) != text:
             wanted[name] = text
     return wanted
-
-
-_EMPTY = encode_request({})
 
 
 def _ready_changes(changes: Iterable[MigChange]) -> dict[str, list[MigChange]]:
