@@ -38,7 +38,6 @@ from gitops_sched.engine.types import MigChange, Node, Snapshot
 from gitops_sched.hardware.mig import MigInstance
 from gitops_sched.quantity import parse_quantity
 
-
 _EMPTY = encode_request({})  # what a node without the annotation asks for: nothing
 
 
