@@ -15,6 +15,7 @@ from gitops_sched.config.checks import run_checks
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
 from gitops_sched.config.loader import load_repo
 from gitops_sched.config.model import build_repo
+from gitops_sched.config.validate import check_repo
 
 CLUSTER = doc("Cluster", "lab", namespacePrefix="team-")
 A100 = doc(
@@ -706,4 +707,64 @@ def test_volume_names_are_unique_in_a_pod_shared_memory_included(repo_dir: Path)
             "error",
             "volume 'data' of Workload/w is declared twice (also spec.volumes[1])",
         ),
+    ]
+
+
+# --- one problem, reported once, where the user looks ----------------------------------------
+
+
+def validated(repo_dir: Path, *documents: dict[str, Any], base=BASE) -> list[tuple[str, str]]:
+    """(code, object) of every diagnostic `validate` prints for the base repo plus `documents`."""
+    write_repo(repo_dir, [*base, *documents])
+    return [(str(d.code), d.obj) for d in check_repo(Path("."))[1].sorted()]
+
+
+H100 = doc("NodeGroup", "h100", nodeCount=1, gpusPerNode=8, gpu={"model": "H100"})
+
+
+def test_a_node_group_that_fails_its_schema_has_no_follow_ons(repo_dir: Path) -> None:
+    broken = {**H100, "spec": {**H100["spec"], "nodeCount": "one"}}
+    department = doc("Department", "research", quota={"gpu": 24})  # 16 without h100
+    pinned = doc("Workload", "big", project="vision", nodeGroup="h100", gpu=8)
+    anywhere = doc("Workload", "any", project="vision", gpu=8, replicas=3, minAvailable=3)
+    base = (CLUSTER, A100, department, PROJECT)
+    assert validated(repo_dir, broken, pinned, anywhere, base=base) == [
+        ("GS205", "NodeGroup/h100")  # not: over capacity, unknown node group, never fits
+    ]
+    assert validated(repo_dir, H100, pinned, anywhere, base=base) == []
+
+
+def test_a_duplicate_project_is_not_counted_twice(repo_dir: Path) -> None:
+    department = doc("Department", "research", quota={"gpu": 6})
+    again = doc("Project", "vision", department="research", quota={"gpu": 4})
+    assert validated(repo_dir, again, base=(CLUSTER, A100, department, PROJECT)) == [
+        ("GS303", "Project/vision")  # not: projects' quotas 8 over the department's 6
+    ]
+
+
+def test_a_dangling_reference_is_reported_once(repo_dir: Path) -> None:
+    workloads = [
+        doc("Workload", "tune", project="vision", nodeGroup="h200", mig="1g.10gb"),
+        doc("Workload", "train", project="vision", template="pytorch", gpu=64),
+        doc(
+            "Workload",
+            "serve",
+            project="nlp",
+            type="inference",
+            gpu=1,
+            env={"P": "{{ project.name }}"},
+        ),
+    ]
+    assert validated(repo_dir, *workloads) == [
+        ("GS304", "Workload/tune"),  # not: no MIG node group, not allowed
+        ("GS304", "Workload/train"),  # not: can never fit (the template may pin elsewhere)
+        ("GS304", "Workload/serve"),  # not: non-preemptible over quota, cannot render
+    ]
+
+
+def test_a_broken_cluster_leaves_the_policy_checks_out(repo_dir: Path) -> None:
+    cluster = doc("Cluster", "lab", policy={"allowOversubscription": "yes"})
+    department = doc("Department", "research", quota={"gpu": 2})
+    assert validated(repo_dir, base=(cluster, A100, department, PROJECT)) == [
+        ("GS205", "Cluster/lab")  # not: the project over its department, as an error
     ]
