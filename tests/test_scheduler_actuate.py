@@ -344,6 +344,30 @@ def test_an_eviction_refused_by_a_budget_is_counted_and_never_forced(kube, clust
         assert pod["metadata"]["deletionTimestamp"]  # evicted: terminating, not forced
 
 
+def test_pods_gone_or_already_terminating_are_not_evicted_again(kube, cluster):
+    train = job("train", WHOLE, pods=3)
+    add_pods(cluster, "train", 3)
+    run_pods(kube, cluster, ["train-0", "train-1", "train-2"])
+    cluster.delete(ObjectRef("v1", "Pod", NS, "train-1"))  # terminating already
+    running = job(
+        "train", WHOLE, pods=3, placement=tuple(placed("node-a", (0,), i) for i in range(3))
+    )
+    current = view(cluster, [running])
+    cluster.delete(ObjectRef("v1", "Pod", NS, "train-2"))
+    kube.api.finish_terminating(NS, "train-2")  # gone since the view was taken
+    kube.api.reset_counts()
+
+    outcome = Actuator(cluster, POLICY).carry_out(
+        current, Decisions(evictions=(Evict(train.key, EvictReason.IDLE, "", running.placement),))
+    )
+
+    assert [w for w in writes(kube) if w[1].endswith("/eviction")] == [
+        ("POST", f"/api/v1/namespaces/{NS}/pods/train-0/eviction"),
+        ("POST", f"/api/v1/namespaces/{NS}/pods/train-2/eviction"),
+    ]
+    assert len(outcome.evicted) == 1 and not outcome.errors  # train-2's 404: already gone
+
+
 # --- fractions and reservation pods -------------------------------------------------------
 
 
