@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from config_builders import doc
 
 from gitops_sched.cli import main
+from gitops_sched.config.baseline import Baseline
 from gitops_sched.config.checks import run_checks
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
 from gitops_sched.config.loader import load_repo
@@ -767,4 +768,38 @@ def test_a_broken_cluster_leaves_the_policy_checks_out(repo_dir: Path) -> None:
     department = doc("Department", "research", quota={"gpu": 2})
     assert validated(repo_dir, base=(cluster, A100, department, PROJECT)) == [
         ("GS205", "Cluster/lab")  # not: the project over its department, as an error
+    ]
+
+
+def test_a_duplicate_is_reported_on_the_later_definition_in_path_order(repo_dir: Path) -> None:
+    # walked, z.yaml comes before the folder `a`; in path order a/b.yaml comes first
+    write_repo(repo_dir, list(BASE))
+    again = yaml.safe_dump_all([PROJECT, PROJECT], sort_keys=False)
+    (repo_dir / "z.yaml").write_text(again)
+    (repo_dir / "a").mkdir()
+    (repo_dir / "a" / "b.yaml").write_text(yaml.safe_dump(PROJECT, sort_keys=False))
+    problems = [(str(d.location), d.message) for d in check_repo(Path("."))[1].sorted()]
+    message = "duplicate Project 'vision' (first defined at a/b.yaml:4:9)"
+    assert problems == [(at, message) for at in ("repo.yaml:30:9", "z.yaml:4:9", "z.yaml:13:9")]
+
+
+def test_in_a_plan_the_quota_the_change_raised_is_blamed(repo_dir: Path) -> None:
+    speech = doc("Project", "speech", department="research", quota={"gpu": 4})
+    department = doc("Department", "research", quota={"gpu": 8})
+    base = (CLUSTER, A100, department, PROJECT, speech)  # vision 4 + speech 4: fits
+    write_repo(repo_dir, list(base))
+    before = Baseline.of(check_repo(Path("."))[0].documents())
+    raised = doc("Project", "vision", department="research", quota={"gpu": 6})
+    write_repo(repo_dir, [CLUSTER, A100, department, raised, speech])
+    fix = (
+        "lower this quota to {} or less, raise Department/research's spec.quota.gpu to 10, "
+        "or set the Cluster's spec.policy.allowOversubscription: true"
+    )
+    # validate: in path order, speech tips the sum over; plan: vision, which the change raised
+    assert [
+        (d.obj, d.message.partition("of 8: ")[2]) for d in check_repo(Path("."))[1].sorted()
+    ] == [("Project/speech", fix.format(2))]
+    planned = check_repo(Path("."), baseline=before)[1].sorted()
+    assert [(d.obj, d.message.partition("of 8: ")[2]) for d in planned] == [
+        ("Project/vision", fix.format(4))
     ]
