@@ -133,7 +133,7 @@ def test_cpu_and_memory_beyond_every_declaring_node(repo_dir: Path) -> None:
     code, _, message, line = only(check(train(gpu=1, resources={"cpu": "96"}), base=base))
     assert (code, line) == ("GS514", "cpu: '96'")
     assert message == (
-        "workload 'w' can never fit: a pod asks for cpu 96, more than any node it may use has "
+        "can never fit: a pod asks for cpu 96, more than any node it may use has "
         "(a100 64 per node); at most 64 would fit"
     )
     assert only(check(train(gpu=1, resources={"memory": "2Ti"}), base=base))[3] == "memory: 2Ti"

@@ -104,11 +104,13 @@ def check_pod_resources_fit(repo: Repo) -> Iterator[Diagnostic]:
             if len(known) < len(sizes) or any(wanted <= size for _, size in known):
                 continue  # some group may have room (or does not say)
             largest = max(size for _, size in known)
+            source = _source(repo, workload, ("resources", field))
+            who = "" if source is workload.doc else f"workload '{workload.name}' "
             yield _error(
-                _source(repo, workload, ("resources", field)),
+                source,
                 ("spec", "resources", field),
                 codes.POD_RESOURCES_TOO_LARGE,
-                f"workload '{workload.name}' can never fit: a pod asks for {field} "
+                f"{who}can never fit: a pod asks for {field} "
                 f"{fmt(wanted)}, more than any node it may use has ({_itemized(known, fmt)} "
                 f"per node); at most {fmt(largest)} would fit",
             )
