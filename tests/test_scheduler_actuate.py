@@ -329,8 +329,10 @@ def test_an_eviction_refused_by_a_budget_is_counted_and_never_forced(kube, clust
     actuator = Actuator(cluster, POLICY)
 
     for _ in range(2):  # refused each cycle, never deleted
+        kube.api.reset_counts()
         outcome = actuator.carry_out(view(cluster, [running]), Decisions(evictions=(evict,)))
         assert outcome.eviction_refused == 2 and outcome.evicted == [] and not outcome.errors
+        assert kube.api.counts()["POST"] == 2  # one try each: the next cycle asks again
     for name in ("train-0", "train-1"):
         pod = live_pod(kube, name)
         assert pod is not None and not pod["metadata"].get("deletionTimestamp")
