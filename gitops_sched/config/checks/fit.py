@@ -100,7 +100,7 @@ def check_pod_resources_fit(repo: Repo) -> Iterator[Diagnostic]:
             sizes: list[tuple[str, Decimal | None]] = [
                 (g.name, getattr(g, attribute)) for g in groups
             ]
-            known = [(name, size) for name, size in sizes if size is not None]
+            known: list[tuple[str, Number]] = [(n, size) for n, size in sizes if size is not None]
             if len(known) < len(sizes) or any(wanted <= size for _, size in known):
                 continue  # some group may have room (or does not say)
             largest = max(size for _, size in known)
