@@ -18,7 +18,7 @@ from typing import Any
 from gitops_sched.config.model import Repo, Workload
 from gitops_sched.engine.fairshare import Step, Trace, fair_shares
 from gitops_sched.engine.session import Session
-from gitops_sched.engine.types import Job, QueueSpec, RequestKind
+from gitops_sched.engine.types import GpuRequest, Job, QueueSpec, RequestKind
 from gitops_sched.engine.why import Pending, PendingKind, PendingReasons
 from gitops_sched.sim.events import Simulation
 from gitops_sched.sim.report import decision_text, duration, pods_text, request_text, rounded
@@ -193,9 +193,9 @@ def to_text(e: Explanation) -> str:
     w = e.state.workload
     lines = [
         f"{w.project}/{w.name}: {e.state.status}",
-        f"  {w.type}, {len(e.state.pods)}/{w.replicas} pods of {request_text(e.state.request)}"
-        f" GPU{'s' if e.state.request.kind is RequestKind.WHOLE else ''} each"
-        + (f", gang of {w.min_available}" if w.min_available > 1 else ""),
+        f"  {w.type}, {len(e.state.pods)} of {w.replicas} pods running, each with "
+        + _request_phrase(e.state.request)
+        + (f"; gang of {w.min_available}" if w.min_available > 1 else ""),
         f"  node groups it may use: {', '.join(e.node_groups) or 'none'} ({e.allowed_by})",
     ]
     if e.state.status == "running":
@@ -210,6 +210,17 @@ def to_text(e: Explanation) -> str:
         lines += ["History:", *(f"  {line}" for line in e.history)]
     lines += _share_text(e)
     return "\n".join(lines) + "\n"
+
+
+def _request_phrase(request: GpuRequest) -> str:
+    text = request_text(request)
+    return {
+        RequestKind.WHOLE: f"{text} GPU{'' if request.count == 1 else 's'}",
+        RequestKind.FRACTION: f"{text} of a GPU",
+        RequestKind.MEMORY: f"{text} of GPU memory",
+        RequestKind.MIG: f"a {text} MIG instance",
+        RequestKind.NONE: "no GPU",
+    }[request.kind]
 
 
 def _share_text(e: Explanation) -> list[str]:
