@@ -18,6 +18,9 @@ thorough:  # the property tests with ten times the examples (hypothesis profile 
 fuzz:  # mutated example repos and Simulation files through every command, 10x the examples
 	HYPOTHESIS_PROFILE=thorough $(VENV)/bin/pytest tests/test_fuzz.py --hypothesis-show-statistics
 
+typecheck:  # mypy on the package (configured in pyproject.toml); CI runs it too
+	$(VENV)/bin/mypy
+
 lint:
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 

@@ -72,6 +72,15 @@ def run_agent(
     except ValueError as exc:
         click.echo(f"agent: --fake: {exc}", err=True)
         return EXIT_USAGE
+    except ModuleNotFoundError as exc:  # nvidia-ml-py is the `agent` extra
+        if exc.name != "pynvml":
+            raise
+        click.echo(
+            "agent: the NVML bindings are not installed: pip install 'gitops-sched[agent]' "
+            "(or use --fake MODEL:COUNT to run without GPUs)",
+            err=True,
+        )
+        return EXIT_NO_GPU
     except NvmlUnavailable as exc:
         click.echo(
             f"agent: no NVIDIA driver or NVML library on this machine ({exc.code}); "

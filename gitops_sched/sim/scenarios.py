@@ -88,8 +88,7 @@ def run_scenario(doc: Document, repo: Repo, simulation: Simulation) -> ScenarioR
 
 def _values(expect: Expect) -> int:
     """How many values an `expect:` step compares."""
-    groups = (*expect.projects.values(), *expect.workloads.values())
-    return sum(len(fields) for fields in groups)
+    return sum(map(len, expect.projects.values())) + sum(map(len, expect.workloads.values()))
 
 
 # --- reports -------------------------------------------------------------------------------

@@ -1,0 +1,90 @@
+"""The CLI's surface: the commands `--help` lists all work, shell completion is there, the
+declared dependencies are the ones the package imports, and the agent's NVML bindings are
+an extra whose absence the agent explains in one line."""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import tomllib
+from importlib.metadata import packages_distributions
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gitops_sched.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def listed_commands() -> list[str]:
+    """The command names under `Commands:` in `gitops-sched --help`."""
+    text = CliRunner().invoke(main, ["--help"]).stdout
+    return re.findall(r"^  ([a-z-]+)  ", text.split("Commands:")[1], re.MULTILINE)
+
+
+def test_help_lists_every_command_and_each_one_answers_help() -> None:
+    commands = listed_commands()
+    assert sorted(commands) == sorted(main.commands)
+    assert {"validate", "render", "plan", "explain", "test", "simulate"} <= set(commands)
+    for command in commands:
+        result = CliRunner().invoke(main, [command, "--help"])
+        assert result.exit_code == 0, (command, result.output)
+        assert result.stdout.startswith(f"Usage: main {command} "), result.stdout
+
+
+def test_shell_completion_completes_command_names() -> None:
+    runner = CliRunner()
+    script = runner.invoke(
+        main, [], prog_name="gitops-sched", env={"_GITOPS_SCHED_COMPLETE": "bash_source"}
+    )
+    assert "_gitops_sched_completion" in script.stdout
+    env = {"_GITOPS_SCHED_COMPLETE": "bash_complete", "COMP_WORDS": "gitops-sched te"}
+    result = runner.invoke(main, [], prog_name="gitops-sched", env={**env, "COMP_CWORD": "1"})
+    assert result.stdout.split() == ["plain,test"]
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _requirements(items: list[str]) -> set[str]:
+    return {_normal(re.match(r"[A-Za-z0-9_.-]+", item)[0]) for item in items}  # type: ignore[index]
+
+
+def _imported_distributions() -> set[str]:
+    """The third-party distributions the package's modules import."""
+    modules: set[str] = set()
+    for path in (ROOT / "gitops_sched").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                modules.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules.add(node.module.split(".")[0])
+    owners = packages_distributions()
+    third_party = modules - set(sys.stdlib_module_names) - {"gitops_sched"}
+    return {_normal(dist) for module in third_party for dist in owners.get(module, [module])}
+
+
+def test_declared_dependencies_are_the_ones_imported() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    runtime = _requirements(project["dependencies"])
+    agent = _requirements(project["optional-dependencies"]["agent"])
+    assert agent == {"nvidia-ml-py"}
+    assert agent <= _requirements(project["optional-dependencies"]["test"])  # agent tests run
+    assert _imported_distributions() == runtime | agent
+
+
+def test_the_agent_without_nvml_bindings_says_how_to_install_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # `import pynvml` fails as if absent
+    monkeypatch.delitem(sys.modules, "gitops_sched.agent.nvml", raising=False)
+    result = CliRunner().invoke(main, ["agent", "--once", "--dry-run"])
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "agent: the NVML bindings are not installed: pip install 'gitops-sched[agent]' "
+        "(or use --fake MODEL:COUNT to run without GPUs)\n"
+    )
