@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING
 import click
 
 from gitops_sched.config.diagnostics import Diagnostics, format_diagnostics
-from gitops_sched.config.model import Repo
-from gitops_sched.config.validate import check_repo
 
+# Each command imports what it needs when it runs: `--version`, `--help` and shell
+# completion load click alone, not the config stack (YAML, JSON Schema, Jinja2).
 if TYPE_CHECKING:
+    from gitops_sched.config.model import Repo
     from gitops_sched.sim.events import Simulation
 
 EXIT_INVALID = 1
@@ -44,6 +45,8 @@ def _print_diagnostics(diagnostics: Diagnostics, fmt: str = "text") -> None:
 
 def load_or_exit(path: Path, excludes: tuple[str, ...] = ()) -> Repo:
     """The repo's model, or its diagnostics on stderr and exit 1."""
+    from gitops_sched.config.validate import check_repo
+
     repo, diagnostics = check_repo(path, excludes)
     _print_diagnostics(diagnostics)
     if repo is None:
@@ -69,6 +72,8 @@ def main() -> None:
 @exclude_option
 def validate(path: Path, fmt: str, excludes: tuple[str, ...]) -> None:
     """Check a config repo against the schemas and the semantic rules."""
+    from gitops_sched.config.validate import check_repo
+
     repo, diagnostics = check_repo(path, excludes)
     _print_diagnostics(diagnostics, fmt)
     if repo is None:
