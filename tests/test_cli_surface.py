@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 import sys
 import tomllib
 from importlib.metadata import packages_distributions
@@ -88,3 +89,12 @@ def test_the_agent_without_nvml_bindings_says_how_to_install_them(
         "agent: the NVML bindings are not installed: pip install 'gitops-sched[agent]' "
         "(or use --fake MODEL:COUNT to run without GPUs)\n"
     )
+
+
+def test_the_cli_module_loads_no_config_stack() -> None:
+    """`--version`, `--help` and completion import the CLI module alone: it must not pull in
+    YAML, JSON Schema, Jinja2 or the Kubernetes client (they double the start-up time)."""
+    heavy = ["yaml", "jsonschema", "jinja2", "kubernetes", "rich", "gitops_sched.engine"]
+    code = f"import sys, gitops_sched.cli; print([m for m in {heavy!r} if m in sys.modules])"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout == "[]\n", result.stderr
