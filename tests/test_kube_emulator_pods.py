@@ -15,7 +15,15 @@ from kubernetes.client import CoreV1Api, PolicyV1Api
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from tests.kube_emulator import KubeEmulator
+from tests.cluster_standins import (
+    HASH_LABEL,
+    INDEX_KEY,
+    DeploymentController,
+    JobController,
+    Kubelet,
+    settle,
+)
+from tests.kube_emulator import ApiError, KubeEmulator
 
 NS = "a"
 
@@ -418,3 +426,235 @@ def test_the_dynamic_client_watches_too(kube: KubeEmulator, tmp_path) -> None:
         for event in pods.watch(namespace=NS, resource_version=version, timeout=5):
             assert (event["type"], event["object"].metadata.name) == ("ADDED", "p")
             break
+
+
+# --- events ----------------------------------------------------------------------------------
+
+
+def test_events_are_recorded_in_existing_namespaces(kube: KubeEmulator) -> None:
+    involved = {"apiVersion": "v1", "kind": "Pod", "name": "p", "namespace": NS}
+    core_event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "p.1", "namespace": NS},
+        "involvedObject": involved,
+        "reason": "Scheduled",
+        "message": "bound to n1",
+        "type": "Normal",
+    }
+    kube.api.call("POST", f"/api/v1/namespaces/{NS}/events", core_event)
+    new_event = {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": "p.2", "namespace": NS},
+        "eventTime": "2026-01-01T00:00:00.000000Z",
+        "reportingController": "gitops-sched",
+        "reportingInstance": "gitops-sched-0",
+        "action": "Binding",
+        "reason": "Scheduled",
+        "regarding": involved,
+        "type": "Normal",
+    }
+    kube.api.call("POST", f"/apis/events.k8s.io/v1/namespaces/{NS}/events", new_event)
+    with pytest.raises(ApiError) as missing:
+        elsewhere = {**core_event, "metadata": {"name": "p.3"}}
+        kube.api.call("POST", "/api/v1/namespaces/nowhere/events", elsewhere)
+    assert missing.value.code == 404
+
+
+# --- stand-ins: the Job controller and the kubelet -------------------------------------------
+
+
+def node(name: str, gpus: int, **labels: str) -> dict:
+    amounts = {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": str(gpus), "pods": "110"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "status": {"capacity": amounts, "allocatable": amounts},
+    }
+
+
+def gpu_job(name: str, replicas: int) -> dict:
+    container = {
+        "name": "main",
+        "image": "trainer:1",
+        "resources": {"limits": {"nvidia.com/gpu": 1}},
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "parallelism": replicas,
+            "completions": replicas,
+            "completionMode": "Indexed",
+            "backoffLimit": 0,
+            "podFailurePolicy": {
+                "rules": [
+                    {
+                        "action": "Ignore",
+                        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                    }
+                ]
+            },
+            "template": {
+                "metadata": {"labels": {"app": name}, "annotations": {"note": "x"}},
+                "spec": {"schedulerName": "gitops-sched", "containers": [container]},
+            },
+        },
+    }
+
+
+def job_pods(kube: KubeEmulator) -> dict[str, dict]:
+    return {p["metadata"]["name"]: p for p in kube.api.objects("v1", "Pod")}
+
+
+def test_the_job_controller_replaces_an_evicted_pod(kube: KubeEmulator, core: CoreV1Api) -> None:
+    kube.api.call("POST", "/api/v1/nodes", node("n1", gpus=2))
+    kube.api.call("POST", f"/apis/batch/v1/namespaces/{NS}/jobs", gpu_job("train", 2))
+    jobs, kubelet = JobController(kube.api, seed=7), Kubelet(kube.api)
+    jobs.step()
+    pods = job_pods(kube)
+    assert sorted(n.rsplit("-", 1)[0] for n in pods) == ["train-0", "train-1"]
+    first = next(p for n, p in pods.items() if n.startswith("train-0-"))
+    assert first["metadata"]["annotations"] == {"note": "x", INDEX_KEY: "0"}
+    assert first["metadata"]["labels"]["job-name"] == "train"
+    assert first["metadata"]["labels"][INDEX_KEY] == "0"
+    assert first["metadata"]["ownerReferences"][0]["kind"] == "Job"
+    assert first["spec"]["schedulerName"] == "gitops-sched"
+    for name in pods:
+        bind(core, name, "n1")
+    settle(jobs, kubelet)
+    evicted = first["metadata"]["name"]
+    core.create_namespaced_pod_eviction(evicted, NS, eviction(evicted))
+    jobs.step()  # the evicted pod still runs: no replacement yet (podReplacementPolicy Failed)
+    assert len(job_pods(kube)) == 2
+    settle(jobs, kubelet)
+    pods = job_pods(kube)
+    assert evicted not in pods  # stopped, counted, its finalizer removed
+    assert sorted(n.rsplit("-", 1)[0] for n in pods) == ["train-0", "train-1"]
+    status = kube.api.find("batch/v1", "Job", "train", NS)["status"]
+    assert status.get("failed", 0) == 0  # an eviction is not a failure
+    assert status["active"] == 2
+
+
+def test_the_job_completes_when_every_index_succeeds(kube: KubeEmulator, core: CoreV1Api) -> None:
+    kube.api.call("POST", "/api/v1/nodes", node("n1", gpus=2))
+    kube.api.call("POST", f"/apis/batch/v1/namespaces/{NS}/jobs", gpu_job("train", 2))
+    jobs, kubelet = JobController(kube.api), Kubelet(kube.api)
+    jobs.step()
+    for name in job_pods(kube):
+        bind(core, name, "n1")
+    kubelet.step()
+    for name in job_pods(kube):
+        kubelet.finish(NS, name)
+    settle(jobs, kubelet)
+    status = kube.api.find("batch/v1", "Job", "train", NS)["status"]
+    assert (status["succeeded"], status["completedIndexes"]) == (2, "0-1")
+    assert [c["type"] for c in status["conditions"]] == ["SuccessCriteriaMet", "Complete"]
+    assert all(not p["metadata"].get("finalizers") for p in job_pods(kube).values())
+
+
+def test_the_kubelet_rejects_a_pod_on_a_gpu_that_is_taken(
+    kube: KubeEmulator, core: CoreV1Api
+) -> None:
+    kube.api.call("POST", "/api/v1/nodes", node("n1", gpus=1))
+    gpu = {"limits": {"nvidia.com/gpu": "1"}}
+    started = []
+    kubelet = Kubelet(kube.api, terminate_after=1, on_start=lambda p, n: started.append(p))
+    core.create_namespaced_pod(
+        NS, pod("first", containers=[{"name": "m", "image": "x:1", "resources": gpu}])
+    )
+    bind(core, "first", "n1")
+    kubelet.step()
+    assert core.read_namespaced_pod("first", NS).status.phase == "Running"
+    assert [p["metadata"]["name"] for p in started] == ["first"]
+    core.delete_namespaced_pod("first", NS)  # terminating: it holds its GPU until it stops
+    core.create_namespaced_pod(
+        NS, pod("second", containers=[{"name": "m", "image": "x:1", "resources": gpu}])
+    )
+    bind(core, "second", "n1")
+    kubelet.step()
+    rejected = core.read_namespaced_pod("second", NS).status
+    assert (rejected.phase, rejected.reason) == ("Failed", "OutOfnvidia.com/gpu")
+    assert "requested: 1, used: 1, capacity: 1" in rejected.message
+    kubelet.step()  # the first pod's grace ends
+    assert kube.api.find("v1", "Pod", "first", NS) is None
+    core.create_namespaced_pod(
+        NS, pod("third", containers=[{"name": "m", "image": "x:1", "resources": gpu}])
+    )
+    bind(core, "third", "n1")
+    kubelet.step()
+    assert core.read_namespaced_pod("third", NS).status.phase == "Running"
+
+
+def test_the_kubelets_start_hook_can_annotate_the_pod(kube: KubeEmulator, core: CoreV1Api) -> None:
+    kube.api.call("POST", "/api/v1/nodes", node("n1", gpus=1))
+
+    def reserve(started: dict, on: dict) -> None:
+        meta = started["metadata"]
+        patch = {"metadata": {"annotations": {"gpu-uuid": f"GPU-{on['metadata']['name']}-0"}}}
+        kube.api.call("PATCH", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}", patch)
+
+    kubelet = Kubelet(kube.api, start_after=1, on_start=reserve)
+    core.create_namespaced_pod(NS, pod("reservation"))
+    bind(core, "reservation", "n1")
+    kubelet.step()
+    assert core.read_namespaced_pod("reservation", NS).status.phase == "Pending"  # not yet
+    kubelet.step()
+    started = core.read_namespaced_pod("reservation", NS)
+    assert started.status.phase == "Running" and started.status.start_time is not None
+    assert started.metadata.annotations == {"gpu-uuid": "GPU-n1-0"}
+
+
+def test_the_deployment_controller_rolls_pods_within_its_budget(
+    kube: KubeEmulator, core: CoreV1Api
+) -> None:
+    kube.api.call("POST", "/api/v1/nodes", node("n1", gpus=0))
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "serve", "namespace": NS},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "serve"}},
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
+            },
+            "template": {
+                "metadata": {"labels": {"app": "serve"}},
+                "spec": {"containers": [{"name": "m", "image": "serve:1"}]},
+            },
+        },
+    }
+    path = f"/apis/apps/v1/namespaces/{NS}/deployments"
+    kube.api.call("POST", path, deployment)
+    deployments, kubelet = DeploymentController(kube.api), Kubelet(kube.api)
+
+    def bind_all() -> None:
+        for p in kube.api.objects("v1", "Pod"):
+            if not p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp"):
+                bind(core, p["metadata"]["name"], "n1")
+
+    deployments.step()
+    first = {p["metadata"]["labels"][HASH_LABEL] for p in kube.api.objects("v1", "Pod")}
+    assert len(kube.api.objects("v1", "Pod")) == 2 and len(first) == 1
+    bind_all()
+    settle(deployments, kubelet)
+    kube.api.call(
+        "PATCH",
+        f"{path}/serve",
+        {"spec": {"template": {"spec": {"containers": [{"name": "m", "image": "serve:2"}]}}}},
+    )
+    deployments.step()
+    live = [p for p in kube.api.objects("v1", "Pod") if not p["metadata"].get("deletionTimestamp")]
+    assert len(live) == 2  # one old pod went, one new came: never more than 2
+    for _ in range(4):
+        bind_all()
+        settle(deployments, kubelet)
+    hashes = {p["metadata"]["labels"][HASH_LABEL] for p in kube.api.objects("v1", "Pod")}
+    assert len(kube.api.objects("v1", "Pod")) == 2 and hashes.isdisjoint(first)
+    status = kube.api.find("apps/v1", "Deployment", "serve", NS)["status"]
+    assert (status["updatedReplicas"], status["readyReplicas"]) == (2, 2)

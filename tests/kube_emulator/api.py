@@ -230,19 +230,29 @@ class Api:
             self._establish_due_crds()
             return self._dispatch(method, path, query or {}, headers, data).body
 
-    def finish_terminating(self, namespace: str | None = None) -> list[str]:
-        """The kubelet's part of a graceful deletion: every terminating pod (in `namespace`,
-        or all) is gone, or, held by finalizers, stopped with a zero grace period; returns
-        their namespace/name."""
+    def finish_terminating(self, namespace: str | None = None, name: str | None = None):
+        """The kubelet's part of a graceful deletion (and PodGC's for unbound pods): each
+        terminating pod (in `namespace`, named `name`, or all) stops: its phase becomes
+        Failed unless it had finished, and it is gone, or, held by finalizers, kept with a
+        zero grace period. Returns the namespace/name of the pods that changed."""
         with self.lock:
             rtype = self.type_for("v1", "Pod")
             store = self.store[rtype.key]
             done = []
             for key in sorted(store):
                 pod = store[key]
-                if pod["metadata"].get("deletionTimestamp") and namespace in (None, key[0]):
-                    self._delete_object(rtype, pod, {"gracePeriodSeconds": 0})
-                    done.append("/".join(key))
+                meta = pod["metadata"]
+                if not meta.get("deletionTimestamp") or namespace not in (None, key[0]):
+                    continue
+                if name not in (None, key[1]):
+                    continue
+                if meta.get("deletionGracePeriodSeconds") == 0 and meta.get("finalizers"):
+                    continue  # stopped already: its finalizers are someone else's
+                stopped = pods.stopped(pod)
+                if stopped != pod:
+                    self._put(rtype, stopped, pod)
+                self._delete_object(rtype, stopped, {"gracePeriodSeconds": 0})
+                done.append("/".join(key))
             return done
 
     # --- entry point -----------------------------------------------------------------
@@ -679,8 +689,8 @@ class Api:
             *DELETION_FIELDS,
         ):
             meta.pop(key, None)
-        if route.type.status_subresource:
-            body.pop("status", None)
+        if route.type.status_subresource and route.type.kind != "Node":
+            body.pop("status", None)  # a node registers with its status; others get defaults
         meta["managedFields"] = fields.record_update(
             {"apiVersion": body["apiVersion"], "metadata": {}}, body, manager
         )

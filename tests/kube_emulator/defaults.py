@@ -171,11 +171,37 @@ def _pvc(obj: dict[str, Any]) -> None:
 def _pod(obj: dict[str, Any]) -> None:
     spec = obj.setdefault("spec", {})
     pod_spec(spec)
-    for container in spec.get("containers", []):
+    spec.setdefault("enableServiceLinks", True)
+    for container in spec.get("containers", []) + spec.get("initContainers", []):
         resources = container["resources"]
-        if resources.get("limits") and "requests" not in resources:
-            resources["requests"] = dict(resources["limits"])
-    obj.setdefault("status", {}).setdefault("phase", "Pending")
+        for name, value in (resources.get("limits") or {}).items():
+            resources.setdefault("requests", {}).setdefault(name, value)
+    status = obj.setdefault("status", {})
+    status.setdefault("phase", "Pending")
+    status.setdefault("qosClass", _qos_class(spec))
+
+
+def _qos_class(spec: dict[str, Any]) -> str:
+    """Guaranteed when every container limits CPU and memory at its requests, BestEffort
+    when none asks for either, Burstable otherwise (the server sets it at creation)."""
+    containers = spec.get("containers", []) + spec.get("initContainers", [])
+    compute = ("cpu", "memory")
+    asked = [
+        {k: v for k, v in (c["resources"].get(part) or {}).items() if k in compute}
+        for c in containers
+        for part in ("requests", "limits")
+    ]
+    if not any(asked):
+        return "BestEffort"
+    guaranteed = all(
+        set(c["resources"].get("limits") or {}) >= set(compute)
+        and all(
+            (c["resources"].get("requests") or {}).get(k) == c["resources"]["limits"][k]
+            for k in compute
+        )
+        for c in containers
+    )
+    return "Guaranteed" if guaranteed else "Burstable"
 
 
 def _node(obj: dict[str, Any]) -> None:

@@ -41,14 +41,15 @@ def is_ready(pod: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def scaled(value: int | str, total: int) -> int:
-    """An int-or-percent against `total`, rounding up as the controller does."""
+def scaled(value: int | str, total: int, round_up: bool = True) -> int:
+    """An int-or-percent against `total` (GetScaledValueFromIntOrPercent)."""
     if isinstance(value, int):
         return value
     match = PERCENT.match(str(value))
     if match is None:
         raise SyncFailed(f"invalid value for IntOrString: invalid value {value!r}")
-    return math.ceil(int(match.group(1)) * total / 100)
+    share = int(match.group(1)) * total / 100
+    return math.ceil(share) if round_up else math.floor(share)
 
 
 def _expected_scale(pods: list[dict[str, Any]], scale_of: Callable[[str, dict], int | None]):

@@ -221,6 +221,19 @@ def check_budget(pod: dict[str, Any], pdb: dict[str, Any]) -> None:
         )
 
 
+def stopped(pod: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `pod` as its kubelet reports it once its containers stopped: a terminal
+    phase (Failed unless it had finished) and no readiness."""
+    out = copy.deepcopy(pod)
+    status = out.setdefault("status", {})
+    if status.get("phase") not in TERMINAL_PHASES:
+        status["phase"] = "Failed"
+    for condition in status.get("conditions") or []:
+        if condition.get("type") in ("Ready", "ContainersReady") and condition["status"] != "False":
+            condition.update(status="False", lastTransitionTime=now())
+    return out
+
+
 def grace_period(pod: dict[str, Any], requested: int | None) -> int:
     """CheckGracefulDelete: the requested period, else the pod's; 0 for a pod no kubelet
     runs (unbound) or one that has finished."""
