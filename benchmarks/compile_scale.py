@@ -229,7 +229,13 @@ def node_group_docs(department_gpus: int, plans: list[ProjectPlan]) -> list[dict
 def gpu_group_doc(group: GroupSpec, nodes: int) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "role": "gpu-worker",
-        "nodeSelector": {"matchLabels": {"nvidia.com/gpu.product": group.model}},
+        # the MIG label tells a100 and a100-mig apart: one model, different nodes
+        "nodeSelector": {
+            "matchLabels": {
+                "nvidia.com/gpu.product": group.model,
+                "gpu.example.com/mig": "enabled" if group.mig else "disabled",
+            }
+        },
         "nodeLabel": {"key": "gitops-sched.io/node-group", "value": group.name},
         "nodeCount": nodes,
         "gpusPerNode": GPUS_PER_NODE,
