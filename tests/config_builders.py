@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gitops_sched.config.diagnostics import Diagnostic, Severity
 from gitops_sched.config.loader import API_VERSION as API
 
 
@@ -11,4 +12,12 @@ def doc(kind: str, name: str, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": API, "kind": kind, "metadata": {"name": name}, "spec": spec}
 
 
-__all__ = ["API", "doc"]
+def diagnostic_line(diagnostic: Diagnostic) -> str:
+    """`FILE:LINE:COL: [Kind/name: ][warning: ]message`: where and what, for the loader's and
+    the schema's tests (tests/test_diagnostic_codes.py checks the codes)."""
+    obj = f"{diagnostic.obj}: " if diagnostic.obj else ""
+    severity = "warning: " if diagnostic.severity is Severity.WARNING else ""
+    return f"{diagnostic.location}: {obj}{severity}{diagnostic.message}"
+
+
+__all__ = ["API", "diagnostic_line", "doc"]

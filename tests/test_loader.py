@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from config_builders import diagnostic_line
 
 from gitops_sched.config import codes, loader
-from gitops_sched.config.diagnostics import Diagnostic, Diagnostics, Location, Severity
+from gitops_sched.config.diagnostics import Diagnostics, Location
 from gitops_sched.config.loader import Document, load_repo
 
 CLUSTER = """\
@@ -37,13 +38,7 @@ def load(root: Path, files: dict[str, str | bytes]) -> tuple[list[Document], lis
     diagnostics = Diagnostics()
     documents = load_repo(root, diagnostics)
     prefix = f"{root.as_posix()}/"
-    return documents, [_line(d).removeprefix(prefix) for d in diagnostics.sorted()]
-
-
-def _line(diagnostic: Diagnostic) -> str:
-    """Where and what, without the code (tests/test_diagnostic_codes.py checks codes)."""
-    severity = "warning: " if diagnostic.severity is Severity.WARNING else ""
-    return f"{diagnostic.location}: {severity}{diagnostic.message}"
+    return documents, [diagnostic_line(d).removeprefix(prefix) for d in diagnostics.sorted()]
 
 
 def line_col(location: Location) -> tuple[int, int]:

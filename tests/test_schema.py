@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
+from config_builders import diagnostic_line
 from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -135,7 +136,7 @@ def check(tmp_path: Path, *texts: str) -> tuple[list[Document], list[str]]:
     diagnostics = Diagnostics()
     valid = validate_documents(load_repo(tmp_path, diagnostics), diagnostics)
     prefix = f"{tmp_path.as_posix()}/"
-    return valid, [d.text().removeprefix(prefix) for d in diagnostics.sorted()]
+    return valid, [diagnostic_line(d).removeprefix(prefix) for d in diagnostics.sorted()]
 
 
 def problems(tmp_path: Path, *texts: str) -> list[str]:
