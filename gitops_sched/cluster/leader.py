@@ -27,6 +27,10 @@ log = logging.getLogger(__name__)
 LEASE_API = "coordination.k8s.io/v1"
 
 
+class NotLeader(Exception):
+    """This replica lost (or never had) the Lease: its work stops before its next write."""
+
+
 def default_identity() -> str:
     """This replica's name in the Lease: the pod's name (else the host's) and a random suffix,
     so a restarted pod is a new candidate."""
@@ -70,6 +74,16 @@ class LeaderElector:
         return self._renewed_at is not None and (
             self.clock() - self._renewed_at < self.renew_deadline
         )
+
+    def guard_writes(self, client: ClusterClient) -> None:
+        """Make every write of `client` raise NotLeader while this replica does not lead, so a
+        replica that lost the Lease mid-cycle stops before its next write."""
+
+        def guard(method: str, path: str) -> None:
+            if method != "GET" and not self.is_leader():
+                raise NotLeader("lost the Lease; stopping before the next write")
+
+        client.before_request.append(guard)
 
     def try_acquire_or_renew(self) -> bool:
         """One round: read the Lease and take or renew it when allowed. True when leading."""

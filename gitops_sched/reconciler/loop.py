@@ -17,7 +17,7 @@ from typing import Any
 
 from gitops_sched.cluster.client import ClusterClient
 from gitops_sched.cluster.errors import ApiFailure
-from gitops_sched.cluster.leader import LeaderElector, default_identity
+from gitops_sched.cluster.leader import LeaderElector, NotLeader, default_identity
 from gitops_sched.cluster.serving import Health
 from gitops_sched.compiler import render_repo
 from gitops_sched.config.diagnostics import Severity
@@ -26,7 +26,7 @@ from gitops_sched.config.validate import check_repo
 from gitops_sched.reconciler.metrics import Metrics
 from gitops_sched.reconciler.report import Reporter, cluster_ref
 from gitops_sched.reconciler.source import Checkout, SourceError, open_source
-from gitops_sched.reconciler.sync import NotLeader, SourceConflict, Syncer, SyncResult
+from gitops_sched.reconciler.sync import SourceConflict, Syncer, SyncResult
 
 log = logging.getLogger(__name__)
 
@@ -87,11 +87,7 @@ class Reconciler:
         self.reporter = Reporter(client, settings.namespace, identity, settings.dry_run)
         self._compiled: tuple[str, list[dict[str, Any]] | tuple[str, ...]] | None = None
         if elector is not None:
-            client.before_request.append(self._guard_writes)
-
-    def _guard_writes(self, method: str, path: str) -> None:
-        if method != "GET" and self.elector is not None and not self.elector.is_leader():
-            raise NotLeader("lost the Lease; stopping before the next write")
+            elector.guard_writes(client)
 
     def compile(self, checkout: Checkout) -> list[dict[str, Any]] | tuple[str, ...]:
         """The rendered objects, or the errors (cached per revision)."""

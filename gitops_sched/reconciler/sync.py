@@ -48,10 +48,6 @@ NAMESPACE_CONTENTS = [
 NAMESPACE_DEFAULTS = {("ConfigMap", "kube-root-ca.crt")}  # put in every namespace by Kubernetes
 
 
-class NotLeader(Exception):
-    """This replica lost (or never had) the Lease: the sync stops before its next write."""
-
-
 class SourceConflict(Exception):
     """The inventory belongs to a reconciler of another repo with the same name."""
 

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gitops_sched.cluster.client import ClusterClient
+from gitops_sched.cluster.errors import ApiFailure
 from gitops_sched.cluster.informer import Informer
-from gitops_sched.cluster.leader import LeaderElector
+from gitops_sched.cluster.leader import LeaderElector, NotLeader
 from gitops_sched.cluster.serving import Health
 from gitops_sched.compiler.policy import POLICY_CONFIGMAP, ClusterPolicy, policy_from_configmap
 from gitops_sched.engine.cycle import schedule
@@ -70,6 +71,8 @@ class Scheduler:
         self.metrics = metrics or SchedulerMetrics()
         self.health = health or Health(stale_after=max(60.0, settings.cycle_period * 20))
         self.elector = elector
+        if elector is not None:
+            elector.guard_writes(client)
         self.clock = clock
         self.memory = CycleMemory()
         self.assumed = Assumed()
@@ -161,9 +164,15 @@ class Scheduler:
             self.metrics.set_leader(leading)
             if leading:
                 self._wake.clear()
-                report = self.cycle()
-                if report is not None:
-                    _log_report(report)
+                try:
+                    report = self.cycle()
+                except NotLeader as exc:
+                    log.info("%s", exc)
+                except ApiFailure as exc:  # the next cycle starts from the cluster again
+                    log.warning("cycle stopped: %s", exc)
+                else:
+                    if report is not None:
+                        _log_report(report)
             else:
                 self.health.ready = True  # a standby replica is ready: it waits for the Lease
             self._wake.wait(self.settings.cycle_period)
