@@ -232,7 +232,7 @@ def test_node_affinity_follows_allowed_node_groups(tmp_path: Path) -> None:
         tmp_path,
         workload("train", gpu=1),
         workload("nb", type="interactive", gpu=0.5),
-        workload("pinned", gpu=1, nodeGroup="a100"),
+        workload("pinned", mig="1g.10gb", nodeGroup="a100"),  # a100's GPUs are all MIG
         workload("anywhere", project="nlp", gpu=1),
     )
     key = "gitops-sched.io/node-group"
