@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 
 import kubernetes
@@ -658,3 +660,18 @@ def test_the_deployment_controller_rolls_pods_within_its_budget(
     assert len(kube.api.objects("v1", "Pod")) == 2 and hashes.isdisjoint(first)
     status = kube.api.find("apps/v1", "Deployment", "serve", NS)["status"]
     assert (status["updatedReplicas"], status["readyReplicas"]) == (2, 2)
+
+
+def test_a_budget_sets_one_of_min_available_and_max_unavailable(policy: PolicyV1Api) -> None:
+    both = budget("web", minAvailable=1, maxUnavailable=1)
+    code, body = error(lambda: policy.create_namespaced_pod_disruption_budget(NS, both))
+    assert (code, body["reason"]) == (422, "Invalid")
+    too_much = budget("web", maxUnavailable="120%")
+    assert error(lambda: policy.create_namespaced_pod_disruption_budget(NS, too_much))[0] == 422
+
+
+def test_a_binding_is_only_ever_created(kube: KubeEmulator, core: CoreV1Api) -> None:
+    core.create_namespaced_pod(NS, pod("p"))
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"{kube.url}/api/v1/namespaces/{NS}/pods/p/binding", timeout=5)
+    assert refused.value.code == 405

@@ -36,7 +36,8 @@ class ApiFailure(Exception):
     def is_field_conflict(self) -> bool:
         """A server-side apply conflict with another field manager (not worth retrying)."""
         causes = (self.body.get("details") or {}).get("causes") or []
-        return any(c.get("type") == "FieldManagerConflict" for c in causes)
+        # StatusCause.Type is serialised as "reason"
+        return any(c.get("reason") == "FieldManagerConflict" for c in causes)
 
 
 class NotFound(ApiFailure):

@@ -9,6 +9,12 @@ Established before their custom resources are served, unknown fields of built-in
 rejected against the official OpenAPI schema (kubernetes-validate) and unknown fields of
 custom resources pruned. Faults (status codes, timeouts) can be injected per request, and
 every request is counted as discovery, read or write.
+
+Pods as a scheduler meets them (`pods.py`, `disruption.py`): the binding and eviction
+subresources, PodDisruptionBudgets whose status follows their pods, graceful deletion
+(`pod_termination="graceful"`, `finish_terminating`), finalizers, the few pod fields an
+update may change, priority admission, field selectors per kind. Watches (`watch.py`) stream
+every change from a bounded history. `call` serves the tests' stand-ins in-process.
 """
 
 from __future__ import annotations
@@ -333,16 +339,20 @@ class Api:
             if method != "GET" or route.name is not None:
                 raise ApiError(405, "MethodNotAllowed", "watch a list path")
             return Response(200, None, stream=self._watch(route, query).events())
+        if route.subresource in route.type.actions:
+            if method != "POST":
+                raise ApiError(
+                    405,
+                    "MethodNotAllowed",
+                    "the server does not allow this method on the requested resource",
+                )
+            if route.subresource == "binding":
+                return self._bind(route.namespace, route.name, body, dry_run)
+            return self._evict(route, body, dry_run)
         if method == "GET":
             if route.name is None:
                 return Response(200, self._list(route, query))
             return Response(200, self._get(route))
-        if route.subresource in route.type.actions:
-            if method != "POST":
-                raise ApiError(405, "MethodNotAllowed", f"{route.subresource} only takes POST")
-            if route.subresource == "binding":
-                return self._bind(route.namespace, route.name, body, dry_run)
-            return self._evict(route, body, dry_run)
         manager = query.get("fieldManager") or _manager_from_agent(headers.get("user-agent", ""))
         if method == "POST" and route.name is None:
             return Response(201, self._create(route, _json(body), manager, dry_run))
@@ -582,6 +592,8 @@ class Api:
         if old is not None and rtype.generation:
             changed = _spec_of(obj) != _spec_of(old)
             meta["generation"] = old["metadata"].get("generation", 1) + changed
+        if rtype.kind == "PodDisruptionBudget":
+            disruption.check_spec(obj)
         if rtype.kind == "Pod" and old is None:
             pods.admit(obj, self._priority_classes())
         elif rtype.kind == "Pod" and route.subresource is None:
@@ -772,7 +784,7 @@ class Api:
         except fields.Conflict as exc:
             causes = [
                 {
-                    "type": "FieldManagerConflict",
+                    "reason": "FieldManagerConflict",  # StatusCause.Type is "reason" in JSON
                     "message": f'conflict with "{m}"',
                     "field": "." + ".".join(p),
                 }

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from tests.kube_emulator.errors import ApiError
 from tests.kube_emulator.fields import now
 from tests.kube_emulator.selectors import label_selector_matches
 
@@ -28,6 +29,35 @@ SCALABLE = {
 
 class SyncFailed(Exception):
     pass
+
+
+def check_spec(pdb: dict[str, Any]) -> None:
+    """ValidatePodDisruptionBudgetSpec: one of minAvailable and maxUnavailable, each a
+    non-negative int or a percentage up to 100%."""
+    spec = pdb.get("spec") or {}
+    causes = []
+    if "minAvailable" in spec and "maxUnavailable" in spec:
+        causes.append("spec: Invalid value: minAvailable and maxUnavailable cannot be both set")
+    for key in ("minAvailable", "maxUnavailable"):
+        value = spec.get(key)
+        if value is None:
+            continue
+        match = PERCENT.match(value) if isinstance(value, str) else None
+        if isinstance(value, int) and value < 0:
+            causes.append(f"spec.{key}: Invalid value: {value}: must be greater than or equal to 0")
+        elif isinstance(value, str) and (match is None or int(match.group(1)) > 100):
+            causes.append(f"spec.{key}: Invalid value: {value!r}: must be a percentage up to 100%")
+    if causes:
+        name = pdb["metadata"].get("name", "")
+        raise ApiError(
+            422,
+            "Invalid",
+            f'PodDisruptionBudget.policy "{name}" is invalid: ' + ", ".join(causes),
+            name=name,
+            group="policy",
+            kind="PodDisruptionBudget",
+            causes=[{"reason": "FieldValueInvalid", "message": c} for c in causes],
+        )
 
 
 def selects(pdb: dict[str, Any], pod: dict[str, Any]) -> bool:
