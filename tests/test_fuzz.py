@@ -104,6 +104,7 @@ PLAUSIBLE = [
     *("train", "interactive", "inference", "allowed", "denied", "static", "dynamic"),
     *("1Gi", "500m", "10Gi", "5m", "1h", "0s", "1g.10gb", "3g.40gb", "A100-SXM4-80GB"),
 ]
+# a drawn value is copied before use: mutations edit it in place, and `HOSTILE` is shared
 values = st.one_of(
     st.sampled_from(HOSTILE),
     st.sampled_from(PLAUSIBLE),
@@ -113,7 +114,7 @@ values = st.one_of(
     st.floats(),
     st.text(max_size=12),
     st.sampled_from(KINDS),
-)
+).map(copy.deepcopy)
 
 
 @st.composite
