@@ -21,7 +21,7 @@ import yaml
 
 from gitops_sched.bridge.build import nodes_from_repo
 from gitops_sched.cluster import ObjectRef
-from gitops_sched.cluster.leader import LeaderElector
+from gitops_sched.cluster.leader import LeaderElector, NotLeader
 from gitops_sched.compiler import render_repo
 from gitops_sched.compiler.contract import GPU_UUID, PLACEMENT, RESERVATION_LABEL
 from gitops_sched.compiler.meta import WORKLOAD_LABEL
@@ -302,3 +302,86 @@ def render_claim(workload: dict[str, Any], tmp_path: Path) -> list[dict[str, Any
     loaded, diagnostics = check_repo(copy)
     assert loaded is not None, diagnostics
     return [o for o in render_repo(loaded) if o["metadata"]["name"] == workload["metadata"]["name"]]
+
+
+def foreign_pod(node: str, gpus: int) -> dict[str, Any]:
+    """A pod another scheduler placed, holding GPUs the device plugin gave it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "render-farm", "namespace": "gitops-sched"},
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                {"name": "r", "image": "r:1", "resources": {"limits": {"nvidia.com/gpu": gpus}}}
+            ],
+        },
+    }
+
+
+def test_gpus_of_other_schedulers_are_respected_and_a_cordoned_node_gets_nothing(
+    cluster: Cluster,
+):
+    cluster.client.create(foreign_pod("dgx1-0", gpus=3))
+    cluster.kubelet.step()
+    node = ObjectRef("v1", "Node", "", "dgx1-1")
+    cluster.client.patch(node, {"spec": {"unschedulable": True}})
+    cluster.submit_repo_workloads()
+    cluster.settle()
+
+    placed = cluster.placements()
+    assert placed  # the free GPUs of dgx1-0 are used
+    assert all(pod[0] == "dgx1-0" for pods in placed.values() for pod in pods)
+    held = {gpu for pods in placed.values() for _, gpus, _ in pods for gpu in gpus}
+    assert len(held) <= 5  # 8 GPUs, 3 of them another scheduler's
+    assert cluster.failed() == []  # no pod was refused a device by the kubelet
+
+
+def test_of_two_schedulers_only_the_leader_writes(cluster: Cluster):
+    def elector(identity: str) -> LeaderElector:
+        return LeaderElector(
+            connect(cluster.kube),
+            cluster.system,
+            "gitops-sched-scheduler",
+            identity,
+            lease_duration=30,
+            renew_deadline=20,
+            retry_period=1,
+        )
+
+    first, second = elector("first"), elector("second")
+    assert first.try_acquire_or_renew() and not second.try_acquire_or_renew()
+    leader, follower = cluster.new_scheduler(first), cluster.new_scheduler(second)
+    cluster.submit_repo_workloads()
+    for _ in range(6):
+        for scheduler in (follower, leader):
+            if scheduler.leading():
+                scheduler.sync_once()
+        cluster.kubelet.step()
+        cluster.jobs.step()
+        cluster.clock += 1
+
+    assert follower.client.requests["write"] == 0
+    assert leader.client.requests["write"] > 0
+    assert cluster.placements()  # the leader bound them
+    # a replica without the Lease that runs a cycle anyway is stopped at its first write
+    cluster.client.create(hand_made_pod(cluster.repo.project_namespace("team-d"), gpus=1))
+    with pytest.raises(NotLeader):
+        follower.sync_once()
+    assert follower.client.requests["write"] == 0
+
+
+def hand_made_pod(namespace: str, gpus: int) -> dict[str, Any]:
+    """A pod a user submits to a project by hand: our schedulerName, whole GPUs."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "by-hand", "namespace": namespace},
+        "spec": {
+            "schedulerName": "gitops-sched",
+            "restartPolicy": "Never",
+            "containers": [
+                {"name": "c", "image": "c:1", "resources": {"limits": {"nvidia.com/gpu": gpus}}}
+            ],
+        },
+    }
