@@ -675,3 +675,17 @@ def test_a_binding_is_only_ever_created(kube: KubeEmulator, core: CoreV1Api) -> 
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(f"{kube.url}/api/v1/namespaces/{NS}/pods/p/binding", timeout=5)
     assert refused.value.code == 405
+
+
+def test_a_node_registers_with_its_status_in_canonical_quantities(core: CoreV1Api) -> None:
+    registered = node("n1", gpus=2)
+    registered["status"]["allocatable"] = {"memory": "65536Mi", "nvidia.com/gpu": "2"}
+    registered["spec"] = {"unschedulable": True}
+    core.create_node(registered)
+    core.create_node(node("n2", gpus=1))
+    stored = core.read_node("n1").status.allocatable
+    assert stored == {"memory": "64Gi", "nvidia.com/gpu": "2"}
+    cordoned = core.list_node(field_selector="spec.unschedulable=true").items
+    assert [n.metadata.name for n in cordoned] == ["n1"]
+    code, body = error(lambda: core.list_node(field_selector="status.phase=Ready"))
+    assert code == 400 and "field label not supported" in body["message"]
