@@ -803,3 +803,19 @@ def test_in_a_plan_the_quota_the_change_raised_is_blamed(repo_dir: Path) -> None
     assert [(d.obj, d.message.partition("of 8: ")[2]) for d in planned] == [
         ("Project/vision", fix.format(4))
     ]
+
+
+def test_in_a_plan_a_lowered_bound_is_blamed(repo_dir: Path) -> None:
+    speech = doc("Project", "speech", department="research", quota={"gpu": 4})
+    department = doc("Department", "research", quota={"gpu": 8})
+    write_repo(repo_dir, [CLUSTER, A100, department, PROJECT, speech])
+    before = Baseline.of(check_repo(Path("."))[0].documents())
+    lowered = doc("Department", "research", quota={"gpu": 6})
+    write_repo(repo_dir, [CLUSTER, A100, lowered, PROJECT, speech])
+    [problem] = check_repo(Path("."), baseline=before)[1].sorted()
+    assert (problem.obj, key_line(problem)) == ("Department/research", "gpu: 6")
+    assert problem.message.endswith(
+        "more than its GPU quota of 6: raise Department/research's spec.quota.gpu to 8, "
+        "lower the quotas that add up, or set the Cluster's spec.policy.allowOversubscription: "
+        "true"
+    )

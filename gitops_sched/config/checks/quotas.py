@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from gitops_sched.config import codes
-from gitops_sched.config.baseline import NO_BASELINE, Baseline
+from gitops_sched.config.baseline import NO_BASELINE, Baseline, path_order
 from gitops_sched.config.checks.common import (
     Number,
     _diagnostic,
@@ -37,6 +38,7 @@ from gitops_sched.config.model import (
 )
 from gitops_sched.hardware.mig import compute_share
 
+NODE_COUNT = ("spec", "nodeCount")
 # GPU quantities are floats (fractions, MIG shares); a sum may miss a bound by rounding noise.
 EPSILON = 1e-6
 
@@ -56,36 +58,37 @@ def _over(total: Number, bound: Number) -> bool:
 def check_department_quotas(repo: Repo, baseline: Baseline = NO_BASELINE) -> Iterator[Diagnostic]:
     """A department's quota caps its projects' guarantees; more would promise what is not there.
 
-    Reported at the quota of the project that tips the sum over (see `_tipping`). Unless the
-    cluster's policy allows oversubscription: then it is a warning, and under contention the
-    department's quota caps what its projects get together.
+    Reported where the sum tips over (see `_blame`). Unless the cluster's policy allows
+    oversubscription: then it is a warning, and under contention the department's quota
+    caps what its projects get together.
     """
     severity = _capacity_severity(repo)
     for department in repo.departments:
         projects = [p for p in repo.projects if p.department == department.name]
         for field, label, fmt in RESOURCES:
             bound = getattr(department.quota, field)
+            if bound is None:
+                continue
             parts = [
                 (p.doc, p.name, v) for p in projects if (v := getattr(p.quota, field)) is not None
             ]
             path = _quota_path(field)
-            tipping = _tipping(parts, path, bound, baseline) if bound is not None else None
-            if tipping is None:
+            sum_ = _Sum(parts, path, bound, [(department.doc, path)], ("spec", "nodeGroupQuotas"))
+            blame = _blame(sum_, baseline)
+            if blame is None:
                 continue
-            doc, total, room = tipping
             message = (
                 f"projects' {label} quotas in department '{department.name}' add up to "
-                f"{fmt(total)} ({_itemized([(n, v) for _, n, v in parts], fmt)}), more than its "
-                f"{label} quota of {fmt(bound)}"
+                f"{fmt(blame.total)} ({_itemized([(n, v) for _, n, v in parts], fmt)}), more "
+                f"than its {label} quota of {fmt(bound)}"
             )
-            fix = f"raise Department/{department.name}'s spec.quota.{field} to {fmt(total)}"
-            where = path if _has(doc, path) else ("spec", "nodeGroupQuotas")
+            fix = f"raise Department/{department.name}'s spec.quota.{field} to {fmt(blame.total)}"
+            capped = " (the department's quota caps their sum)"
             yield _diagnostic(
-                doc,
-                where,
+                blame.doc,
+                blame.path,
                 codes.PROJECTS_OVER_DEPARTMENT,
-                message
-                + _remedy(severity, room, fmt, fix, " (the department's quota caps their sum)"),
+                message + _remedy(severity, blame, fmt, fix, capped),
                 severity,
             )
 
@@ -94,40 +97,66 @@ def _quota_path(field: str) -> Path_:
     return ("spec", "quota", field)
 
 
-def _has(doc: Document, path: Path_) -> bool:
-    """Whether the document writes a value at `path` (a project may give only nodeGroupQuotas,
-    whose sum is its quota)."""
-    return path in doc.positions
+@dataclass(frozen=True)
+class _Sum:
+    """Values that must add up to at most a bound: each part's document, name and value
+    (written at `path` in its document, else at `otherwise`: a project may give only
+    nodeGroupQuotas, whose sum is its quota), and where the bound is written."""
+
+    parts: list[tuple[Document, str, Number]]
+    path: Path_
+    bound: Number
+    bound_at: list[tuple[Document, Path_]]
+    otherwise: Path_ = ()
 
 
-def _tipping(
-    parts: list[tuple[Document, str, Number]], path: Path_, bound: Number, baseline: Baseline
-) -> tuple[Document, Number, Number] | None:
-    """Where a sum over its bound is reported: the object whose value (at `path`) takes the
-    running total over, adding established objects first and then those the change
-    introduced or changed, each in path order. With the total, and how low that value
-    would have to go for the sum to fit (negative: lowering it alone is not enough).
-    None: the sum fits."""
-    values = {id(doc): value for doc, _, value in parts}
+@dataclass(frozen=True)
+class _Blame:
+    """Where a sum over its bound is reported, the total, and how low the blamed part would
+    have to go for the sum to fit (negative: lowering it alone is not enough; None: the
+    bound is blamed)."""
+
+    doc: Document
+    path: Path_
+    total: Number
+    room: Number | None
+
+
+def _blame(sum_: _Sum, baseline: Baseline) -> _Blame | None:
+    """None when the sum fits. Else the part whose value takes the running total over,
+    adding established parts first and then those the change introduced or changed, each in
+    path order; or, when the change touched no part but lowered the bound, the bound."""
+    values = {id(doc): value for doc, _, value in sum_.parts}
     total = sum(values.values(), start=0)
-    if not _over(total, bound):
+    if not _over(total, sum_.bound):
         return None
+    docs = [doc for doc, _, _ in sum_.parts]
+    if not any(baseline.changed(doc, sum_.path) for doc in docs):
+        lowered = [(doc, path) for doc, path in sum_.bound_at if baseline.changed(doc, path)]
+        if lowered:
+            doc, path = min(lowered, key=lambda at: path_order(at[0]))
+            return _Blame(doc, path, total, None)
     running: Number = 0
-    for doc in baseline.order([doc for doc, _, _ in parts], path):
+    for doc in baseline.order(docs, sum_.path):
         running += values[id(doc)]
-        if _over(running, bound):
-            return doc, total, bound - (total - values[id(doc)])
+        if _over(running, sum_.bound):
+            path = sum_.path if sum_.path in doc.positions else sum_.otherwise
+            return _Blame(doc, path, total, sum_.bound - (total - values[id(doc)]))
     raise AssertionError("a sum over its bound has a part that takes it over")
 
 
 def _remedy(
-    severity: Severity, room: Number, fmt: Callable[[Number], str], fix: str, capped: str = ""
+    severity: Severity, blame: _Blame, fmt: Callable[[Number], str], fix: str, capped: str = ""
 ) -> str:
     """How to fix a sum over its bound, or (allowed by the policy) why it is only a warning."""
     if severity is Severity.WARNING:
         return f"; allowed by policy.allowOversubscription{capped}"
+    knob = "or set the Cluster's spec.policy.allowOversubscription: true"
+    if blame.room is None:
+        return f": {fix}, lower the quotas that add up, {knob}"
+    room = blame.room
     lower = f"lower this quota to {fmt(room)} or less" if room >= 0 else "lower the quotas"
-    return f": {lower}, {fix}, or set the Cluster's spec.policy.allowOversubscription: true"
+    return f": {lower}, {fix}, {knob}"
 
 
 def _limits_below_quota(owner: Department | Project) -> Iterator[Diagnostic]:
@@ -158,34 +187,34 @@ def _capacity_text(groups: list[NodeGroup]) -> str:
 
 
 def check_cluster_capacity(repo: Repo, baseline: Baseline = NO_BASELINE) -> Iterator[Diagnostic]:
-    """Department guarantees must be backed by GPUs the node groups declare; reported at the
-    GPU quota of the department that tips the sum over."""
+    """Department guarantees must be backed by GPUs the node groups declare; reported where
+    the sum tips over (see `_blame`)."""
     if repo.cluster is None:
         return
     parts = [(d.doc, d.name, d.quota.gpu) for d in repo.departments if d.quota.gpu is not None]
-    tipping = _tipping(parts, _quota_path("gpu"), repo.gpu_capacity, baseline)
-    if tipping is None:
+    counts = [(g.doc, NODE_COUNT) for g in repo.node_groups]
+    blame = _blame(_Sum(parts, _quota_path("gpu"), repo.gpu_capacity, counts), baseline)
+    if blame is None:
         return
-    doc, total, room = tipping
     severity = _capacity_severity(repo)
     message = (
-        f"departments' GPU quotas add up to {_number(total)} "
+        f"departments' GPU quotas add up to {_number(blame.total)} "
         f"({_itemized([(n, v) for _, n, v in parts], _number)}), more than the cluster's "
         f"{repo.gpu_capacity} GPUs ({_capacity_text(repo.node_groups) or 'no GPU node groups'})"
     )
     fix = "add GPU nodes to the node groups"
     yield _diagnostic(
-        doc,
-        _quota_path("gpu"),
+        blame.doc,
+        blame.path,
         codes.DEPARTMENTS_OVER_CLUSTER,
-        message + _remedy(severity, room, _number, fix),
+        message + _remedy(severity, blame, _number, fix),
         severity,
     )
 
 
 def check_node_group_capacity(repo: Repo, baseline: Baseline = NO_BASELINE) -> Iterator[Diagnostic]:
-    """Per-node-group guarantees must be backed by that group's own GPUs; reported at the
-    node group quota of the project that tips the sum over."""
+    """Per-node-group guarantees must be backed by that group's own GPUs; reported where the
+    sum tips over (see `_blame`)."""
     severity = _capacity_severity(repo)
     for group in repo.node_groups:
         parts = [
@@ -194,21 +223,22 @@ def check_node_group_capacity(repo: Repo, baseline: Baseline = NO_BASELINE) -> I
             if (quota := p.node_group_quotas.get(group.name)) is not None and quota.gpu is not None
         ]
         path = ("spec", "nodeGroupQuotas", group.name, "gpu")
-        tipping = _tipping(parts, path, group.gpu_capacity, baseline)
-        if tipping is None:
+        sum_ = _Sum(parts, path, group.gpu_capacity, [(group.doc, NODE_COUNT)])
+        blame = _blame(sum_, baseline)
+        if blame is None:
             continue
-        doc, total, room = tipping
         message = (
-            f"projects' GPU quotas on node group '{group.name}' add up to {_number(total)} "
-            f"({_itemized([(n, v) for _, n, v in parts], _number)}), more than its "
-            f"{group.gpu_capacity} GPUs ({group.node_count} x {group.gpus_per_node} per node)"
+            f"projects' GPU quotas on node group '{group.name}' add up to "
+            f"{_number(blame.total)} ({_itemized([(n, v) for _, n, v in parts], _number)}), "
+            f"more than its {group.gpu_capacity} GPUs "
+            f"({group.node_count} x {group.gpus_per_node} per node)"
         )
         fix = f"raise NodeGroup/{group.name}'s spec.nodeCount"
         yield _diagnostic(
-            doc,
-            path,
+            blame.doc,
+            blame.path,
             codes.NODE_GROUP_QUOTAS_OVER_CAPACITY,
-            message + _remedy(severity, room, _number, fix),
+            message + _remedy(severity, blame, _number, fix),
             severity,
         )
 
