@@ -38,9 +38,9 @@ from gitops_sched.config.model import (
 )
 from gitops_sched.hardware.mig import compute_share
 
-NODE_COUNT = ("spec", "nodeCount")
 # GPU quantities are floats (fractions, MIG shares); a sum may miss a bound by rounding noise.
 EPSILON = 1e-6
+NODE_COUNT = ("spec", "nodeCount")  # where a node group's share of a capacity is written
 
 
 # (field of Resources, how messages name it, how they print it)
