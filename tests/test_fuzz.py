@@ -4,7 +4,8 @@ traceback, and finishes within a bounded time.
 
 Mutations: a value replaced (wrong types, huge or non-finite numbers, strings with a trailing
 newline, deep nesting, hostile Jinja2), a key or list item deleted, a kind renamed, a
-document dropped or duplicated, a file cut short. `make fuzz` runs many more examples
+document dropped or duplicated, a file cut short or given YAML no dump writes (tags,
+anchors, merge keys, tabs). `make fuzz` runs many more examples
 (the `thorough` hypothesis profile).
 """
 
@@ -97,6 +98,23 @@ HOSTILE = [
     "Simulation",
     "Workload",
 ]
+# YAML that no dump writes: tags, anchors, merge keys, tabs, flow nesting, stray documents
+RAW_YAML = [
+    "x: !!int abc\n",
+    "a: &a [*a]\n",
+    "<<: {a: 1}\n",
+    "\tkey: value\n",
+    "---\n",
+    "--- ~\n",
+    "- " + "[" * 100 + "]" * 100 + "\n",
+    "k: &x {a: 1}\nj: *x\n",
+    "? [complex]\n: key\n",
+    "dup: 1\ndup: 2\n",
+    "s: !!binary aGVsbG8=\n",
+    "t: 2024-01-01\n",
+    "n: 0x_\n",
+    "%YAML 1.1\n",
+]
 KINDS = ["Cluster", "NodeGroup", "Department", "Project", "Template", "Workload", "Simulation"]
 # values a config may well hold, so that some mutated repos stay valid and reach every command
 PLAUSIBLE = [
@@ -140,13 +158,15 @@ def mutated(draw: st.DrawFn, files: Files) -> dict[str, str]:
     """The files' text after one to three mutations."""
     files = copy.deepcopy(files)
     cut: dict[str, float] = {}
+    inserted: dict[str, tuple[float, str]] = {}
     for _ in range(draw(st.integers(1, 3))):
         name = draw(st.sampled_from(sorted(files)))
         documents = files[name]
         if not documents:
             continue
         index = draw(st.integers(0, len(documents) - 1))
-        match draw(st.sampled_from(["set", "set", "delete", "kind", "drop", "copy", "cut"])):
+        kinds = ["set", "set", "delete", "kind", "drop", "copy", "cut", "insert"]
+        match draw(st.sampled_from(kinds)):
             case "set":
                 path = draw(paths(documents[index]))
                 if path:
@@ -165,9 +185,15 @@ def mutated(draw: st.DrawFn, files: Files) -> dict[str, str]:
                 files[draw(st.sampled_from(sorted(files)))].append(copy.deepcopy(documents[index]))
             case "cut":
                 cut[name] = draw(st.floats(0, 1))
+            case "insert":
+                inserted[name] = (draw(st.floats(0, 1)), draw(st.sampled_from(RAW_YAML)))
     texts = {name: yaml.safe_dump_all(docs, sort_keys=False) for name, docs in files.items()}
     for name, fraction in cut.items():
         texts[name] = texts[name][: int(len(texts[name]) * fraction)]
+    for name, (fraction, snippet) in inserted.items():
+        lines = texts[name].splitlines(keepends=True)
+        at = int(len(lines) * fraction)
+        texts[name] = "".join([*lines[:at], snippet, *lines[at:]])
     return texts
 
 
