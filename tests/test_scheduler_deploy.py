@@ -142,6 +142,7 @@ def test_scheduler_rbac_grants_exactly_what_it_does() -> None:
         | core("pods/status", "patch")
         | core("events", "create")
         | core("nodes", "list", "watch", "patch")
+        | {("batch", "jobs", "patch", "")}
         | {("gitops-sched.io", queues, "list", "") for queues in ("projects", "departments")}
         | {
             ("gitops-sched.io", f"{queues}/status", "patch", "")

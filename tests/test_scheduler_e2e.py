@@ -23,7 +23,7 @@ from gitops_sched.bridge.build import nodes_from_repo
 from gitops_sched.cluster import ObjectRef
 from gitops_sched.cluster.leader import LeaderElector, NotLeader
 from gitops_sched.compiler import render_repo
-from gitops_sched.compiler.contract import GPU_UUID, PLACEMENT, RESERVATION_LABEL
+from gitops_sched.compiler.contract import GPU_UUID, IDLE_SINCE, PLACEMENT, RESERVATION_LABEL
 from gitops_sched.compiler.meta import WORKLOAD_LABEL
 from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.model import Repo
@@ -385,3 +385,25 @@ def hand_made_pod(namespace: str, gpus: int) -> dict[str, Any]:
             ],
         },
     }
+
+
+def test_an_idle_notebook_is_stopped_after_its_projects_idle_timeout(cluster: Cluster):
+    """team-c stops interactive work idle for an hour: the node agent's IDLE_SINCE on the pod
+    is what the scheduler goes by; its Job is suspended, not re-queued."""
+    cluster.submit_repo_workloads()
+    cluster.settle()
+    (notebook,) = [p for p in cluster.pods() if labels(p)[WORKLOAD_LABEL] == "notebook-2"]
+    meta = notebook["metadata"]
+    idle_since = fields_stamp(cluster.clock - 1800)
+    ref = ObjectRef("v1", "Pod", meta["namespace"], meta["name"])
+    cluster.client.patch(ref, {"metadata": {"annotations": {IDLE_SINCE: idle_since}}})
+    cluster.settle()
+    assert "notebook-2" in cluster.placements()  # idle for half an hour: it keeps running
+
+    cluster.clock += 1801
+    cluster.settle()
+    job = cluster.kube.api.find("batch/v1", "Job", "notebook-2", meta["namespace"])
+    assert job["spec"]["suspend"] is True
+    assert "notebook-2" not in cluster.placements()
+    assert cluster.evicted() == []  # stopped through its Job, never evicted to come back
+    assert "notebook-4" in cluster.placements()  # its busy neighbour stays

@@ -30,6 +30,7 @@ from gitops_sched.compiler.contract import (
     PLACEMENT,
 )
 from gitops_sched.compiler.policy import ClusterPolicy
+from gitops_sched.engine.apply import STOPPING
 from gitops_sched.engine.codec import pod_to_dict
 from gitops_sched.engine.types import (
     Bind,
@@ -146,6 +147,7 @@ class _Cycle:
         self.dry_run = actuator.dry_run
         self.view = view
         self.outcome = outcome
+        self.suspended: set[ObjectRef] = set()  # Jobs stopped this cycle
         snapshot = view.snapshot
         self.jobs = {job.key: job for job in snapshot.jobs}
         self.gpu_memory = {
@@ -166,6 +168,9 @@ class _Cycle:
             pod = self.view.pod(evict.job, placement.index)
             if pod is None or pod.terminating:
                 continue  # gone already, or leaving
+            if evict.reason in STOPPING and pod.owner[0] == "Job":
+                self.stop_job(pod, evict.reason)
+                continue
             self.note(f"evict {pod.namespace}/{pod.name} ({why})")
             if self.dry_run:
                 self._evicted(pod, evict.reason)
@@ -187,6 +192,24 @@ class _Cycle:
                     self.outcome.log.append(f"{pod.namespace}/{pod.name}: eviction refused: {exc}")
                 else:
                     self._error(f"evicting {pod.namespace}/{pod.name}", exc)
+
+    def stop_job(self, pod: PodRef, reason: EvictReason) -> None:
+        """Stop, not re-queue: an evicted pod of a Job comes back (its podFailurePolicy
+        ignores disruptions), so work stopped for its time limit or idleness suspends its
+        Job instead, and the Job controller deletes the pods."""
+        job = ObjectRef("batch/v1", "Job", pod.namespace, pod.owner[1])
+        if job not in self.suspended:
+            self.suspended.add(job)
+            self.note(f"suspend {job} ({reason})")
+            if not self.dry_run:
+                try:
+                    self.client.patch(job, {"spec": {"suspend": True}})
+                except NotFound:
+                    return
+                except ApiFailure as exc:
+                    self._error(f"suspending {job}", exc)
+                    return
+        self._evicted(pod, reason)
 
     def _evicted(self, pod: PodRef, reason: EvictReason) -> None:
         self.outcome.evicted.append(pod.uid)

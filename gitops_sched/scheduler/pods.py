@@ -57,6 +57,7 @@ class OurPod:
     node: str  # spec.nodeName ("" while pending)
     terminating: bool
     owner_uid: str  # the controller's uid ("" for a bare pod)
+    owner: tuple[str, str]  # the controller's kind and name (("", "") for a bare pod)
     index: int | None  # the completion index, else the placement's, else None (assigned)
     placement: PodPlacement | None  # where the engine placed it (bound pods)
     type: str
@@ -103,6 +104,7 @@ def read_pod(pod: dict[str, Any], project: str) -> OurPod:
     if node and PLACEMENT in annotations:
         placement, placed_as = read_placement(annotations[PLACEMENT], node)
         index = placed_as if index is None else index
+    controller = next((o for o in metadata.get("ownerReferences") or () if o.get("controller")), {})
     return OurPod(
         namespace=metadata.get("namespace") or "",
         name=metadata.get("name") or "",
@@ -114,14 +116,8 @@ def read_pod(pod: dict[str, Any], project: str) -> OurPod:
         started=timestamp((pod.get("status") or {}).get("startTime")),
         node=node,
         terminating=bool(metadata.get("deletionTimestamp")),
-        owner_uid=next(
-            (
-                o.get("uid") or ""
-                for o in metadata.get("ownerReferences") or ()
-                if o.get("controller")
-            ),
-            "",
-        ),
+        owner_uid=controller.get("uid") or "",
+        owner=(controller.get("kind") or "", controller.get("name") or ""),
         index=index,
         placement=placement,
         type=wtype,

@@ -386,6 +386,7 @@ def _ref(pod: OurPod, index: int) -> PodRef:
         node=pod.node,
         terminating=pod.terminating,
         annotations=tuple(sorted(pod.annotations.items())),
+        owner=pod.owner,
     )
 
 

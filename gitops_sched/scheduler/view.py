@@ -25,6 +25,7 @@ class PodRef:
     node: str = ""  # spec.nodeName; "" while pending
     terminating: bool = False  # has a deletionTimestamp: releasing its GPUs
     annotations: tuple[tuple[str, str], ...] = ()
+    owner: tuple[str, str] = ("", "")  # its controller's kind and name; ("", "") when bare
 
     @property
     def bound(self) -> bool:
