@@ -9,9 +9,10 @@ showing up as new. Codes are grouped by family, the hundreds digit:
     GS3xx references and names   GS7xx templates
     GS4xx quotas and capacity    GS8xx Simulation documents
 
-A code, once published, keeps its meaning: a retired one is not reused. Every check
-refers to its code by the constant below; the README lists them all (a test keeps that
-list complete).
+"Allow oversubscription" is the Cluster's `spec.policy.allowOversubscription: true` (the
+sums become warnings). A code, once published, keeps its meaning: a retired one is not
+reused. Every check refers to its code by the constant below; the README lists them all
+(a test keeps that list complete).
 """
 
 from __future__ import annotations
@@ -125,17 +126,17 @@ BAD_LABEL_VALUE = _code(
 PROJECTS_OVER_DEPARTMENT = _code(
     "GS401",
     "projects' quotas over their department's",
-    "lower the project's quota, raise the department's, or set policy.allowOversubscription",
+    "lower the project's quota, raise the department's, or allow oversubscription",
 )
 DEPARTMENTS_OVER_CLUSTER = _code(
     "GS402",
     "departments' GPU quotas over the cluster's GPUs",
-    "lower the department's quota, add GPUs, or set policy.allowOversubscription",
+    "lower the department's quota, add GPU nodes, or allow oversubscription",
 )
 NODE_GROUP_QUOTAS_OVER_CAPACITY = _code(
     "GS403",
     "node group quotas over the group's GPUs",
-    "lower the project's nodeGroupQuotas, grow the group, or set policy.allowOversubscription",
+    "lower the project's nodeGroupQuotas, grow the group, or allow oversubscription",
 )
 LIMIT_BELOW_QUOTA = _code("GS404", "limit below quota", "raise the limit to the quota or more")
 NON_PREEMPTIBLE_OVER_QUOTA = _code(
