@@ -53,7 +53,8 @@ def test_a_fifo_and_an_outside_link_are_errors_not_hangs(repo: Path) -> None:
     assert code == 1
     assert output.splitlines() == [
         f"{repo}/pipe.yaml:1:1: error GS101: a FIFO, not a regular file: only files are read",
-        f"{repo}/zero.yaml:1:1: error GS101: symlink leads outside the repo (to /dev/zero): refused",
+        f"{repo}/zero.yaml:1:1: error GS101: symlink leads outside the repo (to /dev/zero): "
+        "refused",
     ]
 
 

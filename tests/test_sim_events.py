@@ -738,7 +738,8 @@ def test_deep_nesting_in_a_simulation_file_stops_at_the_65th_level(here: Path) -
     result = CliRunner().invoke(main, ["simulate", "repo", "--events", "sim.yaml"])
     assert result.exit_code == 1, result.output
     # the document's mapping is the first level, the 64th `[` the 65th
-    assert "sim.yaml:2:71: error GS108: mappings and sequences nested more than 64 deep" in result.output
+    deep = "sim.yaml:2:71: error GS108: mappings and sequences nested more than 64 deep"
+    assert deep in result.output
 
 
 # --- idle GPUs -----------------------------------------------------------------------------
