@@ -11,7 +11,7 @@ which can only run inside quota, must fit in their project's GPU quota alone and
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +40,7 @@ from gitops_sched.hardware.mig import compute_share
 
 # GPU quantities are floats (fractions, MIG shares); a sum may miss a bound by rounding noise.
 EPSILON = 1e-6
-NODE_COUNT = ("spec", "nodeCount")  # where a node group's share of a capacity is written
+NODE_COUNT: Path_ = ("spec", "nodeCount")  # where a node group's share of a capacity is written
 
 
 # (field of Resources, how messages name it, how they print it)
@@ -103,10 +103,10 @@ class _Sum:
     (written at `path` in its document, else at `otherwise`: a project may give only
     nodeGroupQuotas, whose sum is its quota), and where the bound is written."""
 
-    parts: list[tuple[Document, str, Number]]
+    parts: Sequence[tuple[Document, str, Number]]
     path: Path_
     bound: Number
-    bound_at: list[tuple[Document, Path_]]
+    bound_at: Sequence[tuple[Document, Path_]]
     otherwise: Path_ = ()
 
 
