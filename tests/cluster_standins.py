@@ -121,6 +121,32 @@ class _Controller:
             if exc.code != 404:
                 raise
 
+    def _put_status(self, path: str, obj: Obj, status: Obj) -> bool:
+        """PUT the owner's status; False on a conflict (someone wrote first: next step)."""
+        try:
+            self.api.call("PUT", path, {**obj, "status": status}, manager=type(self).__name__)
+        except ApiError as exc:
+            if exc.code != 409:
+                raise
+            return False
+        return True
+
+    def _orphans(self, pods: list[Obj], owners: list[Obj], kind: str) -> list[Obj]:
+        """Pods whose `kind` controller is gone, deleted as the garbage collector would."""
+        alive = {o["metadata"]["uid"] for o in owners}
+        orphans = [
+            p
+            for p in pods
+            if any(
+                o.get("kind") == kind and o.get("controller") and o.get("uid") not in alive
+                for o in p["metadata"].get("ownerReferences") or []
+            )
+        ]
+        for pod in orphans:
+            if not pod["metadata"].get("deletionTimestamp"):
+                self._delete_pod(pod)
+        return orphans
+
 
 class JobController(_Controller):
     """batch/v1 Jobs (Indexed completion mode) and their pods; see the module docstring.
@@ -131,11 +157,20 @@ class JobController(_Controller):
         self.clock = clock
 
     def step(self) -> bool:
-        """One sync of every Job; whether anything changed."""
+        """One sync of every Job, and of the pods of deleted Jobs; whether anything
+        changed."""
         pods = self.api.objects("v1", "Pod")
+        jobs = self.api.objects("batch/v1", "Job")
         changed = False
-        for job in self.api.objects("batch/v1", "Job"):
+        for job in jobs:
             changed |= self._sync(job, _owned(pods, job))
+        for pod in self._orphans(pods, jobs, "Job"):
+            meta = pod["metadata"]
+            if not meta.get("deletionTimestamp"):
+                changed = True  # deleted just now
+            elif _phase(pod) in TERMINAL and TRACKING_FINALIZER in meta.get("finalizers", []):
+                self._release(pod)  # its Job is gone: nothing left to count it for
+                changed = True
         return changed
 
     def _sync(self, job: Obj, pods: list[Obj]) -> bool:
@@ -163,20 +198,21 @@ class JobController(_Controller):
         status["terminating"] = sum(
             1 for p in pods if p["metadata"].get("deletionTimestamp") and _phase(p) not in TERMINAL
         )
-        if status != before:
-            path = f"/apis/batch/v1/namespaces/{job['metadata']['namespace']}/jobs"
-            self.api.call(
-                "PUT", f"{path}/{job['metadata']['name']}/status", {**job, "status": status}
-            )
-        for pod in done:  # counted in the Job's status: the pod may go
-            remaining = [f for f in pod["metadata"]["finalizers"] if f != TRACKING_FINALIZER]
-            meta = pod["metadata"]
-            self.api.call(
-                "PATCH",
-                _pod_path(meta["namespace"], meta["name"]),
-                {"metadata": {"finalizers": remaining or None}},
-            )
-        return status != before or bool(done)
+        if status == before:
+            return False
+        meta = job["metadata"]
+        path = f"/apis/batch/v1/namespaces/{meta['namespace']}/jobs/{meta['name']}/status"
+        if self._put_status(path, job, status):
+            for pod in done:  # counted in the Job's status: the pod may go
+                self._release(pod)
+        return True
+
+    def _release(self, pod: Obj) -> None:
+        """Remove the job-tracking finalizer."""
+        meta = pod["metadata"]
+        remaining = [f for f in meta.get("finalizers") or [] if f != TRACKING_FINALIZER]
+        patch = {"metadata": {"finalizers": remaining or None}}
+        self.api.call("PATCH", _pod_path(meta["namespace"], meta["name"]), patch)
 
     def _count_finished(self, job: Obj, pods: list[Obj], status: Obj) -> list[Obj]:
         """Pods that finished and still carry the tracking finalizer, counted into `status`."""
@@ -331,11 +367,15 @@ class DeploymentController(_Controller):
     """apps/v1 Deployments' pods, without ReplicaSets; see the module docstring."""
 
     def step(self) -> bool:
+        """One sync of every Deployment, and of the pods of deleted ones; whether anything
+        changed."""
         pods = self.api.objects("v1", "Pod")
+        deployments = self.api.objects("apps/v1", "Deployment")
         changed = False
-        for deployment in self.api.objects("apps/v1", "Deployment"):
+        for deployment in deployments:
             changed |= self._sync(deployment, _owned(pods, deployment))
-        return changed
+        orphans = self._orphans(pods, deployments, "Deployment")
+        return changed or any(not p["metadata"].get("deletionTimestamp") for p in orphans)
 
     def _sync(self, deployment: Obj, pods: list[Obj]) -> bool:
         """A rolling update as the deployment controller paces it: new pods while the total
@@ -367,7 +407,7 @@ class DeploymentController(_Controller):
         ]
         if doomed or created:
             pods = _owned(self.api.objects("v1", "Pod"), deployment)
-        status_changed = self._write_status(deployment, pods, template_hash)
+        status_changed = self._report(deployment, pods, template_hash)
         return bool(doomed) or any(created) or status_changed
 
     def _pod(self, deployment: Obj, template_hash: str) -> Obj:
@@ -385,7 +425,7 @@ class DeploymentController(_Controller):
             "spec": template["spec"],
         }
 
-    def _write_status(self, deployment: Obj, pods: list[Obj], template_hash: str) -> bool:
+    def _report(self, deployment: Obj, pods: list[Obj], template_hash: str) -> bool:
         active = [p for p in pods if _active(p)]
         ready = sum(1 for p in active if is_ready(p))
         status = {
@@ -406,8 +446,7 @@ class DeploymentController(_Controller):
             return False
         meta = deployment["metadata"]
         path = f"/apis/apps/v1/namespaces/{meta['namespace']}/deployments/{meta['name']}/status"
-        self.api.call("PUT", path, {**deployment, "status": status})
-        return True
+        return self._put_status(path, deployment, status)
 
 
 def _template_hash(template: Obj) -> str:

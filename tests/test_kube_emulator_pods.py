@@ -689,3 +689,21 @@ def test_a_node_registers_with_its_status_in_canonical_quantities(core: CoreV1Ap
     assert [n.metadata.name for n in cordoned] == ["n1"]
     code, body = error(lambda: core.list_node(field_selector="status.phase=Ready"))
     assert code == 400 and "field label not supported" in body["message"]
+
+
+@pytest.mark.parametrize("termination", ["graceful", "immediate"])
+def test_the_pods_of_a_deleted_job_go_with_it(termination: str) -> None:
+    with KubeEmulator(pod_termination=termination, validate_builtins=False) as kube:
+        api = kube.api
+        api.call("POST", "/api/v1/namespaces", namespace(NS))
+        api.call("POST", "/api/v1/nodes", node("n1", gpus=2))
+        api.call("POST", f"/apis/batch/v1/namespaces/{NS}/jobs", gpu_job("train", 2))
+        jobs, kubelet = JobController(api), Kubelet(api)
+        jobs.step()
+        for name in job_pods(kube):
+            api.call("POST", f"/api/v1/namespaces/{NS}/pods/{name}/binding", binding(name, "n1"))
+        settle(jobs, kubelet)
+        assert all(p["status"]["phase"] == "Running" for p in job_pods(kube).values())
+        api.call("DELETE", f"/apis/batch/v1/namespaces/{NS}/jobs/train")
+        settle(jobs, kubelet)
+        assert job_pods(kube) == {}

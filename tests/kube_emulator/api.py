@@ -252,7 +252,8 @@ class Api:
                     continue
                 if name not in (None, key[1]):
                     continue
-                if meta.get("deletionGracePeriodSeconds") == 0 and meta.get("finalizers"):
+                held = meta.get("finalizers") and meta.get("deletionGracePeriodSeconds") == 0
+                if held and pods.stopped(pod) == pod:
                     continue  # stopped already: its finalizers are someone else's
                 stopped = pods.stopped(pod)
                 if stopped != pod:
