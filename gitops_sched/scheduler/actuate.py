@@ -253,11 +253,8 @@ class _Cycle:
         planned = [
             (placement, pod, self._annotations(bind.job, placement)) for placement, pod in pods
         ]
-        for _, pod, wanted in planned:
-            if not self._annotate(pod, wanted):
-                return  # nothing of the gang is bound
         for placement, pod, wanted in planned:
-            if self._bind_pod(pod, placement.node):
+            if self._bind_pod(pod, placement.node, wanted):
                 self.outcome.bound.append((pod.uid, placement.node, wanted))
                 self.outcome.bound_by_kind[kind] += 1
                 if placement.mig is not None:
@@ -325,27 +322,25 @@ class _Cycle:
             wanted[GPU_MEMORY_LIMIT] = str(memory_share_mib(placement.fraction, memory, asked))
         return wanted
 
-    def _annotate(self, pod: PodRef, wanted: dict[str, str]) -> bool:
-        """Write the annotations the pod lacks; False (and nothing written) on a failure."""
-        have = dict(pod.annotations)
-        if self.dry_run or all(have.get(k) == v for k, v in wanted.items()):
-            return True
-        try:
-            self.client.patch(_pod_ref(pod), {"metadata": {"annotations": wanted}})
-        except ApiFailure as exc:
-            self._error(f"annotating {pod.namespace}/{pod.name}", exc)
-            return False
-        return True
-
-    def _bind_pod(self, pod: PodRef, node: str) -> bool:
+    def _bind_pod(self, pod: PodRef, node: str, annotations: dict[str, str]) -> bool:
         self.note(f"bind {pod.namespace}/{pod.name} to {node}")
-        return self.dry_run or self._post_binding(pod.namespace, pod.name, pod.uid, node)
+        return self.dry_run or self._post_binding(
+            pod.namespace, pod.name, pod.uid, node, annotations
+        )
 
-    def _post_binding(self, namespace: str, name: str, uid: str, node: str) -> bool:
+    def _post_binding(
+        self, namespace: str, name: str, uid: str, node: str, annotations: dict[str, str]
+    ) -> bool:
+        """One request binds the pod and writes its annotations: the API server copies a
+        Binding's annotations onto the pod as it sets spec.nodeName, so a pod is never
+        bound without them, and half the requests go out."""
+        meta = {"name": name, "namespace": namespace, **({"uid": uid} if uid else {})}
+        if annotations:
+            meta["annotations"] = annotations
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace, **({"uid": uid} if uid else {})},
+            "metadata": meta,
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
@@ -381,7 +376,7 @@ class _Cycle:
             self._error(f"creating reservation pod {meta['name']}", exc)
             return
         uid = created.get("metadata", {}).get("uid", "")
-        self._post_binding(meta["namespace"], meta["name"], uid, node)
+        self._post_binding(meta["namespace"], meta["name"], uid, node, {})
 
     def _bind_reservation(self, reservation: Reservation) -> None:
         key = (reservation.node, reservation.gpu)
@@ -390,7 +385,7 @@ class _Cycle:
         self.touched.add(key)
         self.note(f"bind reservation pod {reservation.name} to {reservation.node}")
         if not self.dry_run:
-            self._post_binding(reservation.namespace, reservation.name, "", reservation.node)
+            self._post_binding(reservation.namespace, reservation.name, "", reservation.node, {})
 
     def release_reservations(self, binds: tuple[Bind, ...]) -> None:
         """Delete the reservation pods whose GPU no pod of ours uses or is about to."""
