@@ -1,6 +1,6 @@
 """Fuzzing the CLI: mutated example repos and Simulation files through validate, render,
-simulate and test, in process. Whatever the input, each command exits 0, 1 or 2, prints no
-traceback, and finishes within a bounded time.
+simulate, test and explain, in process. Whatever the input, each command exits 0, 1 or 2,
+prints no traceback, and finishes within a bounded time.
 
 Mutations: a value replaced (wrong types, huge or non-finite numbers, strings with a trailing
 newline, deep nesting, hostile Jinja2), a key or list item deleted, a kind renamed, a
@@ -31,6 +31,7 @@ from gitops_sched.cli import main
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "clusters"
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"
 SCENARIO = "scenarios/idle-quota-is-lent.yaml"
+EXPLAINED = ("bert-finetune", "llama-8b-pretrain")  # a workload of each example repo
 SECONDS_PER_EXAMPLE = 60  # generous: a loaded CI machine; a hang is what this catches
 
 Files = dict[str, list[Any]]  # relative path -> the file's documents
@@ -244,9 +245,12 @@ def exercise(repo: dict[str, str], events: str | None) -> None:
         run("render", str(root), "-o", "-")
         run("simulate", str(root), "--format", "json")
         run("test", str(root), "--junit", f"{tmp}/junit.xml")
+        for name in EXPLAINED:  # exit 2 where the repo has no such workload
+            run("explain", str(root), name)
         if events is not None:
             (Path(tmp) / "events.yaml").write_text(events)
             run("simulate", str(root), "--events", f"{tmp}/events.yaml", "--format", "json")
+            run("explain", str(root), EXPLAINED[0], "--events", f"{tmp}/events.yaml")
 
 
 FUZZ = settings(
