@@ -40,9 +40,10 @@ class NeverFit:
 def never_fits(job: Job, nodes: Iterable[Node]) -> NeverFit | None:
     """Why `job` could not run on `nodes` even if they were empty; None if it could."""
     allowed = [n for n in nodes if not job.node_groups or n.node_group in job.node_groups]
-    where = _groups_text(allowed) if allowed else ", ".join(job.node_groups) or "none"
     if not allowed:
-        return NeverFit(Misfit.NO_NODES, f"no node in the node groups it may use ({where})")
+        names = ", ".join(job.node_groups) or "none"
+        return NeverFit(Misfit.NO_NODES, f"no node in the node groups it may use ({names})")
+    where = _Where(allowed)
     kind = job.request.kind
     if kind is RequestKind.NONE:
         return None
@@ -66,7 +67,7 @@ def never_fits(job: Job, nodes: Iterable[Node]) -> NeverFit | None:
     return _memory(job.request.memory_mib, gang, plain, where)
 
 
-def _whole(count: int, gang: int, plain: list[list[Gpu]], where: str) -> NeverFit | None:
+def _whole(count: int, gang: int, plain: list[list[Gpu]], where: _Where) -> NeverFit | None:
     largest = max(len(gpus) for gpus in plain)
     if count > largest:
         return NeverFit(
@@ -77,7 +78,7 @@ def _whole(count: int, gang: int, plain: list[list[Gpu]], where: str) -> NeverFi
     return _gang(gang, sum(len(gpus) // count for gpus in plain), f"pods of {count} GPUs", where)
 
 
-def _memory(memory_mib: int, gang: int, plain: list[list[Gpu]], where: str) -> NeverFit | None:
+def _memory(memory_mib: int, gang: int, plain: list[list[Gpu]], where: _Where) -> NeverFit | None:
     largest = max(g.memory_mib for gpus in plain for g in gpus)
     if memory_mib > largest:
         has = (
@@ -92,7 +93,7 @@ def _memory(memory_mib: int, gang: int, plain: list[list[Gpu]], where: str) -> N
     return _gang(gang, fits, f"pods of {memory_mib} MiB", where)
 
 
-def _mig(job: Job, allowed: Sequence[Node], gang: int, where: str) -> NeverFit | None:
+def _mig(job: Job, allowed: Sequence[Node], gang: int, where: _Where) -> NeverFit | None:
     profile = job.request.mig_profile
     slots = 0  # instances of the profile the allowed GPUs could hold at once
     for node in allowed:
@@ -113,7 +114,7 @@ def _mig(job: Job, allowed: Sequence[Node], gang: int, where: str) -> NeverFit |
     return _gang(gang, slots, f"{profile} pods", where)
 
 
-def _gang(gang: int, fits: int, pods: str, where: str) -> NeverFit | None:
+def _gang(gang: int, fits: int, pods: str, where: _Where) -> NeverFit | None:
     """A gang of `gang` pods where at most `fits` such pods fit on the allowed nodes."""
     if gang <= fits:
         return None
@@ -124,8 +125,18 @@ def _gang(gang: int, fits: int, pods: str, where: str) -> NeverFit | None:
     )
 
 
+class _Where:
+    """The allowed nodes as messages name them (`a100: 3 nodes x 8 GPUs, a10: 2 nodes x 4
+    GPUs`, by group), worked out only when a message is written: most jobs fit."""
+
+    def __init__(self, nodes: Sequence[Node]) -> None:
+        self.nodes = nodes
+
+    def __format__(self, spec: str) -> str:
+        return _groups_text(self.nodes)
+
+
 def _groups_text(nodes: Sequence[Node]) -> str:
-    """`a100: 3 nodes x 8 GPUs, a10: 2 nodes x 4 GPUs`, by group in name order."""
     by_group: dict[str, list[Node]] = {}
     for node in nodes:
         by_group.setdefault(node.node_group, []).append(node)

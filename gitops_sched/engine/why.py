@@ -15,7 +15,7 @@ from enum import StrEnum
 from gitops_sched.engine.actions.allocate import gang_reason, no_room_reason
 from gitops_sched.engine.actions.consolidate import pod_need, room_in_total
 from gitops_sched.engine.admission import quota_blocker
-from gitops_sched.engine.fit import never_fits
+from gitops_sched.engine.fit import NeverFit, never_fits
 from gitops_sched.engine.placement import pods_that_fit
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import GPU_EPSILON, Job, RequestKind, Snapshot
@@ -48,6 +48,7 @@ class PendingReasons:
         self.snapshot = snapshot
         self._session: Session | None = None
         self._answers: dict[tuple, Pending] = {}
+        self._misfits: dict[tuple, NeverFit | None] = {}  # never_fits by what it looks at
 
     @property
     def session(self) -> Session:
@@ -67,13 +68,16 @@ class PendingReasons:
             job.min_available,
         )
         if shape not in self._answers:
-            self._answers[shape] = pending_reason(self.session, job)
+            fit = (job.request, min(job.min_available, job.pods), job.node_groups)
+            if fit not in self._misfits:
+                self._misfits[fit] = never_fits(job, self.snapshot.nodes)
+            self._answers[shape] = _pending_reason(self.session, job, self._misfits[fit])
         return self._answers[shape]
 
 
-def pending_reason(session: Session, job: Job) -> Pending:
-    """Why the job (pending in `session`, a cycle's start over the settled cluster) waits."""
-    misfit = never_fits(job, session.snapshot.nodes)
+def _pending_reason(session: Session, job: Job, misfit: NeverFit | None) -> Pending:
+    """Why the job (pending in `session`, a cycle's start over the settled cluster) waits;
+    `misfit`: never_fits's answer for it."""
     if misfit is not None:
         return Pending(PendingKind.NEVER_FIT, f"can never fit: {misfit.why}")
     blocker = quota_blocker(session, job)
