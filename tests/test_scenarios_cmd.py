@@ -135,6 +135,20 @@ def test_a_junit_path_that_cannot_be_written_is_a_usage_error(repo: Path, target
     assert "report.xml" in result.output or "directory" in result.output
 
 
+def test_a_scenario_without_expectations_passes_by_running(repo: Path, tmp_path: Path) -> None:
+    (repo / "scenarios" / "smoke.yaml").write_text(
+        HEADER + "metadata: {name: smoke}\nsteps:\n  - submit: [bert-finetune]\n"
+    )
+    junit = tmp_path / "report.xml"
+    result = run("test", str(repo), "--junit", str(junit))
+    assert result.exit_code == 0, result.output
+    assert f"PASS Simulation/smoke ({repo}/scenarios/smoke.yaml): 0 expect steps" in result.stdout
+    suites = {suite.get("name"): suite for suite in ET.parse(junit).getroot()}
+    assert [case.get("name") for case in suites["Simulation/smoke"]] == [
+        "runs to its end (no expect: steps)"
+    ]
+
+
 def test_junit_escapes_what_it_quotes(repo: Path, tmp_path: Path) -> None:
     """An expected reason with XML's special characters (and a control character) still
     makes a file that parses, and says them back."""
