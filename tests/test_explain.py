@@ -203,3 +203,26 @@ def test_the_trace_changes_no_share_and_accounts_for_every_gpu() -> None:
         assert given == pytest.approx({m: shares[m] for m in members})
     kinds = [(s.level, s.kind, s.rank) for s in trace.steps if s.level == "d"]
     assert kinds[0] == ("d", "deserved", 0) and ("d", "round", 1) in kinds
+
+
+def test_no_mig_slot(tmp_path: Path) -> None:
+    node = {
+        "name": "m0",
+        "nodeGroup": "a100-mig",
+        "gpus": 1,
+        "model": "A100-80GB",
+        "memory": "80Gi",
+        "mig": {"enabled": True},
+    }
+    whole = workload("whole-slice", "sandbox", nodeGroup="a100-mig", mig="7g.80gb")
+    path = tmp_path / "events.yaml"
+    document = {"apiVersion": API, "kind": "Simulation", "metadata": {"name": "mig"}}
+    steps = [{"submit": ["mig-experiment"]}, {"submit": [whole]}]
+    path.write_text(yaml.safe_dump({**document, "nodes": [node], "steps": steps}))
+    result = explain(OCI, "whole-slice", "--events", str(path))
+    assert result.exit_code == 0, result.output
+    # the 1g.10gb instance of mig-experiment is busy: no 7g.80gb can be made beside it
+    assert (
+        "Why pending: no MIG slot: no free 7g.80gb instance, and no room to create one on the "
+        "MIG GPUs it may use"
+    ) in result.output
