@@ -40,6 +40,7 @@ from tests.kube_emulator.defaults import apply_defaults, prune_unknown
 from tests.kube_emulator.errors import ApiError
 from tests.kube_emulator.quantity import QuantityError, parse
 from tests.kube_emulator.resources import BUILTIN_TYPES, ResourceType, custom_types
+from tests.kube_emulator.schemas import schema_causes
 from tests.kube_emulator.selectors import SelectorError, parse_field_selector, parse_selector
 from tests.kube_emulator.watch import TRUE, Change, History, Watch, timeout_of
 
@@ -536,7 +537,7 @@ class Api:
             if not isinstance(value, str):
                 causes.append(("metadata.annotations", f"{key}: annotation values are strings"))
         if not causes and rtype.schema is None and self.validate_builtins:
-            causes += _schema_causes(obj, self.kubernetes_version)
+            causes += schema_causes(obj, self.kubernetes_version)
         if not causes and rtype.schema is not None:
             validator = Draft4Validator(rtype.schema)
             for error in validator.iter_errors(obj):
@@ -1213,13 +1214,3 @@ def _json_patch(target: Any, operations: Any) -> Any:
         else:
             raise ApiError(422, "Invalid", f"unsupported JSON patch op {kind!r}")
     return target
-
-
-def _schema_causes(obj: dict[str, Any], version: str) -> list[tuple[str, str]]:
-    import kubernetes_validate
-
-    try:
-        kubernetes_validate.validate(obj, version, strict=True)
-    except kubernetes_validate.ValidationError as exc:
-        return [(".".join(str(p) for p in exc.absolute_path), exc.message)]
-    return []
