@@ -14,16 +14,22 @@ controller or kubelet would make, so the emulator's rules apply to them too.
   once it has counted a finished pod. A pod that failed with a DisruptionTarget condition
   (evicted) is ignored by the rendered podFailurePolicy and replaced, once it has failed
   (podReplacementPolicy Failed); other failures count toward backoffLimit. Completes the Job
-  when every index has succeeded; honours suspend and activeDeadlineSeconds.
+  when every index has succeeded; honours suspend and activeDeadlineSeconds (with a
+  `clock`).
 - `DeploymentController`: Deployments' pods, owned by the Deployment directly (no
   ReplicaSet), named `<deployment>-<pod-template-hash>-<5 chars>`; a template change
   replaces old pods within maxUnavailable/maxSurge.
-- `Kubelet`: starts bound pods (Running, Ready, startTime) after `start_after` steps,
-  rejecting a pod that does not fit its node as the kubelet's admission does (phase Failed,
-  reason `OutOf<resource>`: how a double-booked GPU shows), or whose node selector, required
-  node affinity or NoExecute taints exclude it; finishes terminating pods after
-  `terminate_after` steps (`Api.finish_terminating`); `on_start(pod, node)` runs once per
-  started pod (a GPU reservation pod writing its GPU's UUID, say); `finish(...)` ends a pod.
+- Both delete the pods of a Job or Deployment that is gone (the garbage collector's part),
+  record pods they could not create in `failed_creates` (a real controller would retry and
+  emit an event), and leave a status write that met a conflict to their next step.
+- `Kubelet`: starts pods bound to existing Nodes (Running, Ready, startTime) after
+  `start_after` steps, rejecting a pod that does not fit its node as the kubelet's
+  admission does (phase Failed, reason `OutOf<resource>`: how a double-booked GPU shows;
+  running pods count until they have stopped, terminating ones too), or whose node
+  selector, required node affinity or NoExecute taints exclude it; finishes terminating
+  pods after `terminate_after` steps (`Api.finish_terminating`); `on_start(pod, node)` runs
+  once per started pod (a GPU reservation pod writing its GPU's UUID, say); `finish(...)`
+  ends a pod (Succeeded or Failed).
 """
 
 from __future__ import annotations
