@@ -60,7 +60,16 @@ class History:
             self.changed.notify_all()
 
     def after(self, version: int) -> list[Change]:
-        return [c for c in self.changes if c.version > version]
+        """The changes after `version`, found from the newest end: a watch that keeps up
+        asks for the last few, and scanning the whole history each time made every write
+        cost as much as the history is long."""
+        newer = []
+        for change in reversed(self.changes):
+            if change.version <= version:
+                break
+            newer.append(change)
+        newer.reverse()
+        return newer
 
 
 @dataclass
