@@ -11,7 +11,7 @@ no allowed GPU is. Cordoned nodes count: they may come back.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -37,22 +37,38 @@ class NeverFit:
     why: str  # completes "can never fit: ..."; says what would fit where it can
 
 
+# Nodes of one group sharing one tuple of GPUs (as the bridge builds a group's nodes) are
+# looked at once, with their count: a question costs per group rather than per node.
+Alike = list[tuple[Node, int]]
+
+
+def _alike(nodes: Iterable[Node], groups: set[str]) -> Alike:
+    """The nodes of `groups` (all if empty), one of each kind with its count."""
+    found: dict[tuple[str, int], list] = {}
+    for node in nodes:
+        if groups and node.node_group not in groups:
+            continue
+        entry = found.setdefault((node.node_group, id(node.gpus)), [node, 0])
+        entry[1] += 1
+    return [(node, count) for node, count in found.values()]
+
+
 def never_fits(job: Job, nodes: Iterable[Node]) -> NeverFit | None:
     """Why `job` could not run on `nodes` even if they were empty; None if it could."""
-    allowed = [n for n in nodes if not job.node_groups or n.node_group in job.node_groups]
-    if not allowed:
+    shapes = _alike(nodes, set(job.node_groups))
+    if not shapes:
         names = ", ".join(job.node_groups) or "none"
         return NeverFit(Misfit.NO_NODES, f"no node in the node groups it may use ({names})")
-    where = _Where(allowed)
+    where = _Where(shapes)
     kind = job.request.kind
     if kind is RequestKind.NONE:
         return None
     gang = min(job.min_available, job.pods)  # pods that must start together
     if kind is RequestKind.MIG:
-        return _mig(job, allowed, gang, where)
-    plain = [[g for g in node.gpus if not g.mig_enabled] for node in allowed]
-    if not any(plain):
-        if any(node.gpus for node in allowed):
+        return _mig(job.request.mig_profile, shapes, gang, where)
+    plain = [([g for g in node.gpus if not g.mig_enabled], count) for node, count in shapes]
+    if not any(gpus for gpus, _ in plain):
+        if any(node.gpus for node, _ in shapes):
             return NeverFit(
                 Misfit.NEEDS_NON_MIG,
                 f"it needs GPUs without MIG, but every GPU it may use is in MIG mode ({where}); "
@@ -63,23 +79,28 @@ def never_fits(job: Job, nodes: Iterable[Node]) -> NeverFit | None:
         return _whole(job.request.count, gang, plain, where)
     if kind is RequestKind.FRACTION:
         per_gpu = math.floor(1 / job.request.fraction + GPU_EPSILON)
-        return _gang(gang, sum(len(gpus) for gpus in plain) * per_gpu, "pods", where)
+        fits = sum(len(gpus) * count for gpus, count in plain) * per_gpu
+        return _gang(gang, fits, "pods", where)
     return _memory(job.request.memory_mib, gang, plain, where)
 
 
-def _whole(count: int, gang: int, plain: list[list[Gpu]], where: _Where) -> NeverFit | None:
-    largest = max(len(gpus) for gpus in plain)
+Plain = list[tuple[list[Gpu], int]]  # the GPUs without MIG of each node shape, and its count
+
+
+def _whole(count: int, gang: int, plain: Plain, where: _Where) -> NeverFit | None:
+    largest = max(len(gpus) for gpus, _ in plain)
     if count > largest:
         return NeverFit(
             Misfit.POD_TOO_BIG,
             f"a pod needs {count} GPUs, the largest node it may use has {largest} ({where}); "
             f"at most {largest} GPUs per pod fit",
         )
-    return _gang(gang, sum(len(gpus) // count for gpus in plain), f"pods of {count} GPUs", where)
+    fits = sum(len(gpus) // count * nodes for gpus, nodes in plain)
+    return _gang(gang, fits, f"pods of {count} GPUs", where)
 
 
-def _memory(memory_mib: int, gang: int, plain: list[list[Gpu]], where: _Where) -> NeverFit | None:
-    largest = max(g.memory_mib for gpus in plain for g in gpus)
+def _memory(memory_mib: int, gang: int, plain: Plain, where: _Where) -> NeverFit | None:
+    largest = max(g.memory_mib for gpus, _ in plain for g in gpus)
     if memory_mib > largest:
         has = (
             f"the largest GPU it may use has {largest} MiB"
@@ -89,22 +110,21 @@ def _memory(memory_mib: int, gang: int, plain: list[list[Gpu]], where: _Where) -
         return NeverFit(
             Misfit.GPU_MEMORY, f"a pod needs {memory_mib} MiB of GPU memory, {has} ({where})"
         )
-    fits = sum(g.memory_mib // memory_mib for gpus in plain for g in gpus)
+    fits = sum(g.memory_mib // memory_mib * nodes for gpus, nodes in plain for g in gpus)
     return _gang(gang, fits, f"pods of {memory_mib} MiB", where)
 
 
-def _mig(job: Job, allowed: Sequence[Node], gang: int, where: _Where) -> NeverFit | None:
-    profile = job.request.mig_profile
+def _mig(profile: str, shapes: Alike, gang: int, where: _Where) -> NeverFit | None:
     slots = 0  # instances of the profile the allowed GPUs could hold at once
-    for node in allowed:
+    for node, nodes in shapes:
         offered = mig_profiles(node.gpu_model).get(profile)
         for gpu in node.gpus:
             if not gpu.mig_enabled or offered is None:
                 continue
             if gpu.mig_static:
-                slots += sum(i.profile == profile for i in gpu.mig_instances)
+                slots += sum(i.profile == profile for i in gpu.mig_instances) * nodes
             else:
-                slots += offered.max_instances
+                slots += offered.max_instances * nodes
     if not slots:
         return NeverFit(
             Misfit.MIG_PROFILE,
@@ -129,23 +149,24 @@ class _Where:
     """The allowed nodes as messages name them (`a100: 3 nodes x 8 GPUs, a10: 2 nodes x 4
     GPUs`, by group), worked out only when a message is written: most jobs fit."""
 
-    def __init__(self, nodes: Sequence[Node]) -> None:
-        self.nodes = nodes
+    def __init__(self, shapes: Alike) -> None:
+        self.shapes = shapes
 
     def __format__(self, spec: str) -> str:
-        return _groups_text(self.nodes)
+        return _groups_text(self.shapes)
 
 
-def _groups_text(nodes: Sequence[Node]) -> str:
-    by_group: dict[str, list[Node]] = {}
-    for node in nodes:
-        by_group.setdefault(node.node_group, []).append(node)
+def _groups_text(shapes: Alike) -> str:
+    by_group: dict[str, list[tuple[tuple[Gpu, ...], int]]] = {}
+    for node, nodes in shapes:
+        by_group.setdefault(node.node_group, []).append((node.gpus, nodes))
     parts = []
     for group, members in sorted(by_group.items()):
-        sizes = sorted({len(n.gpus) for n in members})
+        sizes = sorted({len(gpus) for gpus, _ in members})
         per_node = "/".join(map(str, sizes))
-        count = len(members)
+        count = sum(nodes for _, nodes in members)
         nodes_text = f"{count} node{'s' if count > 1 else ''}"
-        mig = " (MIG)" if all(g.mig_enabled for n in members for g in n.gpus) and sizes[-1] else ""
+        all_mig = all(g.mig_enabled for gpus, _ in members for g in gpus)
+        mig = " (MIG)" if all_mig and sizes[-1] else ""
         parts.append(f"{group}: {nodes_text} x {per_node} GPUs{mig}")
     return ", ".join(parts)
