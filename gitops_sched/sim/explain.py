@@ -71,7 +71,14 @@ def explain(repo: Repo, simulation: Simulation | None, spec: str) -> Explanation
     fair_shares(session.capacity, policy.departments, policy.projects, session.demand, trace)
     project = session.projects.get(workload.project)
     department = project.parent if project else ""
-    job = next((j for j in result.snapshot.jobs if j.name == workload.name), None)
+    job = next(
+        (
+            j
+            for j in result.snapshot.jobs
+            if (j.project, j.name) == (workload.project, workload.name)
+        ),
+        None,
+    )
     pending = None
     if state.status == "pending" and job is not None:
         pending = PendingReasons(result.snapshot).of(job)
