@@ -110,7 +110,8 @@ class _Log:
     gives: list[Give] = field(default_factory=list)
 
     def give(self, claim: Claim, offered: float, given: float, asks: float) -> None:
-        if self.trace is not None:
+        """Record a give; a queue that asked for nothing more and got nothing is left out."""
+        if self.trace is not None and (given > GPU_EPSILON or asks > GPU_EPSILON):
             self.gives.append(Give(claim.spec.name, offered, given, asks))
 
     def step(self, kind: str, offer: float) -> None:

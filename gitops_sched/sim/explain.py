@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitops_sched.config.model import Repo, Workload
-from gitops_sched.engine.fairshare import Step, Trace, fair_shares
+from gitops_sched.engine.fairshare import Give, Step, Trace, fair_shares
 from gitops_sched.engine.session import Session
+from gitops_sched.engine.types import GPU_EPSILON as EPSILON
 from gitops_sched.engine.types import GpuRequest, Job, QueueSpec, RequestKind
 from gitops_sched.engine.why import Pending, PendingKind, PendingReasons
 from gitops_sched.sim.events import Simulation
@@ -266,18 +267,26 @@ def _step_text(step: Step) -> str:
     if step.kind == "deserved":
         gives = ", ".join(
             f"{g.queue} {_gpus(g.given)}"
-            + (f" (of {_gpus(g.offered)}: asks no more)" if g.given < g.offered - 1e-9 else "")
+            + (f" (of {_gpus(g.offered)}: asks no more)" if g.given < g.offered - EPSILON else "")
             for g in step.gives
         )
         return f"deserved quotas first: {gives}"
-    gives = ", ".join(
-        f"{g.queue} +{_gpus(g.given)}"
-        + (f" (part {_gpus(g.offered)})" if step.kind == "round" else "")
-        for g in step.gives
-    )
     if step.kind == "round":
+        gives = ", ".join(f"{g.queue} +{_gpus(g.given)} ({_part(g)})" for g in step.gives)
         return f"round at rank {step.rank}, {_gpus(step.offer)} spare GPUs by weight: {gives}"
+    gives = ", ".join(f"{g.queue} +{_gpus(g.given)}" for g in step.gives)
     return f"remainder, {_gpus(step.offer)} GPUs left by rounding: {gives}"
+
+
+def _part(give: Give) -> str:
+    """A round's part for a queue, and why it took less: it asks no more, or the part was
+    rounded down to whole GPUs (the fraction waits for the remainder)."""
+    part = f"part {_gpus(give.offered)}"
+    if give.given >= give.offered - EPSILON:
+        return part
+    if give.given >= give.asks - EPSILON:
+        return f"{part}: all it asks"
+    return f"{part}: whole GPUs only"
 
 
 def to_json(e: Explanation) -> dict[str, Any]:
