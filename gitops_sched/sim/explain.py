@@ -18,8 +18,7 @@ from typing import Any
 from gitops_sched.config.model import Repo, Workload
 from gitops_sched.engine.fairshare import Give, Step, Trace, fair_shares
 from gitops_sched.engine.session import Session
-from gitops_sched.engine.types import GPU_EPSILON as EPSILON
-from gitops_sched.engine.types import GpuRequest, Job, QueueSpec, RequestKind
+from gitops_sched.engine.types import GPU_EPSILON, GpuRequest, Job, QueueSpec, RequestKind
 from gitops_sched.engine.why import Pending, PendingKind, PendingReasons
 from gitops_sched.sim.events import Simulation
 from gitops_sched.sim.report import decision_text, duration, pods_text, request_text, rounded
@@ -265,9 +264,10 @@ def _share_text(e: Explanation) -> list[str]:
 
 def _step_text(step: Step) -> str:
     if step.kind == "deserved":
+        short = " (of {}: asks no more)"
         gives = ", ".join(
             f"{g.queue} {_gpus(g.given)}"
-            + (f" (of {_gpus(g.offered)}: asks no more)" if g.given < g.offered - EPSILON else "")
+            + (short.format(_gpus(g.offered)) if g.given < g.offered - GPU_EPSILON else "")
             for g in step.gives
         )
         return f"deserved quotas first: {gives}"
@@ -282,9 +282,9 @@ def _part(give: Give) -> str:
     """A round's part for a queue, and why it took less: it asks no more, or the part was
     rounded down to whole GPUs (the fraction waits for the remainder)."""
     part = f"part {_gpus(give.offered)}"
-    if give.given >= give.offered - EPSILON:
+    if give.given >= give.offered - GPU_EPSILON:
         return part
-    if give.given >= give.asks - EPSILON:
+    if give.given >= give.asks - GPU_EPSILON:
         return f"{part}: all it asks"
     return f"{part}: whole GPUs only"
 
