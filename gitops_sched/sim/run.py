@@ -9,8 +9,9 @@ where a `submit:` step names them. Submission order is the engine's tie-breaker.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from gitops_sched.bridge.build import job_from_workload, nodes_from_repo, policy_from_repo
@@ -62,9 +63,19 @@ class WorkloadState:
     workload: Workload
     request: GpuRequest  # per pod
     status: str  # running | pending | stopped | deleted
-    reason: str  # pending: the engine's; stopped: time-limit or idle
     pods: tuple[PodPlacement, ...]
     document: dict | None  # the Workload document, for workloads that are not the repo's
+    # why it is pending (engine.why) or stopped: worked out when asked (`plan` rarely asks)
+    why: Callable[[], str] = field(default=lambda: "", repr=False, compare=False)
+
+    @property
+    def reason(self) -> str:
+        """Pending: engine.why's one line; stopped: time-limit or idle; else ""."""
+        return self.why()
+
+
+def _pending_text(reasons: PendingReasons, job: Job) -> str:
+    return reasons.of(job).text
 
 
 @dataclass(frozen=True)
@@ -241,19 +252,21 @@ class _Run:
 
     def _state(self, name: str, job: Job | None, reasons: PendingReasons) -> WorkloadState:
         workload = self.workloads[name]
+        why: Callable[[], str]  # str() is "", partial(str, text)() is text
         if job is None:
             status, reason = self.ended[name]
+            why = partial(str, reason)
         elif len(job.placement) >= job.min_available:
-            status, reason = "running", ""
+            status, why = "running", str
         else:
-            status, reason = "pending", reasons.of(job).text
+            status, why = "pending", partial(_pending_text, reasons, job)
         return WorkloadState(
             workload=workload,
             request=self.requests[name],
             status=status,
-            reason=reason,
             pods=job.placement if job else (),
             document=None if id(workload) in self.own else workload.doc.data,
+            why=why,
         )
 
     def expect(self, step: Step, expect: Expect) -> None:
