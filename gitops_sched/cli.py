@@ -512,6 +512,7 @@ def reserve(kubeconfig: str | None, once: bool) -> None:
     show_default=True,
     help="The device plugin pods' label selector.",
 )
+@click.option("--listen", default="", help="Serve /metrics, /healthz, /readyz (e.g. :8080).")
 def agent(
     kubeconfig: str | None,
     node: str | None,
@@ -525,6 +526,7 @@ def agent(
     mig_static: bool,
     device_plugin_namespace: str,
     device_plugin_selector: str,
+    listen: str,
 ) -> None:
     """The node agent: publishes the node's GPUs, makes the MIG instances the scheduler asks
     for, enforces fraction memory shares and marks idle interactive pods.
@@ -552,5 +554,6 @@ def agent(
             interval=_duration(interval),
             policy=policy,
             device_plugin=DevicePlugin(device_plugin_namespace, device_plugin_selector),
+            listen=listen,
         )
     )

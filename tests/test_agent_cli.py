@@ -1,6 +1,7 @@
 """`gitops-sched agent`: the dry run prints the node's inventory; without a driver it says so;
 with a kubeconfig it publishes (or, dry, prints what it would write)."""
 
+import io
 import json
 
 import pynvml
@@ -103,3 +104,35 @@ def test_without_once_the_dry_run_prints_again_only_when_the_inventory_changes()
     )
     assert code == 0 and len(ticks) == 3
     assert console.export_text().count("node n: 1 GPU") == 1
+
+
+def test_the_agent_serves_its_probes_and_metrics(monkeypatch):
+    """What the DaemonSet's probes ask: alive while it ticks, ready once a tick read the GPUs."""
+    served = {}
+
+    def fake_serve(registry, health, host, port):
+        served.update(registry=registry, health=health, where=(host, port))
+
+    monkeypatch.setattr("gitops_sched.agent.main.serve", fake_serve)
+    ticks = []
+
+    def sleep(_: float) -> None:
+        ticks.append(served["health"].ready)
+        if len(ticks) == 2:
+            raise KeyboardInterrupt  # how the loop ends on SIGINT
+
+    code = run_agent(
+        node="gpu-1",
+        once=False,
+        dry_run=True,
+        fake="L40S:2",
+        listen=":9100",
+        sleep=sleep,
+        console=Console(width=120, file=io.StringIO()),
+    )
+    assert code == 0
+    assert served["where"] == ("0.0.0.0", 9100)
+    assert ticks == [True, True] and served["health"].alive
+    registry = served["registry"]
+    assert registry.get_sample_value("gitops_sched_agent_gpus") == 2
+    assert registry.get_sample_value("gitops_sched_agent_ticks_total", {"outcome": "ok"}) == 2

@@ -232,6 +232,10 @@ def test_the_agent_runs_on_gpu_nodes_only_in_the_host_pid_namespace() -> None:
     node_name = env(daemonset)["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"]
     assert node_name == "spec.nodeName"
     assert "nvidia.com/gpu" not in str(container(daemonset)["resources"])  # sees all GPUs
+    agent = container(daemonset)
+    assert "--listen=:8080" in agent["args"]
+    assert agent["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert agent["readinessProbe"]["httpGet"]["path"] == "/readyz"
 
 
 def test_the_agent_holds_cap_sys_admin_and_nothing_more() -> None:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import click
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.incluster_config import SERVICE_HOST_ENV_NAME as SERVICE_HOST_ENV
+from prometheus_client import CollectorRegistry, Counter, Gauge
 from rich.console import Console
 
 from gitops_sched.agent.cluster import COMPONENT, GPU_OPERATOR, DevicePlugin, NodeApi
@@ -24,6 +25,7 @@ from gitops_sched.agent.inventory import inventory_changed, node_inventory
 from gitops_sched.agent.node import DEFAULT_POLICY, AgentPolicy, NodeAgent
 from gitops_sched.agent.table import print_inventory
 from gitops_sched.cluster import ApiFailure, ClusterClient, load_configuration
+from gitops_sched.cluster.serving import Health, serve
 
 EXIT_NO_GPU = EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -48,6 +50,32 @@ def connect(kubeconfig: str | None) -> ClusterClient:
     return ClusterClient(load_configuration(kubeconfig), user_agent=COMPONENT)
 
 
+class Probes:
+    """`/healthz` (the loop ticks), `/readyz` (a tick has succeeded) and `/metrics` (ticks by
+    outcome, GPUs seen) for the DaemonSet's probes and Prometheus."""
+
+    def __init__(self, interval: float):
+        self.health = Health(stale_after=max(60.0, interval * 5))
+        self.registry = CollectorRegistry()
+        self.ticks = Counter(
+            "gitops_sched_agent_ticks",
+            "Agent rounds by outcome.",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.gpus = Gauge("gitops_sched_agent_gpus", "GPUs on this node.", registry=self.registry)
+
+    def serve(self, listen: str) -> None:
+        host, _, port = listen.rpartition(":")
+        serve(self.registry, self.health, host or "0.0.0.0", int(port))
+
+    def ticked(self, outcome: str, gpus: int | None = None) -> None:
+        self.ticks.labels(outcome=outcome).inc()
+        if gpus is not None:
+            self.gpus.set(gpus)
+            self.health.ready = True
+
+
 def run_agent(
     *,
     node: str | None,
@@ -60,6 +88,7 @@ def run_agent(
     device_plugin: DevicePlugin = GPU_OPERATOR,
     console: Console | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    listen: str = "",
 ) -> int:
     """Run the agent; the exit code (0; 1 no NVIDIA driver, or a failure with --once; 2 usage)."""
     node = node or os.environ.get("NODE_NAME") or socket.gethostname()
@@ -105,14 +134,20 @@ def run_agent(
             )
             agent = NodeAgent(backend, api, policy)
         shown = None
+        probes = Probes(interval)
+        if listen and not once:
+            probes.serve(listen)
         while True:
+            probes.health.beat()
             try:
                 gpus = agent.tick() if agent else backend.gpus()
             except ApiFailure as exc:
                 click.echo(f"agent: the API server: {exc}", err=True)
+                probes.ticked("api-error")
                 if once:
                     return EXIT_FAILED
             else:
+                probes.ticked("ok", len(gpus))
                 inventory = node_inventory(gpus)
                 if inventory_changed(shown, inventory):
                     print_inventory(node, inventory, console)
