@@ -193,6 +193,7 @@ def test_a_node_keeps_its_labels_and_static_mig() -> None:
                 "memoryMiB": 81920,
                 "migEnabled": True,
                 "migStatic": True,
+                "held": False,
                 "mig": [{"profile": "7g.80gb", "start": 0}],
             }
         ],

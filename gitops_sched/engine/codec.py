@@ -11,7 +11,8 @@ scheduler saves and loads) is `snapshot_to_dict` / `snapshot_from_dict`:
      "nodes": [{"name": "dgx-0", "nodeGroup": "dgx", "model": "H100-SXM5-80GB",
                 "topology": null, "schedulable": true, "labels": {},
                 "gpus": [{"index": 0, "memoryMiB": 81920, "migEnabled": false,
-                          "migStatic": false, "mig": [{"profile": "3g.40gb", "start": 0}]}]}],
+                          "migStatic": false, "held": false,
+                          "mig": [{"profile": "3g.40gb", "start": 0}]}]}],
      "jobs": [{"name": "train", "namespace": "team-a", "project": "team-a", "type": "train",
                "priority": 50, "preemptible": true, "request": {"kind": "whole", "count": 2},
                "pods": 2, "minAvailable": 2, "submitted": 0, "placement": [POD],
@@ -211,6 +212,7 @@ def gpu_to_dict(gpu: Gpu) -> dict[str, Any]:
         "memoryMiB": gpu.memory_mib,
         "migEnabled": gpu.mig_enabled,
         "migStatic": gpu.mig_static,
+        "held": gpu.held,
         "mig": [mig_instance_to_dict(instance) for instance in gpu.mig_instances],
     }
 
@@ -222,6 +224,7 @@ def gpu_from_dict(data: dict[str, Any]) -> Gpu:
         mig_enabled=data.get("migEnabled", False),
         mig_instances=tuple(mig_instance_from_dict(i) for i in data.get("mig") or ()),
         mig_static=data.get("migStatic", False),
+        held=data.get("held", False),
     )
 
 

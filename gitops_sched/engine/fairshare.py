@@ -31,10 +31,10 @@ part, each round, the remainder) is recorded as data; the results do not depend 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from gitops_sched.engine.types import GPU_EPSILON, QueueSpec
+from gitops_sched.engine.types import GPU_EPSILON, Node, QueueSpec
 
 
 @dataclass(frozen=True)
@@ -201,6 +201,12 @@ def _cap(claim: Claim) -> float:
     if not claim.spec.over_quota_allowed or claim.spec.over_quota_weight <= 0:
         cap = min(cap, claim.spec.deserved)  # no claim on spare GPUs
     return max(cap, 0.0)
+
+
+def nodes_capacity(nodes: Iterable[Node]) -> float:
+    """The GPUs fair share splits: those of schedulable nodes, less those held by others
+    (another scheduler's pods), which no queue of ours can be given."""
+    return float(sum(not gpu.held for node in nodes if node.schedulable for gpu in node.gpus))
 
 
 def fair_shares(

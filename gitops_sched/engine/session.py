@@ -11,7 +11,7 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
-from gitops_sched.engine.fairshare import fair_shares
+from gitops_sched.engine.fairshare import fair_shares, nodes_capacity
 from gitops_sched.engine.requests import placed_pod_gpus, pod_gpus
 from gitops_sched.engine.types import (
     GPU_EPSILON,
@@ -87,7 +87,7 @@ class Session:
         for job in self.jobs.values():
             if job.running:
                 self._account(job, job.placement, +1)
-        self.capacity = float(sum(len(n.gpus) for n in self.nodes.values() if n.node.schedulable))
+        self.capacity = nodes_capacity(use.node for use in self.nodes.values())
         demand = {name: self.allocated[name] for name in self.projects}
         for job in self.pending():
             if job.project in demand:

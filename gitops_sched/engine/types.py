@@ -42,6 +42,9 @@ class Gpu:
     mig_enabled: bool = False
     mig_instances: tuple[MigInstance, ...] = ()  # instances that exist on the GPU now
     mig_static: bool = False  # a fixed layout: the engine never creates or destroys instances
+    # not the engine's to use (another scheduler's pod, a reservation pod going): never
+    # placed on, not counted in the capacity fair share splits
+    held: bool = False
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ A cycle asks thousands of times for "the fullest node with k free GPUs", "the pa
 used GPU a fraction fits best" and "an idle MIG instance of this profile"; scanning
 8,000 GPUs each time is what makes a large cycle slow. Every change goes through
 `take`/`give_back`/`add_instance`/`remove_instance`, which keep the indexes right.
-Only schedulable nodes are indexed: nothing new is placed on a cordoned node.
+Only schedulable nodes and GPUs not held by others are indexed: nothing new is placed on a
+cordoned node or a held GPU.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class GpuUse:
     memory_mib: int
     mig_enabled: bool
     mig_static: bool = False  # its instances are fixed: none is created or destroyed
+    held: bool = False  # not the engine's: never free, never indexed (see Gpu.held)
     whole: str = ""  # job holding the whole GPU
     shares: dict[str, float] = field(default_factory=dict)  # job -> fraction of this GPU
     used: float = 0.0  # sum of shares
@@ -39,7 +41,7 @@ class GpuUse:
 
     @property
     def is_free(self) -> bool:
-        return not self.whole and self.used <= GPU_EPSILON and not self.mig_enabled
+        return not (self.whole or self.mig_enabled or self.held) and self.used <= GPU_EPSILON
 
     def idle_instances(self) -> list[MigInstance]:
         return sorted((i for i, job in self.mig.items() if not job), key=lambda i: i.start)
@@ -109,6 +111,7 @@ class Usage:
                     g.memory_mib,
                     g.mig_enabled,
                     g.mig_static,
+                    g.held,
                     mig=dict.fromkeys(g.mig_instances, ""),
                 )
                 for g in node.gpus
@@ -197,7 +200,7 @@ class Usage:
             free[domain] = free.get(domain, 0) + sign * use.free_whole
 
     def _index_gpu(self, use: NodeUse, gpu: GpuUse, sign: int) -> None:
-        if not use.node.schedulable:
+        if not use.node.schedulable or gpu.held:
             return
         key = (use.name, gpu.index)
         group = use.node.node_group

@@ -25,7 +25,7 @@ from gitops_sched.bridge.build import gpu_request, nodes_from_repo, policy_from_
 from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.loader import API_VERSION, Document
 from gitops_sched.config.model import Repo
-from gitops_sched.engine.fairshare import fair_shares
+from gitops_sched.engine.fairshare import fair_shares, nodes_capacity
 from gitops_sched.engine.requests import placed_pod_gpus
 from gitops_sched.engine.types import Job, Node, PodPlacement
 from gitops_sched.sim.events import Placed, Simulation, parse_simulation, repo_workloads
@@ -84,7 +84,7 @@ def _num(value: float | None) -> float | None:
 def full_demand_shares(repo: Repo) -> dict[str, float]:
     """Fair share of every department and project when each project asks for everything."""
     policy = policy_from_repo(repo)
-    capacity = float(sum(len(n.gpus) for n in nodes_from_repo(repo) if n.schedulable))
+    capacity = nodes_capacity(nodes_from_repo(repo))
     demand = {p.name: capacity for p in policy.projects}
     return fair_shares(capacity, policy.departments, policy.projects, demand)
 

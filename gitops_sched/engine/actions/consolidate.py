@@ -144,7 +144,7 @@ def _node_plan(session: Session, job: Job, use: NodeUse, count: int) -> Plan | N
     holders: dict[str, list[int]] = {}  # job -> GPUs of this node it holds
     blocked: set[int] = set()
     for gpu in use.gpus:
-        if gpu.is_free or gpu.mig_enabled:
+        if gpu.is_free or gpu.mig_enabled or gpu.held:
             continue
         names = [gpu.whole] if gpu.whole else list(gpu.shares)
         if not all(_movable(session, name, job) for name in names):
@@ -176,8 +176,7 @@ def _freed(use: NodeUse, moved: set[str]) -> set[int]:
     return {
         gpu.index
         for gpu in use.gpus
-        if not gpu.is_free
-        and not gpu.mig_enabled
+        if not (gpu.is_free or gpu.mig_enabled or gpu.held)
         and ({gpu.whole} if gpu.whole else set(gpu.shares)) <= moved
     }
 
