@@ -36,8 +36,10 @@ from gitops_sched.config.loader import load_repo
 from gitops_sched.config.model import Repo, build_repo
 from gitops_sched.engine.codec import pod_to_dict
 from gitops_sched.engine.cycle import schedule
+from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import (
     GpuRequest,
+    Node,
     PodPlacement,
     ReleasingPod,
     RequestKind,
@@ -188,6 +190,11 @@ def view_of(
 def job(view: ClusterView, key: str):
     (found,) = [j for j in view.snapshot.jobs if j.key == key]
     return found
+
+
+def held(node: Node) -> list[int]:
+    """The indexes of the node's GPUs held by others."""
+    return [g.index for g in node.gpus if g.held]
 
 
 def why(view: ClusterView, name: str) -> str:
@@ -382,7 +389,7 @@ def test_an_ignored_bound_pod_still_holds_its_gpus() -> None:
     assert "expected a JSON object" in why(view, "placed")
     assert view.ignored[0].bound
     dgx1 = view.snapshot.nodes[1]
-    assert [g.index for g in dgx1.gpus] == [0, 1, 2, 3, 4]
+    assert held(dgx1) == [5, 6, 7]
 
 
 # --- nodes -----------------------------------------------------------------------------------
@@ -562,8 +569,8 @@ def test_another_schedulers_pod_takes_gpus_our_pods_do_not_use() -> None:
     view = view_of([ours, theirs, done])
     dgx0, dgx1 = view.snapshot.nodes
     assert len(dgx0.gpus) == 8
-    assert [g.index for g in dgx0.gpus if g.mig_enabled] == [5, 6]  # blocked below GPU 7
-    assert len(dgx1.gpus) == 8
+    assert held(dgx0) == [5, 6]  # the highest ours do not use, below GPU 7
+    assert held(dgx1) == []
     assert not view.ignored
     # the engine places nothing on them: 5 GPUs are left on dgx-0, 8 on dgx-1
     wide = bare_pod("wide", gpus=6, annotations={"gitops-sched.io/priority": "1"})
@@ -574,17 +581,22 @@ def test_another_schedulers_pod_takes_gpus_our_pods_do_not_use() -> None:
     assert set(bind_.pods[0].gpus) == {0, 1, 2, 3, 4}
 
 
-def test_gpus_at_the_top_of_a_node_are_removed() -> None:
+def test_held_gpus_keep_their_indexes_and_are_not_split_by_fair_share() -> None:
     theirs = bare_pod("theirs", namespace="default", scheduler="other", gpus=3, node_name="dgx-0")
-    dgx0, _ = view_of([theirs]).snapshot.nodes
-    assert [g.index for g in dgx0.gpus] == [0, 1, 2, 3, 4]
+    view = view_of([theirs, bare_pod("ours", gpus=5)], [node("dgx-0")])
+    (dgx0,) = view.snapshot.nodes
+    assert [g.index for g in dgx0.gpus] == list(range(8))
+    assert held(dgx0) == [5, 6, 7]
+    assert Session(view.snapshot).capacity == 5  # what fair share splits, not the node's 8
+    (bind_,) = schedule(view.snapshot).binds
+    assert bind_.pods[0].gpus == (0, 1, 2, 3, 4)
 
 
 def test_our_pod_bound_by_someone_else_holds_its_gpus() -> None:
     pod = bare_pod("bypass", gpus=2, node_name="dgx-1")  # ours, no placement annotation
     view = view_of([pod])
     assert view.snapshot.jobs == () and not view.ignored
-    assert len(view.snapshot.nodes[1].gpus) == 6
+    assert held(view.snapshot.nodes[1]) == [6, 7]
 
 
 def test_terminating_pods_release_their_gpus() -> None:
@@ -601,7 +613,7 @@ def test_terminating_pods_release_their_gpus() -> None:
     assert gang.placement == () and gang.missing == 2
     refs = [(p.name, p.index, p.terminating) for p in view.pods[gang.key]]
     assert refs == [("resnet50-ddp-0", 0, True), ("resnet50-ddp-1", 1, False)]
-    assert len(view.snapshot.nodes[0].gpus) == 8  # held by a releasing pod, not taken away
+    assert held(view.snapshot.nodes[0]) == []  # held by a releasing pod of ours, not others
 
 
 def test_another_schedulers_mig_pod_takes_an_instance_ours_do_not_use() -> None:
@@ -665,8 +677,8 @@ def test_reservations_are_listed_and_a_deleted_one_holds_its_gpu_until_it_goes()
         ("r-d", "dgx-1", 1, "", False, False),
     ]
     dgx0, dgx1 = view.snapshot.nodes
-    assert [g.index for g in dgx0.gpus if g.mig_enabled] == [6]  # only the one going, unused
-    assert not any(g.mig_enabled for g in dgx1.gpus)
+    assert held(dgx0) == [6]  # only the one going, unused
+    assert held(dgx1) == []
     assert not view.ignored  # reservation pods are no project's pods
     assert job(view, "project-team-b/notebook-1").placement[0].fraction == 0.6
 

@@ -43,7 +43,7 @@ def node_group_of(
 
 
 def read_node(obj: dict[str, Any], group: PolicyNodeGroup) -> Node:
-    """The node as the engine sees it, before GPUs held by others are taken away."""
+    """The node as the engine sees it, before GPUs held by others are marked."""
     metadata = obj.get("metadata") or {}
     labels = metadata.get("labels") or {}
     model, gpus = _inventory(metadata.get("annotations") or {}, group) or _labelled(obj, group)
@@ -168,31 +168,26 @@ def _with_instances(gpus: tuple[Gpu, ...], model: str, counts: dict[str, int]) -
     )
 
 
-def without_taken(
+def with_held(
     node: Node, taken: set[int], foreign: dict[int, set[MigInstance]] | None = None
 ) -> Node:
-    """The node without the GPUs (`taken`) and MIG instances (`foreign`, by GPU) others hold.
-
-    The engine finds a GPU by its position, so only GPUs at the end can go; one below a GPU
-    still in use stays, blocked: MIG mode with no instance and none to create, which no
-    request of any kind can use. A GPU that loses instances keeps the rest, as a fixed
-    layout: the engine neither creates an instance where theirs are nor destroys one.
+    """The node with the GPUs others hold (`taken`) marked held, which the engine neither
+    uses nor counts, and without the MIG instances they hold (`foreign`, by GPU). A GPU that
+    loses instances keeps the rest, as a fixed layout: the engine neither creates an
+    instance where theirs are nor destroys one. GPUs keep the device's indexes.
     """
     if not taken and not foreign:
         return node
     foreign = foreign or {}
-    gpus = list(node.gpus)
-    while gpus and gpus[-1].index in taken:
-        gpus.pop()
-    kept = []
-    for gpu in gpus:
+    gpus = []
+    for gpu in node.gpus:
         if gpu.index in taken:
-            gpu = Gpu(gpu.index, gpu.memory_mib, mig_enabled=True, mig_static=True)
+            gpu = replace(gpu, held=True)
         elif gpu.index in foreign:
             left = tuple(i for i in gpu.mig_instances if i not in foreign[gpu.index])
             gpu = replace(gpu, mig_instances=left, mig_static=True)
-        kept.append(gpu)
-    return replace(node, gpus=tuple(kept))
+        gpus.append(gpu)
+    return replace(node, gpus=tuple(gpus))
 
 
 # --- which node groups a pod may run on ------------------------------------------------------

@@ -21,12 +21,13 @@ Pods (Succeeded and Failed ones hold nothing and are skipped):
 - `Ignored`, with why: a pod of ours in a namespace of no project, one whose labels or
   annotations cannot be read, one whose index another pod of its job has, one whose
   placement names GPUs its node does not have, a job no node group it may use admits.
-- GPUs held by others are taken from their node: pods of other schedulers, our pods bound
-  by someone else (no placement annotation) or ignored while bound, terminating or not
-  (their `nvidia.com/gpu`, the highest GPUs our pods do not use; their
-  `nvidia.com/mig-<profile>`, instances of the profile our pods do not use); and the GPU of a
+- GPUs held by others are marked held on their node (`Gpu.held`: the engine neither uses
+  them nor counts them in the capacity fair share splits): pods of other schedulers, our
+  pods bound by someone else (no placement annotation) or ignored while bound, terminating
+  or not (their `nvidia.com/gpu`, the highest GPUs our pods do not use); and the GPU of a
   terminating reservation pod that no fraction pod of ours uses (it holds the GPU until it
-  has gone).
+  has gone). Their `nvidia.com/mig-<profile>` instances (of the profile, ones our pods do not
+  use) are taken off the GPU's layout, which then stays fixed.
 - A live reservation pod's GPU stays in the engine's hands even with no fraction pod on
   it: it is either being set up for a fraction pod the engine placed there (which waits to
   be bound until the pod reports its GPU's UUID, and must be placed there again meanwhile)
@@ -55,7 +56,7 @@ from gitops_sched.scheduler.nodes import (
     allowed_groups,
     node_group_of,
     read_node,
-    without_taken,
+    with_held,
 )
 from gitops_sched.scheduler.pods import (
     FINISHED,
@@ -241,7 +242,7 @@ class _Build:
                 refs[pod.key] = tuple(sorted((*refs.get(pod.key, ()), ref), key=_ref_order))
             else:
                 self._ignore_ours(pod, "its placement names GPUs its node does not have")
-        nodes = self._nodes_without_held(jobs, releasing)
+        nodes = self._nodes_with_held(jobs, releasing)
         snapshot = Snapshot(
             policy=self.policy.policy,
             nodes=nodes,
@@ -322,12 +323,10 @@ class _Build:
         assert pod.placement is not None
         return node is None or all(g < len(node.gpus) for g in pod.placement.gpus)
 
-    def _nodes_without_held(
-        self, jobs: list[Job], releasing: list[ReleasingPod]
-    ) -> tuple[Node, ...]:
-        """The nodes without the GPUs and MIG instances that pods not ours hold, or that a
-        terminating reservation pod holds with no fraction pod on it (nothing may use that
-        GPU until the pod has gone)."""
+    def _nodes_with_held(self, jobs: list[Job], releasing: list[ReleasingPod]) -> tuple[Node, ...]:
+        """The nodes with the GPUs that pods not ours hold, or that a terminating reservation
+        pod holds with no fraction pod on it (nothing may use that GPU until the pod has
+        gone), marked held, and without the MIG instances pods not ours hold."""
         used: dict[str, set[int]] = {}
         used_mig: set[tuple[str, int, MigInstance]] = set()
         for pod in [p for job in jobs for p in job.placement] + [r.pod for r in releasing]:
@@ -366,7 +365,7 @@ class _Build:
             for index, instance in idle[:count]:
                 foreign.setdefault(name, {}).setdefault(index, set()).add(instance)
         return tuple(
-            without_taken(self.nodes[name], taken.get(name, set()), foreign.get(name, {}))
+            with_held(self.nodes[name], taken.get(name, set()), foreign.get(name, {}))
             for name in sorted(self.nodes)
         )
 
