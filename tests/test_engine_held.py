@@ -6,11 +6,24 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from conftest import examples
 from engine_builders import department, job, nodes, policy, project, snapshot
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import snapshots
 
 from gitops_sched.engine import schedule
 from gitops_sched.engine.codec import gpu_from_dict, gpu_to_dict
-from gitops_sched.engine.types import Gpu, GpuRequest, Job, Node, PodPlacement, RequestKind
+from gitops_sched.engine.session import Session
+from gitops_sched.engine.types import (
+    Gpu,
+    GpuRequest,
+    Job,
+    Node,
+    PodPlacement,
+    RequestKind,
+    Snapshot,
+)
 from gitops_sched.hardware.mig import MigInstance
 
 
@@ -111,3 +124,26 @@ def test_the_codec_keeps_held_and_reads_old_snapshots_as_not_held() -> None:
     assert gpu_from_dict(gpu_to_dict(gpu)) == gpu
     old = {"index": 0, "memoryMiB": 32768, "migEnabled": False, "migStatic": False, "mig": []}
     assert not gpu_from_dict(old).held
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(snapshots(), st.data())
+def test_whatever_runs_nothing_new_goes_to_a_held_gpu(snapshot: Snapshot, data) -> None:
+    used = {(p.node, g) for j in snapshot.jobs for p in j.placement for g in p.gpus}
+    free = sorted({(n.name, g.index) for n in snapshot.nodes for g in n.gpus} - used)
+    held = set(data.draw(st.lists(st.sampled_from(free), unique=True)) if free else ())
+    nodes_ = tuple(
+        replace(n, gpus=tuple(replace(g, held=(n.name, g.index) in held) for g in n.gpus))
+        for n in snapshot.nodes
+    )
+    snapshot = replace(snapshot, nodes=nodes_)
+    decisions = schedule(snapshot)
+    bound = {(p.node, g) for b in decisions.binds for p in b.pods for g in p.gpus}
+    assert not bound & held
+    assert not {(c.node, c.gpu) for c in decisions.mig_changes} & held
+    schedulable = [g for n in nodes_ if n.schedulable for g in n.gpus]
+    assert Session(snapshot).capacity == len(schedulable) - len(held & _schedulable(nodes_))
+
+
+def _schedulable(node_list: tuple[Node, ...]) -> set[tuple[str, int]]:
+    return {(n.name, g.index) for n in node_list if n.schedulable for g in n.gpus}
