@@ -554,6 +554,99 @@ def test_live_nodes_decide_what_a_selector_admits() -> None:
     )
 
 
+# --- taints -----------------------------------------------------------------------------------
+
+
+def tainted(obj: dict[str, Any], *taints: str) -> dict[str, Any]:
+    """The node with taints written `key[=value]:Effect`."""
+    entries = []
+    for text in taints:
+        pair, effect = text.rsplit(":", 1)
+        key, _, value = pair.partition("=")
+        entries.append({"key": key, "effect": effect, **({"value": value} if value else {})})
+    obj["spec"]["taints"] = entries
+    return obj
+
+
+def tolerating(pod: dict[str, Any], *tolerations: dict[str, str]) -> dict[str, Any]:
+    pod["spec"]["tolerations"] = list(tolerations)
+    return pod
+
+
+def schedulable(view: ClusterView) -> dict[str, bool]:
+    return {n.name: n.schedulable for n in view.snapshot.nodes}
+
+
+def test_a_node_tainted_against_some_pods_of_its_group_takes_no_new_work() -> None:
+    nodes = [tainted(node("dgx-0"), "maintenance=true:NoSchedule"), node("dgx-1")]
+    wide = bare_pod("wide", gpus=8)
+    view = view_of([wide], nodes)
+    assert schedulable(view) == {"dgx-0": False, "dgx-1": True}
+    assert job(view, "project-team-a/wide").node_groups == ("dgx1",)
+    (bind_,) = schedule(view.snapshot).binds
+    assert bind_.pods[0].node == "dgx-1"
+    # one that tolerates it cannot be told apart from the others: the node stays idle
+    allowed = tolerating(bare_pod("ok", gpus=8), {"key": "maintenance", "value": "true"})
+    assert schedulable(view_of([wide, allowed], nodes))["dgx-0"] is False
+
+
+def test_pods_that_tolerate_every_node_of_a_group_use_it_and_the_others_are_told_why() -> None:
+    nodes = [tainted(node(f"dgx-{i}"), "dedicated=team-a:NoExecute") for i in range(2)]
+    ours = tolerating(bare_pod("ours", gpus=8), {"key": "dedicated", "operator": "Exists"})
+    theirs = bare_pod("theirs", namespace="project-team-b", gpus=1)
+    view = view_of([ours, theirs], nodes)
+    assert schedulable(view) == {"dgx-0": True, "dgx-1": True}
+    assert [j.key for j in view.snapshot.jobs] == ["project-team-a/ours"]
+    assert why(view, "theirs") == (
+        "every node it may use (node groups dgx1) has a taint it does not tolerate: "
+        "dedicated=team-a:NoExecute"
+    )
+    (bind_,) = schedule(view.snapshot).binds
+    assert bind_.job == "project-team-a/ours"
+
+
+def test_gpu_pods_tolerate_the_gpu_taint_and_pods_without_a_gpu_keep_off() -> None:
+    gpu_nodes = [
+        tainted(
+            oci_node("a10-0", "a10"), "nvidia.com/gpu=present:NoSchedule", "soft:PreferNoSchedule"
+        ),
+        oci_node("cpu-0", "cpu"),
+    ]
+    fraction = bare_pod("nb", namespace="gpu-assistant", annotations={GPU_FRACTION: "0.5"})
+    whole = bare_pod("train", namespace="gpu-assistant", gpus=1)
+    cpu = bare_pod("etl", namespace="gpu-assistant")
+    view = view_of([fraction, whole, cpu], gpu_nodes, policy("oci-a100"))
+    assert schedulable(view) == {"a10-0": True, "cpu-0": True}
+    assert "a10" in job(view, "gpu-assistant/nb").node_groups
+    assert "a10" in job(view, "gpu-assistant/train").node_groups
+    assert "a10" not in job(view, "gpu-assistant/etl").node_groups
+    assert "cpu" in job(view, "gpu-assistant/etl").node_groups
+    # a NoExecute GPU taint must be tolerated by the pod itself
+    strict = [tainted(oci_node("a10-0", "a10"), "nvidia.com/gpu:NoExecute")]
+    view = view_of([whole], strict, policy("oci-a100"))
+    assert "a10" not in job(view, "gpu-assistant/train").node_groups
+
+
+@pytest.mark.parametrize(
+    ("toleration", "tolerated"),
+    [
+        ({"operator": "Exists"}, True),  # every taint
+        ({"key": "k", "operator": "Exists"}, True),
+        ({"key": "k", "value": "v"}, True),
+        ({"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}, True),
+        ({"key": "k", "value": "w"}, False),
+        ({"key": "k", "operator": "Exists", "effect": "NoExecute"}, False),
+        ({"key": "other", "operator": "Exists"}, False),
+    ],
+)
+def test_tolerations_match_taints_as_kubernetes_matches_them(
+    toleration: dict[str, str], tolerated: bool
+) -> None:
+    nodes = [tainted(node("dgx-0"), "k=v:NoSchedule")]
+    view = view_of([tolerating(bare_pod("p", gpus=1), toleration)], nodes)
+    assert bool(view.snapshot.jobs) is tolerated
+
+
 # --- GPUs held by others -----------------------------------------------------------------------
 
 

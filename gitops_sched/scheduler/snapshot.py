@@ -20,7 +20,11 @@ Pods (Succeeded and Failed ones hold nothing and are skipped):
   `pods` is REPLICAS, else how many pods are live; `min_available` at most `pods`.
 - `Ignored`, with why: a pod of ours in a namespace of no project, one whose labels or
   annotations cannot be read, one whose index another pod of its job has, one whose
-  placement names GPUs its node does not have, a job no node group it may use admits.
+  placement names GPUs its node does not have, a job no node group it may use admits, a job
+  every node it may use has a taint it does not tolerate.
+- Taints (`taints`): a job's node groups are those with a schedulable node whose NoSchedule
+  and NoExecute taints its first pod tolerates; a node that one job of its group tolerates
+  and another does not takes no new work.
 - GPUs held by others are marked held on their node (`Gpu.held`: the engine neither uses
   them nor counts them in the capacity fair share splits): pods of other schedulers, our
   pods bound by someone else (no placement annotation) or ignored while bound, terminating
@@ -68,6 +72,7 @@ from gitops_sched.scheduler.pods import (
     read_pod,
     spec,
 )
+from gitops_sched.scheduler.taints import TaintRule, Toleration, node_taints, pod_tolerations
 from gitops_sched.scheduler.view import ClusterView, Ignored, PodRef, Reservation
 
 
@@ -119,6 +124,9 @@ class _Build:
         self.held: dict[str, int] = {}  # node -> whole GPUs held by pods not ours
         self.held_mig: dict[tuple[str, str], int] = {}  # (node, profile) -> their instances
         self.allowed: dict[tuple[str, str, str], tuple[str, ...]] = {}
+        self.taints = TaintRule()
+        # job key -> its first pod's tolerations and its pods, for the taints' verdict
+        self.built: dict[str, tuple[tuple[Toleration, ...], list[OurPod]]] = {}
 
     # --- objects in ------------------------------------------------------------------------
 
@@ -129,6 +137,8 @@ class _Build:
             return
         node = read_node(obj, group)
         self.nodes[node.name] = node
+        if node.schedulable:
+            self.taints.add_node(group.name, node.name, node_taints(obj))
         self.node_objects[node.name] = obj
         self.members.setdefault(group.name, []).append(labels)
 
@@ -232,6 +242,7 @@ class _Build:
                 job, pods = built
                 jobs.append(job)
                 refs[key] = pods
+        jobs = self._within_taints(jobs, refs)
         releasing = []
         for pod in sorted(self.releasing, key=lambda p: (p.key, p.namespace, p.name)):
             if pod.placement is not None and self._fits_node(pod):
@@ -302,6 +313,8 @@ class _Build:
             uid=first.owner_uid or first.uid,
             short_since=self.memory.short_since.get(first.key),
         ).tracking_short(self.now)
+        asks_gpu = first.request.kind is not RequestKind.NONE
+        self.built[job.key] = (pod_tolerations(first.spec, asks_gpu), list(indexed.values()))
         return job, tuple(_ref(indexed[i], i) for i in sorted(indexed))
 
     def _groups(self, pod: OurPod) -> tuple[str, ...]:
@@ -315,6 +328,32 @@ class _Build:
             admitted = allowed_groups(constraints, self.policy.node_groups, self.members)
             self.allowed[cache] = tuple(g for g in admitted if not allowed or g in allowed)
         return self.allowed[cache]
+
+    def _within_taints(self, jobs: list[Job], refs: dict[str, tuple[PodRef, ...]]) -> list[Job]:
+        """The jobs kept to the node groups whose nodes' taints they tolerate, ignored when
+        none is left; the nodes some job of their group does not tolerate take no new work."""
+        if not self.taints.tainted:
+            return jobs
+        kept = []
+        withheld: set[str] = set()
+        for job in jobs:
+            tolerations, pods = self.built[job.key]
+            verdict = self.taints.verdict(job.node_groups, tolerations)
+            withheld.update(verdict.withheld)
+            if verdict.groups:
+                narrowed = verdict.groups != job.node_groups
+                kept.append(replace(job, node_groups=verdict.groups) if narrowed else job)
+                continue
+            why = (
+                f"every node it may use (node groups {', '.join(job.node_groups)}) has a taint "
+                f"it does not tolerate: {', '.join(map(str, verdict.refused))}"
+            )
+            for pod in pods:
+                self._ignore_ours(pod, why)
+            del refs[job.key]
+        for name in withheld:
+            self.nodes[name] = replace(self.nodes[name], schedulable=False)
+        return kept
 
     def _fits_node(self, pod: OurPod) -> bool:
         """Whether the pod's placement names only GPUs its node has (a node not in the
