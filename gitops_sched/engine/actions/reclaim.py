@@ -116,30 +116,44 @@ def _reclaim_for(
     last: list[str] = []  # the project that gave the last victim: its key has changed
     freed_nodes: set[str] = set()  # where the victims that may be stopped ran
     movable: list[Victim] | None = None
+    # order.sorted[:scan] are done for this job: a project's key only grows as it loses
+    # work, so the one that gave the last victim moves back and the prefix stays put
+    scan = 0
 
     def next_victim() -> Victim | None:
-        nonlocal movable
+        nonlocal movable, scan
         order.refresh(last)
         last.clear()
-        for key in order.sorted:
+        keys = order.sorted
+        position = scan
+        floor = None if guaranteed else _ratio_floor(session, job, gain)
+        while position < len(keys):
+            key = keys[position]
             project = key[-1]
-            if project in done:
-                continue
             if not guaranteed and key[0]:
                 break  # at or below its fair share, as are the rest (see the key)
-            # losing nothing is the most a project may do: if it may not, no victim of its will
-            index = None
-            if _may_lose(session, job, gain, project, 0.0, guaranteed):
-                index = pool.first_usable(project, cursors.get(project, 0), allowed)
-            if index is not None:
-                victim = pool.by_project[project][index]
-                if _may_lose(session, job, gain, project, pool.gpus(victim), guaranteed):
-                    cursors[project] = index + 1
-                    last.append(project)
-                    touched.add(project)
-                    freed_nodes.update(_nodes(session, victim))
-                    return victim
-            done.add(project)
+            if floor is not None and -key[2] < floor:
+                # below the job's ratio after it, as is the rest of its over-quota rank:
+                # none of them may lose anything (see _may_lose)
+                position = bisect.bisect_left(keys, (False, key[1] + 1))
+                continue
+            if project not in done:
+                # losing nothing is the most a project may do: if it may not, no victim will
+                index = None
+                if _may_lose(session, job, gain, project, 0.0, guaranteed):
+                    index = pool.first_usable(project, cursors.get(project, 0), allowed)
+                if index is not None:
+                    victim = pool.by_project[project][index]
+                    if _may_lose(session, job, gain, project, pool.gpus(victim), guaranteed):
+                        cursors[project] = index + 1
+                        last.append(project)
+                        touched.add(project)
+                        freed_nodes.update(_nodes(session, victim))
+                        scan = position
+                        return victim
+                done.add(project)
+            position += 1
+        scan = position
         if movable is None:
             movable = _movable(session, job, pool, freed_nodes, allowed) if freed_nodes else []
         while movable:
@@ -176,6 +190,16 @@ def _movable(
             found[victim.job] = current
     ordered = sorted(found.values(), key=victim_order, reverse=True)
     return [Victim(j.key, None, pool.groups(j), move_only=True) for j in ordered]
+
+
+def _ratio_floor(session: Session, job: Job, gain: float) -> float | None:
+    """The allocated/fair-share ratio below which a project with a fair share may lose
+    nothing to the job (its ratio would fall below the job's project's), minus the
+    tolerance; None when the job's project has no fair share (no such floor)."""
+    share = session.fair_share.get(job.project, 0.0)
+    if share <= GPU_EPSILON:
+        return None
+    return (session.allocated[job.project] + gain) / share - GPU_EPSILON
 
 
 def _may_lose(
