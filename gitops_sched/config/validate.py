@@ -7,35 +7,44 @@ from pathlib import Path
 
 from gitops_sched.config.baseline import NO_BASELINE, Baseline
 from gitops_sched.config.checks import run_checks
-from gitops_sched.config.diagnostics import Diagnostics
-from gitops_sched.config.loader import Source, folder_files, load_files
+from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
+from gitops_sched.config.loader import Document, Source, Unreadable, folder_files, load_files
 from gitops_sched.config.model import Repo, build_repo
 from gitops_sched.config.schema import validate_documents
 from gitops_sched.gcpause import paused_gc
 
+# A file read and schema-checked: its documents, the schema-valid ones, their diagnostics.
+FileCheck = tuple[list[Document], list[Document], list[Diagnostic]]
+# Files already read and schema-checked, by path and content: a plan's two sides share
+# most files, and a file with the same path and bytes gives the same documents.
+FileChecks = dict[tuple[str, bytes | Unreadable], FileCheck]
+
 
 def check_repo(
-    root: Path, excludes: Iterable[str] = (), baseline: Baseline = NO_BASELINE
+    root: Path,
+    excludes: Iterable[str] = (),
+    baseline: Baseline = NO_BASELINE,
+    seen: FileChecks | None = None,
 ) -> tuple[Repo | None, Diagnostics]:
     """The repo's model and every diagnostic; the model is None when any error was found.
 
     `excludes` are gitignore patterns added to the root's `.gitops-schedignore`."""
-    return check_source(folder_files(root, excludes), baseline)
+    return check_source(folder_files(root, excludes), baseline, seen)
 
 
 @paused_gc()
 def check_source(
-    files: Source, baseline: Baseline = NO_BASELINE
+    files: Source, baseline: Baseline = NO_BASELINE, seen: FileChecks | None = None
 ) -> tuple[Repo | None, Diagnostics]:
     """As `check_repo`, for any source of (path, bytes): a folder or a Git tree.
 
     `baseline`: the other side of a change (plan's base), so that a problem two objects
-    share (a duplicate name, a sum over its bound) lands on the one the change introduced."""
+    share (a duplicate name, a sum over its bound) lands on the one the change introduced.
+    `seen`: files checked before (plan's base), taken from there and added to it."""
     diagnostics = Diagnostics()
-    documents = load_files(files, diagnostics)
+    documents, valid = _load_checked(files, diagnostics, {} if seen is None else seen)
     if not documents and diagnostics.has_errors:  # nothing read: no follow-on "no Cluster"
         return None, diagnostics
-    valid = validate_documents(documents, diagnostics)
     repo = build_repo(valid)
     run_checks(repo, documents, diagnostics, baseline=baseline)
     if repo.simulations and not diagnostics.has_errors:  # names checked against a sound repo
@@ -44,3 +53,21 @@ def check_source(
 
         diagnostics.extend(check_simulations(repo))
     return (None if diagnostics.has_errors else repo), diagnostics
+
+
+def _load_checked(
+    files: Source, diagnostics: Diagnostics, seen: FileChecks
+) -> tuple[list[Document], list[Document]]:
+    """Every document of `files` and the schema-valid ones, file by file (a file's
+    documents are checked on their own); a file in `seen` is not read again."""
+    documents: list[Document] = []
+    valid: list[Document] = []
+    for file, raw in files:
+        if (check := seen.get((file, raw))) is None:
+            found = Diagnostics()
+            docs = load_files(((file, raw),), found)
+            check = seen[file, raw] = (docs, validate_documents(docs, found), found.items)
+        documents += check[0]
+        valid += check[1]
+        diagnostics.extend(check[2])
+    return documents, valid

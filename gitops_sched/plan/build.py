@@ -14,7 +14,7 @@ from gitops_sched.compiler import render_repo
 from gitops_sched.config.baseline import NO_BASELINE, Baseline
 from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.model import Repo
-from gitops_sched.config.validate import check_repo, check_source
+from gitops_sched.config.validate import FileChecks, check_repo, check_source
 from gitops_sched.gcpause import paused_gc
 from gitops_sched.plan.gitsource import GitError, git_folder, ref_files, resolve
 from gitops_sched.plan.impact import (
@@ -77,18 +77,26 @@ class Plan:
         return self.base.valid and self.head.valid
 
 
-def _side(path: Path, ref: str | None, excludes: tuple[str, ...], base: Side | None = None) -> Side:
+def _side(
+    path: Path,
+    ref: str | None,
+    excludes: tuple[str, ...],
+    seen: FileChecks,
+    base: Side | None = None,
+) -> Side:
     """One side, its files left out by its own `.gitops-schedignore` and by `excludes`.
 
     The head is checked against a valid base, so that a problem two objects share (a
-    duplicate name, a sum over its bound) is reported on the one the change introduced."""
+    duplicate name, a sum over its bound) is reported on the one the change introduced.
+    `seen` carries the files the base read to the head: those it did not change are not
+    read or schema-checked again."""
     baseline = Baseline.of(base.repo.documents()) if base and base.repo else NO_BASELINE
     if ref is None:
-        repo, diagnostics = check_repo(path, excludes, baseline)
+        repo, diagnostics = check_repo(path, excludes, baseline, seen)
         return Side(WORKING_TREE, None, repo, diagnostics)
     folder = git_folder(path)
     commit = resolve(folder, ref)
-    repo, diagnostics = check_source(ref_files(folder, commit, excludes), baseline)
+    repo, diagnostics = check_source(ref_files(folder, commit, excludes), baseline, seen)
     return Side(ref, commit, repo, diagnostics)
 
 
@@ -120,8 +128,9 @@ def make_plan(
     """The plan of the change from `base_ref` to `head_ref` (None: the working tree)."""
     try:
         git_folder(path)  # a working-tree head must be in Git too: the base comes from there
-        base = _side(path, base_ref, excludes)
-        head = _side(path, head_ref, excludes, base)
+        seen: FileChecks = {}
+        base = _side(path, base_ref, excludes, seen)
+        head = _side(path, head_ref, excludes, seen, base)
     except GitError as exc:
         raise PlanInputError(str(exc)) from exc
     problems = new_problems(base.diagnostics if base.valid else None, head.diagnostics)
