@@ -627,6 +627,18 @@ def test_gpu_pods_tolerate_the_gpu_taint_and_pods_without_a_gpu_keep_off() -> No
     assert "a10" not in job(view, "gpu-assistant/train").node_groups
 
 
+def test_a_running_job_on_nodes_tainted_against_it_stays_counted_and_gets_no_more() -> None:
+    nodes = [tainted(node(f"dgx-{i}"), "upgrade:NoSchedule") for i in range(2)]
+    labels = {WORKLOAD_LABEL: "svc", REPLICAS: "2"}
+    running = bind(bare_pod("svc-0", gpus=1, labels=labels), PodPlacement("dgx-0", (0,)))
+    view = view_of([running, bare_pod("svc-1", gpus=1, labels=labels)], nodes)
+    svc = job(view, "project-team-a/svc")
+    assert svc.placement == (PodPlacement("dgx-0", (0,)),) and svc.missing == 1
+    assert not view.ignored
+    assert schedulable(view) == {"dgx-0": False, "dgx-1": False}
+    assert schedule(view.snapshot).binds == ()
+
+
 @pytest.mark.parametrize(
     ("toleration", "tolerated"),
     [

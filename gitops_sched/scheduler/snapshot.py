@@ -23,8 +23,9 @@ Pods (Succeeded and Failed ones hold nothing and are skipped):
   placement names GPUs its node does not have, a job no node group it may use admits, a job
   every node it may use has a taint it does not tolerate.
 - Taints (`taints`): a job's node groups are those with a schedulable node whose NoSchedule
-  and NoExecute taints its first pod tolerates; a node that one job of its group tolerates
-  and another does not takes no new work.
+  and NoExecute taints its first pod tolerates (a running job left with none keeps its
+  groups, and their nodes take no new work); a node that one job of its group tolerates and
+  another does not takes no new work.
 - GPUs held by others are marked held on their node (`Gpu.held`: the engine neither uses
   them nor counts them in the capacity fair share splits): pods of other schedulers, our
   pods bound by someone else (no placement annotation) or ignored while bound, terminating
@@ -330,8 +331,9 @@ class _Build:
         return self.allowed[cache]
 
     def _within_taints(self, jobs: list[Job], refs: dict[str, tuple[PodRef, ...]]) -> list[Job]:
-        """The jobs kept to the node groups whose nodes' taints they tolerate, ignored when
-        none is left; the nodes some job of their group does not tolerate take no new work."""
+        """The jobs kept to the node groups whose nodes' taints they tolerate; one with none
+        left is ignored, or kept as it is if it runs and its nodes take no new work; the
+        nodes some job of their group does not tolerate take no new work."""
         if not self.taints.tainted:
             return jobs
         kept = []
@@ -343,6 +345,10 @@ class _Build:
             if verdict.groups:
                 narrowed = verdict.groups != job.node_groups
                 kept.append(replace(job, node_groups=verdict.groups) if narrowed else job)
+                continue
+            if job.running:  # its pods stay counted; nothing new goes where it may not go
+                withheld.update(verdict.refusing)
+                kept.append(job)
                 continue
             why = (
                 f"every node it may use (node groups {', '.join(job.node_groups)}) has a taint "

@@ -5,7 +5,9 @@ The scheduler binds pods itself, so it must keep a pod off a node with a NoSched
 the pod does not tolerate (kube-scheduler would) and off one with a NoExecute taint (the
 kubelet would refuse the pod). The engine knows which node groups a job may use, not which
 nodes, so the snapshot says the taints in those terms (`TaintRule`):
-- a job that tolerates no schedulable node of a node group loses the group;
+- a job that tolerates no schedulable node of a node group loses the group; one left with
+  none waits (with the taints as its reason), or, if it runs, keeps its node groups and the
+  nodes it does not tolerate take no new work (its running pods stay counted);
 - a node that one job of its group tolerates and another does not takes no new work (as if
   cordoned): the engine could not be told which job may use it.
 So no pod is placed on a node whose taints it does not tolerate. A node kept for some teams
@@ -100,6 +102,7 @@ class Verdict:
     groups: tuple[str, ...]  # the node groups it may still use
     withheld: tuple[str, ...]  # nodes of its groups it does not tolerate, beside ones it does
     refused: tuple[Taint, ...]  # the taints that cost it a group, for its pending reason
+    refusing: tuple[str, ...]  # the nodes of the groups it lost
 
 
 @dataclass
@@ -127,6 +130,7 @@ class TaintRule:
         kept: list[str] = []
         withheld: list[str] = []
         refused: set[Taint] = set()
+        lost: list[str] = []
         for group in groups:
             refusing = {
                 name: taints
@@ -137,7 +141,8 @@ class TaintRule:
                 refused.update(
                     t for taints in refusing.values() for t in untolerated(taints, tolerations)
                 )
+                lost.extend(sorted(refusing))
                 continue
             kept.append(group)
             withheld.extend(sorted(refusing))
-        return Verdict(tuple(kept), tuple(withheld), tuple(sorted(refused)))
+        return Verdict(tuple(kept), tuple(withheld), tuple(sorted(refused)), tuple(lost))
