@@ -807,7 +807,11 @@ def mixed_pods() -> list[dict[str, Any]]:
     ]
 
 
-NODES = [node("dgx-0"), node("dgx-1"), node("dgx-2", cordoned=True)]
+NODES = [
+    node("dgx-0"),
+    tainted(node("dgx-1"), "maintenance:NoSchedule"),
+    node("dgx-2", cordoned=True),
+]
 
 
 @cache
