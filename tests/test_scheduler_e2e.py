@@ -281,6 +281,16 @@ def test_a_higher_claim_evicts_exactly_the_victims_simulate_names(
     assert evicted_workloads == victims
     assert cluster.placements() == simulated(predicted)
     assert cluster.failed() == []
+    # the victims' recreated pods are told why they wait, in simulate's words
+    reasons = {state.workload.name: state.reason for state in predicted.workloads}
+    told = {}
+    for pod in cluster.pods():
+        victim = labels(pod)[WORKLOAD_LABEL]
+        if victim in victims and not pod["spec"].get("nodeName"):
+            (condition,) = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+            assert condition["reason"] == "Unschedulable"
+            told[victim] = condition["message"]
+    assert told == {victim: reasons[victim] for victim in victims}
 
     # the victims' Job pods came back pending; when the claim goes, they run again
     cluster.client.delete(ObjectRef("batch/v1", "Job", job["metadata"]["namespace"], "d-train"))

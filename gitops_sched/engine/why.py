@@ -9,16 +9,17 @@ share and nothing can be reclaimed for it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from gitops_sched.engine.actions.allocate import gang_reason, no_room_reason
 from gitops_sched.engine.actions.consolidate import pod_need, room_in_total
 from gitops_sched.engine.admission import quota_blocker
+from gitops_sched.engine.apply import apply_decisions
 from gitops_sched.engine.fit import NeverFit, never_fits
 from gitops_sched.engine.placement import pods_that_fit
 from gitops_sched.engine.session import Session
-from gitops_sched.engine.types import GPU_EPSILON, Job, RequestKind, Snapshot
+from gitops_sched.engine.types import GPU_EPSILON, Decisions, Job, RequestKind, Snapshot
 
 
 class PendingKind(StrEnum):
@@ -130,3 +131,19 @@ def _fair_share(session: Session, job: Job) -> str:
 
 def _gpus(value: float) -> str:
     return f"{round(value, 4):g}"
+
+
+def in_words(snapshot: Snapshot, decisions: Decisions) -> Decisions:
+    """The cycle's decisions with each pending reason in the words `simulate` and `explain`
+    print, worked out over the cluster as the cycle leaves it (as `simulate` does over its
+    settled state), so a pod in the cluster is told what a what-if would say."""
+    if not decisions.pending_reasons:
+        return decisions
+    after = apply_decisions(snapshot, decisions)
+    reasons = PendingReasons(after)
+    jobs = {job.key: job for job in after.jobs}
+    worded = tuple(
+        (key, reasons.of(jobs[key]).text if key in jobs else why)
+        for key, why in decisions.pending_reasons
+    )
+    return replace(decisions, pending_reasons=worded)

@@ -22,6 +22,7 @@ from gitops_sched.cluster.serving import Health
 from gitops_sched.compiler.policy import POLICY_CONFIGMAP, ClusterPolicy, policy_from_configmap
 from gitops_sched.engine.cycle import schedule
 from gitops_sched.engine.types import Decisions
+from gitops_sched.engine.why import in_words
 from gitops_sched.scheduler.actuate import Actuator, Outcome
 from gitops_sched.scheduler.assumed import Assumed
 from gitops_sched.scheduler.metrics import SchedulerMetrics
@@ -120,7 +121,7 @@ class Scheduler:
         pods = self.assumed.overlay(self.pods.items(), now)
         view = build_view(pods, self.nodes.items(), policy, now, self.memory)
         engine_started = time.perf_counter()
-        decisions = schedule(view.snapshot)
+        decisions = in_words(view.snapshot, schedule(view.snapshot))
         engine_seconds = time.perf_counter() - engine_started
         self.memory.update(view.snapshot)
         outcome = self._actuator_for(policy).carry_out(view, decisions)
