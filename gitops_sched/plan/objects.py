@@ -5,14 +5,15 @@ Fields compare as the reconciler compares them (`reconciler.diff`): by value, qu
 as numbers (`12000m` is `12`), mappings by key, so ordering and formatting in the YAML
 never show as changes, and a change here is exactly what the reconciler would apply.
 
-Most objects of a change are untouched: a pair with the same bytes (`_encoded`) is equal
-by value too and is skipped without the field walk, which runs only for the pairs whose
-bytes differ (and finds nothing where only key order or a quantity's spelling does).
+Most objects of a change are untouched: a pair equal by `==` is equal by value too and is
+skipped without the field walk, which runs only for the pairs `==` tells apart (and finds
+nothing where only a quantity's spelling differs). `==` is the reconciler's comparison but
+for one case, a boolean against a number (`True == 1`), and both sides are valid: every
+field's schema makes it a boolean on both sides or on neither.
 """
 
 from __future__ import annotations
 
-import marshal
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,16 +93,6 @@ def _changes(old: Any, new: Any, prefix: str) -> list[FieldChange]:
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def _encoded(obj: dict[str, Any]) -> bytes | None:
-    """The object's bytes, equal only for objects equal in value, type and key order:
-    marshal's version 2 (no back-references, so no dependence on object sharing) writes
-    `true`, `1` and `1.0` apart. None for a value it cannot write (then compare by walk)."""
-    try:
-        return marshal.dumps(obj, 2)
-    except ValueError:
-        return None
-
-
 def _embedded(value: Any) -> dict | list | None:
     """The mapping or list a multi-line string holds as YAML (a ConfigMap's policy.yaml)."""
     if not isinstance(value, str) or "\n" not in value:
@@ -135,7 +126,7 @@ def object_changes(
             action, fields = "added", ()
         elif now is None:
             action, fields = "removed", ()
-        elif (encoded := _encoded(was)) is not None and encoded == _encoded(now):
+        elif was == now:
             continue
         else:
             fields = field_changes(was, now)
