@@ -81,6 +81,8 @@ class _VictimQueues:
 
     A project's key changes only with its allocation, so after a reclaim only the projects
     whose allocation moved are put back in place, instead of sorting them all per job.
+    `over` holds, in the same order, those above their deserved quota: the only ones a job
+    within its own deserved quota may take from (see _may_lose), without scanning the rest.
     """
 
     def __init__(self, session: Session, projects: list[str]) -> None:
@@ -88,16 +90,26 @@ class _VictimQueues:
         self.allocated = {p: session.allocated.get(p, 0.0) for p in projects}
         self.keys = {p: session.victim_queue_key(p) for p in projects}
         self.sorted = sorted(self.keys.values())  # each key ends with its project's name
+        self.over = [key for key in self.sorted if self._over(key[-1])]
+
+    def _over(self, project: str) -> bool:
+        spec = self.session.projects.get(project)
+        return spec is not None and self.allocated[project] > spec.deserved + GPU_EPSILON
 
     def refresh(self, projects: Iterable[str]) -> None:
         """Re-place those of the projects whose allocation changed."""
         for project in projects:
             allocated = self.session.allocated.get(project, 0.0)
             if project in self.allocated and allocated != self.allocated[project]:
-                del self.sorted[bisect.bisect_left(self.sorted, self.keys[project])]
+                key = self.keys[project]
+                del self.sorted[bisect.bisect_left(self.sorted, key)]
+                if self._over(project):
+                    del self.over[bisect.bisect_left(self.over, key)]
                 self.allocated[project] = allocated
-                self.keys[project] = self.session.victim_queue_key(project)
-                bisect.insort(self.sorted, self.keys[project])
+                key = self.keys[project] = self.session.victim_queue_key(project)
+                bisect.insort(self.sorted, key)
+                if self._over(project):
+                    bisect.insort(self.over, key)
 
 
 def _reclaim_for(
@@ -116,15 +128,15 @@ def _reclaim_for(
     last: list[str] = []  # the project that gave the last victim: its key has changed
     freed_nodes: set[str] = set()  # where the victims that may be stopped ran
     movable: list[Victim] | None = None
-    # order.sorted[:scan] are done for this job: a project's key only grows as it loses
-    # work, so the one that gave the last victim moves back and the prefix stays put
+    # keys[:scan] are done for this job: a project's key only grows as it loses work, so
+    # the one that gave the last victim moves back (or leaves `over`) and the prefix stays
     scan = 0
 
     def next_victim() -> Victim | None:
         nonlocal movable, scan
         order.refresh(last)
         last.clear()
-        keys = order.sorted
+        keys = order.over if guaranteed else order.sorted
         position = scan
         floor = None if guaranteed else _ratio_floor(session, job, gain)
         while position < len(keys):
