@@ -21,6 +21,7 @@ from gitops_sched.agent.nvml import NvmlBackend
 from gitops_sched.agent.pods import format_time
 from gitops_sched.cluster import ObjectRef
 from gitops_sched.compiler.contract import (
+    FRACTION_POLICY,
     GPU_FRACTION,
     GPU_MEMORY_LIMIT,
     GPU_UUID,
@@ -375,6 +376,24 @@ def test_a_fraction_pod_over_its_share_gets_one_event_and_under_evict_an_evictio
     )
     assert evicted == (policy == "evict")
     assert node.pod("team", "modest") is not None
+
+
+def test_a_projects_fraction_policy_on_the_pod_overrides_the_agents(emulator):
+    """The compiler renders the project's `fractionPolicy` on its fraction pods: a project
+    that evicts gets evictions on a node whose agent only warns, and the other way round."""
+    node = Node(emulator, policy=AgentPolicy(fraction_policy="warn", grace=0))
+    share = {GPU_MEMORY_LIMIT: str(10 * 1024)}
+    strict = fraction_pod(node, "strict", PLAIN_GPU, {**share, FRACTION_POLICY: "evict"})
+    lenient = fraction_pod(node, "lenient", PLAIN_GPU, {**share, FRACTION_POLICY: "warn"})
+    node.run_pod(strict, 100, PLAIN_GPU, 12 * GIB)
+    node.run_pod(lenient, 101, PLAIN_GPU, 12 * GIB)
+    node.agent.tick()
+    node.clock.now += 1
+    node.agent.tick()
+    assert sorted(name for name, _, _ in over_share_events(node)) == ["lenient", "strict"]
+    gone = node.pod("team", "strict")
+    assert gone is None or gone["metadata"].get("deletionTimestamp")
+    assert not node.pod("team", "lenient")["metadata"].get("deletionTimestamp")
 
 
 def test_a_fraction_share_is_the_fraction_of_the_gpus_memory_without_a_memory_limit(node):

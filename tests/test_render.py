@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from gitops_sched.cli import main
 from gitops_sched.compiler import render_repo
+from gitops_sched.compiler.contract import FRACTION_POLICY
 from gitops_sched.compiler.output import HEADER, dump_object, write_directory, write_stream
 from gitops_sched.config.validate import check_repo
 
@@ -610,3 +611,20 @@ JSON_LIKE = st.recursive(
 @given(st.dictionaries(st.text(min_size=1), JSON_LIKE, max_size=5))
 def test_dump_object_round_trips(value: dict[str, Any]) -> None:
     assert yaml.safe_load(dump_object(value)) == (value or None)
+
+
+def test_a_projects_fraction_policy_goes_on_its_fraction_pods_only(tmp_path: Path) -> None:
+    """The node agent reads it there: evict, or warn, when a pod uses more than its share."""
+    strict = doc(
+        "Project", "strict", department="research", quota={"gpu": 2}, fractionPolicy="evict"
+    )
+    objects = render(
+        tmp_path,
+        strict,
+        workload("shared", project="strict", gpu=0.5),
+        workload("whole", project="strict", gpu=1),
+        workload("other", project="nlp", gpu=0.5),
+    )
+    assert pod_annotations(find(objects, "Job", "shared"))[FRACTION_POLICY] == "evict"
+    assert FRACTION_POLICY not in pod_annotations(find(objects, "Job", "whole"))
+    assert FRACTION_POLICY not in pod_annotations(find(objects, "Job", "other"))  # agent decides

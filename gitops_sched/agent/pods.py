@@ -12,6 +12,7 @@ from typing import Any
 
 from gitops_sched.agent.fractions import FractionPod, Policy
 from gitops_sched.compiler.contract import (
+    FRACTION_POLICY,
     GPU_FRACTION,
     GPU_MEMORY_LIMIT,
     GPU_RESOURCE,
@@ -50,6 +51,9 @@ def live(pods: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
             yield pod
 
 
+POLICIES: dict[str, Policy] = {"warn": "warn", "evict": "evict"}
+
+
 def fraction_pods(
     pods: Iterable[Mapping[str, Any]], memory_by_uuid: Mapping[str, int], policy: Policy
 ) -> list[FractionPod]:
@@ -65,7 +69,9 @@ def fraction_pods(
         share = _share(annotations, memory_by_uuid.get(gpu_uuid))
         if share is not None:
             key = pod_key(pod)
-            found.append(FractionPod(key.uid, key.namespace, key.name, gpu_uuid, share, policy))
+            # its project's policy, rendered on the pod, else the agent's
+            chosen = POLICIES.get(annotations.get(FRACTION_POLICY, ""), policy)
+            found.append(FractionPod(key.uid, key.namespace, key.name, gpu_uuid, share, chosen))
     return found
 
 

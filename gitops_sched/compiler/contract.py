@@ -32,6 +32,7 @@ PREEMPTIBLE = f"{GROUP}/preemptible"  # "true" / "false"
 PRIORITY = f"{GROUP}/priority"  # the engine's priority (an int)
 GPU_FRACTION = f"{GROUP}/gpu-fraction"  # share of one GPU, e.g. "0.5"
 GPU_MEMORY = f"{GROUP}/gpu-memory"  # GPU memory as a quantity, e.g. "10Gi"
+FRACTION_POLICY = f"{GROUP}/fraction-policy"  # warn | evict: the project's, for the agent
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"  # + profile, e.g. nvidia.com/mig-1g.10gb
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"  # the pod's index in a gang

@@ -22,6 +22,7 @@ from typing import Any
 
 from gitops_sched.compiler.contract import (
     COMPLETION_INDEX,
+    FRACTION_POLICY,
     GPU_FRACTION,
     GPU_MEMORY,
     GPU_MEMORY_LIMIT,
@@ -72,7 +73,8 @@ def render_workload(
         WORKLOAD_LABEL: workload.name,
         TYPE_LABEL: workload.type,
     }
-    pod_meta = template_meta(labels, _pod_annotations(workload, spec), workload.doc)
+    annotations = _pod_annotations(workload, project, spec)
+    pod_meta = template_meta(labels, annotations, workload.doc)
     pod_spec = {
         "schedulerName": cluster.scheduler_name,
         "priorityClassName": priority_class_name(workload.type),
@@ -140,7 +142,7 @@ def _headless_service(workload: Workload, meta: dict[str, Any]) -> dict[str, Any
     }
 
 
-def _pod_annotations(workload: Workload, spec: dict[str, Any]) -> dict[str, str]:
+def _pod_annotations(workload: Workload, project: Project, spec: dict[str, Any]) -> dict[str, str]:
     annotations = {
         MIN_AVAILABLE: str(workload.min_available),
         REPLICAS: str(workload.replicas),
@@ -151,6 +153,8 @@ def _pod_annotations(workload: Workload, spec: dict[str, Any]) -> dict[str, str]
         annotations[GPU_FRACTION] = str(float(spec["gpu"]))
     if "gpuMemory" in spec:
         annotations[GPU_MEMORY] = str(spec["gpuMemory"])
+    if _shares_a_gpu(spec) and project.fraction_policy:
+        annotations[FRACTION_POLICY] = project.fraction_policy
     return annotations
 
 

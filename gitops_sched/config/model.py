@@ -180,6 +180,7 @@ class Project:
     node_groups_by_type: dict[str, tuple[str, ...]]
     interactive_time_limit_s: int | None
     idle_gpu_timeout_s: int | None
+    fraction_policy: str | None  # warn | evict; None: the node agent's own setting
     members: Members
     allowed_namespaces: tuple[str, ...]  # may reach its pods, besides the Cluster's list
     doc: Document = field(repr=False, compare=False)
@@ -524,6 +525,7 @@ def build_project(doc: Document) -> Project:
         node_groups_by_type={t: tuple(v) for t, v in groups.get("byType", {}).items()},
         interactive_time_limit_s=duration_seconds(spec.get("interactiveTimeLimit")),
         idle_gpu_timeout_s=duration_seconds(spec.get("idleGpuTimeout")),
+        fraction_policy=spec.get("fractionPolicy"),
         members=Members(
             users=tuple(members.get("users", ())), groups=tuple(members.get("groups", ()))
         ),
