@@ -41,9 +41,11 @@ def consolidate(session: Session) -> None:
         return
     queues = session.pending_by_project()
     failed: set[tuple] = set()
-    # plans per (node groups, request), kept while nothing is moved: a failed try leaves
-    # no trace, so the next job of that request finds the same plans
+    # plans per (node groups, request), and whole-GPU plans per (node, GPUs), kept while
+    # nothing is moved: a failed try leaves no trace, so the next job of that request (or
+    # of that size on other node groups) finds the same plans
     plans: dict[tuple, list[Plan]] = {}
+    node_plans: dict[tuple[str, int], Plan | None] = {}
     for name in session.serve_order(queues):
         for job in queues[name]:
             job = session.jobs[job.key]
@@ -56,9 +58,10 @@ def consolidate(session: Session) -> None:
             # moves keep the room in total: a job without enough of it never fits this cycle
             if room_in_total(session, job) < pod_need(session, job) * job.next_pods - GPU_EPSILON:
                 failed.add(shape)
-            elif _consolidate_for(session, job, plans):
+            elif _consolidate_for(session, job, plans, node_plans):
                 session.pending_reasons.pop(job.key, None)
                 plans.clear()
+                node_plans.clear()
             else:
                 failed.add(shape)
 
@@ -79,13 +82,18 @@ def room_in_total(session: Session, job: Job) -> float:
     return room
 
 
-def _consolidate_for(session: Session, job: Job, cache: dict[tuple, list[Plan]]) -> bool:
+def _consolidate_for(
+    session: Session,
+    job: Job,
+    cache: dict[tuple, list[Plan]],
+    node_plans: dict[tuple[str, int], Plan | None],
+) -> bool:
     if job.running:  # its own pods are not movable: its plans are its own
-        plans = _plans(session, job)
+        plans = _plans(session, job, {})
     else:
         key = (job.node_groups, job.request)
         if key not in cache:
-            cache[key] = _plans(session, job)
+            cache[key] = _plans(session, job, node_plans)
         plans = cache[key]
     for start in range(min(len(plans), MAX_TRIES)):
         with session.statement() as commit:
@@ -105,13 +113,20 @@ def _consolidate_for(session: Session, job: Job, cache: dict[tuple, list[Plan]])
     return False
 
 
-def _plans(session: Session, job: Job) -> list[Plan]:
-    """Every node's (whole GPUs) or GPU's (shares) plan, the fewest and youngest first."""
+def _plans(
+    session: Session, job: Job, node_plans: dict[tuple[str, int], Plan | None]
+) -> list[Plan]:
+    """Every node's (whole GPUs) or GPU's (shares) plan, the fewest and youngest first.
+    A node's whole-GPU plan depends only on the node and the GPUs needed (the job's own
+    pods aside): `node_plans` keeps them for other jobs of that size."""
     plans = []
     need = pod_need(session, job)
     for use in session.candidate_nodes(job):
         if job.request.kind is RequestKind.WHOLE:
-            plan = _node_plan(session, job, use, int(need))
+            key = (use.name, int(need))
+            if key not in node_plans:
+                node_plans[key] = _node_plan(session, job, use, int(need))
+            plan = node_plans[key]
             if plan is not None:
                 plans.append(plan)
         else:
