@@ -328,6 +328,25 @@ def test_formatting_and_order_are_no_change(config_repo: Path) -> None:
     assert code == 0 and data["objects"]["items"] == [] and data["quotas"] == []
 
 
+def test_workloads_whose_project_changes_are_rendered_again(config_repo: Path) -> None:
+    """Only team-b's file changes, yet its jobs' env (from its quota) changes: stated."""
+    files = base_config()
+    template = doc("Template", "base", default=True, env={"QUOTA": "{{ project.quota.gpu }}"})
+    files["templates.yaml"] = [template]
+    write(config_repo / "cfg", files)
+    git(config_repo, "add", "cfg")
+    git(config_repo, "commit", "-q", "-m", "quota in env")
+    raise_quota(files)
+    write(config_repo / "cfg", files)
+    code, data = plan_json("cfg", "--base", "main")
+    assert code == 0
+    jobs = {o["name"]: o["fields"] for o in data["objects"]["items"] if o["kind"] == "Job"}
+    env = "spec.template.spec.containers.0.env.0.value"
+    assert jobs == {
+        name: [{"path": env, "before": "2.0", "after": "4.0"}] for name in ("b-1", "b-2")
+    }
+
+
 # --- the numbers are simulate's ------------------------------------------------------------
 
 

@@ -14,18 +14,20 @@ from gitops_sched.compiler.policy import render_policy
 from gitops_sched.compiler.priorities import render_priority_classes
 from gitops_sched.compiler.rbac import render_rbac
 from gitops_sched.compiler.resources import render_custom_resources
+from gitops_sched.compiler.reuse import Renders
 from gitops_sched.compiler.storage import render_claims
 from gitops_sched.compiler.tenancy import render_tenancy
 from gitops_sched.compiler.workloads import render_workloads
 from gitops_sched.config.model import Repo
 from gitops_sched.gcpause import paused_gc
 
-__all__ = ["render_repo"]
+__all__ = ["Renders", "render_repo"]
 
 
 @paused_gc()
-def render_repo(repo: Repo) -> list[dict[str, Any]]:
-    """Every object of the repo, in apply order."""
+def render_repo(repo: Repo, renders: Renders | None = None) -> list[dict[str, Any]]:
+    """Every object of the repo, in apply order; `renders`: workload renders shared with
+    the other side of a change (see `reuse`)."""
     if repo.cluster is None:
         raise ValueError("the repo declares no Cluster; there is nothing to render for")
     objects = [
@@ -36,7 +38,7 @@ def render_repo(repo: Repo) -> list[dict[str, Any]]:
         *render_tenancy(repo),
         *render_rbac(repo),
         *render_claims(repo),
-        *render_workloads(repo),
+        *render_workloads(repo, renders),
     ]
     return sorted(objects, key=_apply_order)
 

@@ -44,7 +44,8 @@ from gitops_sched.compiler.meta import (
     template_meta,
 )
 from gitops_sched.compiler.priorities import priority_class_name
-from gitops_sched.config.model import SHM_VOLUME, NodeGroup, Project, Repo, Workload
+from gitops_sched.compiler.reuse import Renders
+from gitops_sched.config.model import SHM_VOLUME, Cluster, NodeGroup, Project, Repo, Workload
 from gitops_sched.config.templating import context_for, render_value
 
 SERVICE_TYPES = ("interactive", "inference")
@@ -53,21 +54,35 @@ RENDEZVOUS_PORT = 29500  # torchrun's default
 BACKOFF_LIMIT = 3
 
 
-def render_workloads(repo: Repo) -> list[dict[str, Any]]:
+def render_workloads(repo: Repo, renders: Renders | None = None) -> list[dict[str, Any]]:
+    """Every workload's objects; with `renders`, those of workloads rendered there from the
+    same inputs are taken from there, and the others are added to it."""
     projects = {p.name: p for p in repo.projects}
     objects: list[dict[str, Any]] = []
+    compared: dict[tuple[int, int], bool] = {}  # the inputs of both sides stay alive meanwhile
     for workload in repo.workloads:
         project = projects[workload.project]
-        objects += render_workload(repo, workload, project, repo.workload_node_groups(workload))
+        node_groups = tuple(repo.workload_node_groups(workload))
+        inputs = (repo.cluster, workload, project, node_groups, repo.pod_spec(workload))
+        rendered = renders.lookup(inputs, compared) if renders is not None else None
+        if rendered is None:
+            rendered = render_workload(*inputs)
+            if renders is not None:
+                renders.by_name[workload.name] = inputs, rendered
+        objects += rendered
     return objects
 
 
 def render_workload(
-    repo: Repo, workload: Workload, project: Project, node_groups: list[NodeGroup]
+    cluster: Cluster,
+    workload: Workload,
+    project: Project,
+    node_groups: tuple[NodeGroup, ...],
+    pod_fields: dict[str, Any],
 ) -> list[dict[str, Any]]:
-    """The Job or Deployment of one workload, and its Service when it has ports to serve."""
-    cluster = repo.cluster
-    spec = render_value(repo.pod_spec(workload), context_for(cluster, project, workload))
+    """The Job or Deployment of one workload, and its Service when it has ports to serve:
+    a function of its arguments only (see `reuse`)."""
+    spec = render_value(pod_fields, context_for(cluster, project, workload))
     labels = {
         PROJECT_LABEL: project.name,
         WORKLOAD_LABEL: workload.name,
@@ -158,7 +173,7 @@ def _pod_annotations(workload: Workload, project: Project, spec: dict[str, Any])
     return annotations
 
 
-def _affinity(node_groups: list[NodeGroup]) -> dict[str, Any]:
+def _affinity(node_groups: tuple[NodeGroup, ...]) -> dict[str, Any]:
     """Required node affinity to the allowed node groups' labels (keeps pods off system nodes)."""
     values: dict[str, set[str]] = {}
     for group in node_groups:
