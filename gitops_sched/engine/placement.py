@@ -79,15 +79,16 @@ def _domains(session: Session, job: Job, count: int) -> list[str | None]:
 def _place_pods(
     session: Session, job: Job, count: int, domain: str | None, limit: float
 ) -> tuple[PodPlacement, ...] | None:
-    """Place `count` pods, each holding at most `limit` GPUs of quota."""
+    """Place `count` pods, each holding at most `limit` GPUs of quota. The last pod holds
+    its quota but not its GPUs: nothing is placed after it."""
     pods: list[PodPlacement] = []
-    for _ in range(count):
+    for number in range(1, count + 1):
         pod = _place_pod(session, job, domain, limit)
         if pod is None:
             return None
-        session.hold(job, pod)
+        session.hold(job, pod, gpus=number < count)
         pods.append(pod)
-    session.unhold(job, tuple(pods))
+    session.unhold(job, tuple(pods), gpus=tuple(pods[:-1]))
     return tuple(pods)
 
 

@@ -301,14 +301,20 @@ class Session:
         self._log(lambda: self._release(placed, pods))
         self.binds.append(Bind(job.key, pods))
 
-    def hold(self, job: Job, pod: PodPlacement) -> None:
-        """Reserve one pod's GPUs while the rest of its gang is being placed."""
-        self._occupy(job, (pod,))
-        self._log(lambda: self._release(job, (pod,)))
+    def hold(self, job: Job, pod: PodPlacement, gpus: bool = True) -> None:
+        """Reserve one pod's GPUs and quota while the rest of its gang is being placed;
+        `gpus=False` counts its quota only (nothing is placed after it), so the sums
+        of quota come out the same to the last bit either way."""
+        taken = (pod,) if gpus else ()
+        self._occupy(job, (pod,), taken)
+        self._log(lambda: self._release(job, (pod,), taken))
 
-    def unhold(self, job: Job, pods: tuple[PodPlacement, ...]) -> None:
-        self._release(job, pods)
-        self._log(lambda: self._occupy(job, pods))
+    def unhold(
+        self, job: Job, pods: tuple[PodPlacement, ...], gpus: tuple[PodPlacement, ...] | None = None
+    ) -> None:
+        """Give back held `pods`: their quota, and the GPUs of `gpus` (default: all)."""
+        self._release(job, pods, gpus)
+        self._log(lambda: self._occupy(job, pods, gpus))
 
     def evict(
         self,
@@ -359,14 +365,19 @@ class Session:
         self.jobs[job.key] = job
         self._log(lambda: self.jobs.__setitem__(job.key, previous))
 
-    def _occupy(self, job: Job, pods: tuple[PodPlacement, ...]) -> None:
+    def _occupy(
+        self, job: Job, pods: tuple[PodPlacement, ...], gpus: tuple[PodPlacement, ...] | None = None
+    ) -> None:
+        """Count the pods' quota and take the GPUs of `gpus` (default: of every pod)."""
         self._account(job, pods, +1)
-        for pod in pods:
+        for pod in pods if gpus is None else gpus:
             self.usage.take(job.key, job.project, pod)
 
-    def _release(self, job: Job, pods: tuple[PodPlacement, ...]) -> None:
+    def _release(
+        self, job: Job, pods: tuple[PodPlacement, ...], gpus: tuple[PodPlacement, ...] | None = None
+    ) -> None:
         self._account(job, pods, -1)
-        for pod in pods:
+        for pod in pods if gpus is None else gpus:
             self.usage.give_back(job.key, pod)
 
     def _account(self, job: Job, pods: tuple[PodPlacement, ...], sign: int) -> None:
