@@ -168,14 +168,21 @@ class Usage:
         use = self.nodes.get(pod.node)
         if use is None:
             return
-        self._index_node(use, -1)
+        # a whole GPU outside MIG is in no GPU index: only its node's free count moves
+        plain = pod.mig is None and not pod.fraction
         for index in pod.gpus:
             gpu = use.gpus[index]
-            self._index_gpu(use, gpu, -1)
+            indexed = not (plain and not gpu.mig and not gpu.mig_enabled and not gpu.shares)
+            if indexed:
+                self._index_gpu(use, gpu, -1)
             _apply(gpu, job, pod, sign)
-            self._index_gpu(use, gpu, +1)
-        use.free_whole = sum(g.is_free for g in use.gpus)
-        self._index_node(use, +1)
+            if indexed:
+                self._index_gpu(use, gpu, +1)
+        free = sum(g.is_free for g in use.gpus)
+        if free != use.free_whole:  # else the node stays where it is in the indexes
+            self._index_node(use, -1)
+            use.free_whole = free
+            self._index_node(use, +1)
 
     def _index_node(self, use: NodeUse, sign: int) -> None:
         if not use.node.schedulable:
