@@ -61,6 +61,7 @@ from gitops_sched.scheduler.reservations import reservation_name, reservation_po
 from gitops_sched.scheduler.reserve import publish
 from gitops_sched.scheduler.status import StatusWriter
 from gitops_sched.scheduler.view import ClusterView, Ignored, PodRef, Reservation
+from tests.cluster_standins import Kubelet
 from tests.kube_emulator.fixtures import connect
 from tests.kube_emulator.server import KubeEmulator
 
@@ -863,3 +864,16 @@ def test_in_the_loop_fractions_share_a_reserved_gpu_and_whole_gpu_pods_stay_off_
     kube.api.finish_terminating(SYSTEM)
     assert len(scheduler.sync_once().outcome.bound) == 1
     client.close()
+
+
+def test_a_reservation_pod_starts_on_its_node_whatever_the_nodes_taints(kube, cluster):
+    """The fraction pod it holds the GPU for tolerated the node; the kubelet must not turn
+    the reservation away for a taint only the fraction pod names."""
+    taint = {"key": "dedicated", "value": "ml", "effect": "NoExecute"}
+    cluster.patch(ObjectRef("v1", "Node", "", "node-a"), {"spec": {"taints": [taint]}})
+    pod = reservation_pod("node-a", 1, SYSTEM, SCHEDULER, "img:1")
+    pod["spec"]["nodeName"] = "node-a"
+    cluster.create(pod)
+    Kubelet(kube.api).step()
+    started = live_pod(kube, pod["metadata"]["name"], SYSTEM)
+    assert started is not None and started["status"]["phase"] == "Running"

@@ -77,7 +77,9 @@ def reservation_pod(
             "serviceAccountName": SERVICE_ACCOUNT,
             "restartPolicy": "Always",
             "terminationGracePeriodSeconds": 5,
-            "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists"}],
+            # bound straight to the node the scheduler chose for a fraction pod that
+            # tolerates its taints: the reservation goes where its GPU is, whatever the taints
+            "tolerations": [{"operator": "Exists"}],
             "securityContext": {
                 "runAsNonRoot": True,
                 "runAsUser": 65532,
