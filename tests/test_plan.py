@@ -19,6 +19,9 @@ import yaml
 from click.testing import CliRunner
 
 from gitops_sched.cli import main
+from gitops_sched.compiler import Renders, render_repo
+from gitops_sched.compiler.reuse import same
+from gitops_sched.config.validate import check_repo
 from tests.config_builders import doc
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "plan"
@@ -345,6 +348,17 @@ def test_workloads_whose_project_changes_are_rendered_again(config_repo: Path) -
     assert jobs == {
         name: [{"path": env, "before": "2.0", "after": "4.0"}] for name in ("b-1", "b-2")
     }
+
+
+@pytest.mark.parametrize("name", ["netapp-dgx", "oci-a100"])
+def test_the_policy_compared_as_data_is_what_its_text_says(name: str) -> None:
+    """The diff takes the policy document from the render instead of parsing it back."""
+    repo, _ = check_repo(Path(__file__).parent.parent / "examples" / "clusters" / name)
+    assert repo is not None
+    renders = Renders()
+    render_repo(repo, renders)
+    [(text, document)] = renders.written.items()
+    assert same(yaml.safe_load(text), document, {})  # same types, same order
 
 
 # --- the numbers are simulate's ------------------------------------------------------------

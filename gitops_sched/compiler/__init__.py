@@ -33,7 +33,7 @@ def render_repo(repo: Repo, renders: Renders | None = None) -> list[dict[str, An
     objects = [
         *render_crds(),
         *render_priority_classes(),
-        *render_policy(repo),
+        *render_policy(repo, None if renders is None else renders.written),
         *render_custom_resources(repo),
         *render_tenancy(repo),
         *render_rbac(repo),

@@ -42,8 +42,14 @@ POLICY_CONFIGMAP = "gitops-sched-policy"
 POLICY_KEY = "policy.yaml"
 
 
-def render_policy(repo: Repo) -> list[dict[str, Any]]:
+def render_policy(repo: Repo, written: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The system namespace and the policy ConfigMap; `written`: its policy document, added
+    by its text."""
     cluster = repo.cluster
+    document = policy_document(repo)
+    text = dump_object(document)
+    if written is not None:
+        written[text] = document
     namespace = {
         "apiVersion": "v1",
         "kind": "Namespace",
@@ -53,7 +59,7 @@ def render_policy(repo: Repo) -> list[dict[str, Any]]:
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": object_meta(POLICY_CONFIGMAP, cluster.system_namespace),
-        "data": {POLICY_KEY: dump_object(policy_document(repo))},
+        "data": {POLICY_KEY: text},
     }
     return [namespace, config_map]
 

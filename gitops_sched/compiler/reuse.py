@@ -1,10 +1,12 @@
-"""One side's workload renders taken by the other side of a change (plan renders both).
+"""What a render of one side of a change leaves for the other side and for the diff.
 
 A workload's objects are a pure function of what `render_workload` is given: the cluster,
 the workload (its document included), its project, its node groups and its merged pod
 fields. Where the other side gave exactly the same, its objects are taken as they are
 instead of rendered again: a change leaves most workloads alone, and the plan's object
-diff then finds those objects equal at once (they are the same objects).
+diff then finds those objects equal at once (they are the same objects). The YAML
+documents a render writes into a string (the policy ConfigMap's) are kept as the data
+they were written from, so that the diff compares them without parsing them back.
 
 "Exactly the same" is stricter than `==`: the same types all the way down (`1` is not
 `1.0` or `True`, `Decimal("8")` not `Decimal("8.0")`: either may be written into a
@@ -29,9 +31,11 @@ _EXACT = (str, int, bool, type(None))  # types whose `==` already tells any two 
 
 @dataclass
 class Renders:
-    """Each workload's objects by name, with the inputs they were rendered from."""
+    """Each workload's objects by name, with the inputs they were rendered from; each YAML
+    document written, by its text (`yamltext.dump_object` gives it back as it was)."""
 
     by_name: dict[str, tuple[RenderInputs, list[dict[str, Any]]]] = field(default_factory=dict)
+    written: dict[str, Any] = field(default_factory=dict)
 
     def lookup(self, inputs: RenderInputs, compared: dict[tuple[int, int], bool]):
         """The objects rendered before from the same inputs, or None.

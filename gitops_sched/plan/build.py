@@ -149,7 +149,7 @@ def make_plan(
         head,
         problems,
         fixed,
-        objects=object_changes(before, after, base.repo, head.repo),
+        objects=object_changes(before, after, base.repo, head.repo, renders.written),
         quotas=quota_changes(base.repo, head.repo),
         capacity=capacity(base.repo, head.repo),
         full_demand=full_demand(base.repo, head.repo),

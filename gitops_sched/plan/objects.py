@@ -14,7 +14,9 @@ field's schema makes it a boolean on both sides or on neither.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import yaml
@@ -69,20 +71,24 @@ def _at(value: Any, path: tuple[str, ...]) -> Any:
     return value
 
 
-def field_changes(before: dict[str, Any], after: dict[str, Any]) -> tuple[FieldChange, ...]:
-    """The fields whose value differs, both ways (a field removed is a change too)."""
-    return tuple(_changes(compared(before), compared(after), ""))
+def field_changes(
+    before: dict[str, Any], after: dict[str, Any], written: Mapping[str, Any] = MappingProxyType({})
+) -> tuple[FieldChange, ...]:
+    """The fields whose value differs, both ways (a field removed is a change too).
+
+    `written`: YAML documents the compiler wrote into strings, by text, as data."""
+    return tuple(_changes(compared(before), compared(after), "", written))
 
 
-def _changes(old: Any, new: Any, prefix: str) -> list[FieldChange]:
+def _changes(old: Any, new: Any, prefix: str, written: Mapping[str, Any]) -> list[FieldChange]:
     paths = set(differences(new, old)) | set(differences(old, new))
     changes = []
     for path in sorted(paths):
         was, now = _at(old, path), _at(new, path)
         name = prefix + ".".join(path)
-        embedded = _embedded(was), _embedded(now)
+        embedded = _embedded(was, written), _embedded(now, written)
         if None not in embedded:  # a YAML document in a string: compare what it says
-            changes += _changes(*embedded, f"{name}:")
+            changes += _changes(*embedded, f"{name}:", written)
         else:
             changes.append(FieldChange(name, was, now))
     return changes
@@ -93,10 +99,13 @@ def _changes(old: Any, new: Any, prefix: str) -> list[FieldChange]:
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def _embedded(value: Any) -> dict | list | None:
-    """The mapping or list a multi-line string holds as YAML (a ConfigMap's policy.yaml)."""
+def _embedded(value: Any, written: Mapping[str, Any]) -> dict | list | None:
+    """The mapping or list a multi-line string holds as YAML (a ConfigMap's policy.yaml);
+    a document in `written` is not parsed again."""
     if not isinstance(value, str) or "\n" not in value:
         return None
+    if value in written:
+        return written[value]
     try:
         data = yaml.load(value, Loader=_SAFE_LOADER)
     except yaml.YAMLError:
@@ -113,9 +122,14 @@ def _namespaces(*repos: Repo) -> dict[str, str]:
 
 
 def object_changes(
-    before: list[dict[str, Any]], after: list[dict[str, Any]], base: Repo, head: Repo
+    before: list[dict[str, Any]],
+    after: list[dict[str, Any]],
+    base: Repo,
+    head: Repo,
+    written: Mapping[str, Any] = MappingProxyType({}),
 ) -> tuple[ObjectChange, ...]:
-    """Added, changed and removed objects, sorted by kind, project, namespace and name."""
+    """Added, changed and removed objects, sorted by kind, project, namespace and name;
+    `written` as for `field_changes`."""
     old = {_key(obj): obj for obj in before}
     new = {_key(obj): obj for obj in after}
     namespaces = _namespaces(base, head)
@@ -129,7 +143,7 @@ def object_changes(
         elif was == now:
             continue
         else:
-            fields = field_changes(was, now)
+            fields = field_changes(was, now, written)
             if not fields:
                 continue
             action = "changed"
