@@ -48,6 +48,22 @@ def place(session: Session, job: Job, count: int | None = None) -> bool:
     return False
 
 
+def surely_no_room(session: Session, job: Job) -> bool:
+    """Whether `place` would surely fail for want of free GPUs: a single pod of whole GPUs
+    and no allowed node with that many free (a cheap test, to skip a try that cannot
+    succeed; False says nothing)."""
+    request = job.request
+    if request.kind is not RequestKind.WHOLE or job.next_pods != 1:
+        return False
+    free_index = session.usage.free_index
+    return not any(
+        bucket
+        for group in session.groups_of(job)
+        for free, bucket in free_index[group].items()
+        if free >= max(request.count, 1)
+    )
+
+
 def pods_that_fit(session: Session, job: Job, count: int) -> int:
     """How many of `count` more pods of the job would fit now, one after another (up to the
     first that does not); changes nothing. What a pending gang is waiting for."""

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from gitops_sched.engine.admission import fits_quota
-from gitops_sched.engine.placement import place
+from gitops_sched.engine.placement import place, surely_no_room
 from gitops_sched.engine.session import Session, victim_order
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job, PodPlacement
 
@@ -74,6 +74,8 @@ def evict_until_placed(
             if not still_running(session, victim):
                 continue
             taken.append(evict(session, victim, reason, job))
+            if surely_no_room(session, job):
+                continue  # what the victims freed is not enough yet
             if place_within(session, job, accept):
                 if give_back(session, taken, accept):
                     commit()
