@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from gitops_sched.engine.fairshare import fair_shares, nodes_capacity
 from gitops_sched.engine.requests import placed_pod_gpus, pod_gpus
@@ -28,6 +29,9 @@ from gitops_sched.engine.types import (
 )
 from gitops_sched.engine.usage import NodeUse, Usage
 from gitops_sched.hardware.mig import MigInstance
+
+if TYPE_CHECKING:
+    from gitops_sched.engine.actions.victims import Victim
 
 
 def _key(job: Job) -> str:
@@ -84,6 +88,8 @@ class Session:
         # job -> (the job as last counted, its placed GPUs): victim scans ask again and
         # again about jobs that have not changed (a changed job is a new object)
         self._placed: dict[str, tuple[Job, float]] = {}
+        # job -> (the job as last seen, its victims, its nodes): see actions.victims.VictimPool
+        self.victim_cache: dict[str, tuple[Job, list[Victim], tuple[str, ...]]] = {}
         for job in self.jobs.values():
             if job.running:
                 self._account(job, job.placement, +1)

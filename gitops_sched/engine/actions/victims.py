@@ -166,15 +166,23 @@ class VictimPool:
         # those before it are gone for good or run outside those groups (see first_usable)
         self._frontier: dict[tuple[str, frozenset[str] | None], int] = {}
         self._mark = 0  # session.evictions before the current job's try
-        running = session.running()
-        if projects is not None:
-            running = [job for job in running if job.project in projects]
+        running = [
+            job
+            for job in session.running()
+            if job.preemptible and (projects is None or job.project in projects)
+        ]
+        # a job's victims and nodes, kept in the session for the next pool while the job
+        # is unchanged (a changed job is a new object)
+        cache = session.victim_cache
         for job in sorted(running, key=victim_order):
-            if job.preemptible:
-                victims = self._victims(job)
-                self.by_project.setdefault(job.project, []).extend(victims)
-                for node in sorted({pod.node for pod in job.placement}):
-                    self._by_node.setdefault(node, []).append(victims[-1])
+            entry = cache.get(job.key)
+            if entry is None or entry[0] is not job:
+                nodes = tuple(sorted({pod.node for pod in job.placement}))
+                entry = cache[job.key] = (job, self._victims(job), nodes)
+            _, victims, nodes = entry
+            self.by_project.setdefault(job.project, []).extend(victims)
+            for node in nodes:
+                self._by_node.setdefault(node, []).append(victims[-1])
 
     def groups(self, job: Job) -> frozenset[str]:
         group = self._group
