@@ -7,6 +7,7 @@ within a tier by kind, namespace and name, so equal repos give byte-identical ou
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from gitops_sched.compiler.crds import render_crds
@@ -14,31 +15,37 @@ from gitops_sched.compiler.policy import render_policy
 from gitops_sched.compiler.priorities import render_priority_classes
 from gitops_sched.compiler.rbac import render_rbac
 from gitops_sched.compiler.resources import render_custom_resources
-from gitops_sched.compiler.reuse import Renders
 from gitops_sched.compiler.storage import render_claims
 from gitops_sched.compiler.tenancy import render_tenancy
+from gitops_sched.compiler.unchanged import unchanged_workloads
 from gitops_sched.compiler.workloads import render_workloads
 from gitops_sched.config.model import Repo
 from gitops_sched.gcpause import paused_gc
 
-__all__ = ["Renders", "render_repo"]
+__all__ = ["render_repo", "unchanged_workloads"]
 
 
 @paused_gc()
-def render_repo(repo: Repo, renders: Renders | None = None) -> list[dict[str, Any]]:
-    """Every object of the repo, in apply order; `renders`: workload renders shared with
-    the other side of a change (see `reuse`)."""
+def render_repo(
+    repo: Repo,
+    skip: Collection[tuple[str, str]] = (),
+    written: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """Every object of the repo, in apply order.
+
+    For a plan's diff: `skip`, workloads (project, name) whose objects are left out (see
+    `unchanged`); `written`, the YAML documents written into strings, added by text."""
     if repo.cluster is None:
         raise ValueError("the repo declares no Cluster; there is nothing to render for")
     objects = [
         *render_crds(),
         *render_priority_classes(),
-        *render_policy(repo, None if renders is None else renders.written),
+        *render_policy(repo, written),
         *render_custom_resources(repo),
         *render_tenancy(repo),
         *render_rbac(repo),
         *render_claims(repo),
-        *render_workloads(repo, renders),
+        *render_workloads(repo, skip),
     ]
     return sorted(objects, key=_apply_order)
 

@@ -1,12 +1,9 @@
-"""What a render of one side of a change leaves for the other side and for the diff.
+"""The workloads a change leaves alone, so that a plan renders neither side's objects of them.
 
-A workload's objects are a pure function of what `render_workload` is given: the cluster,
+A workload's objects are a function of what `render_workload` is given only: the cluster,
 the workload (its document included), its project, its node groups and its merged pod
-fields. Where the other side gave exactly the same, its objects are taken as they are
-instead of rendered again: a change leaves most workloads alone, and the plan's object
-diff then finds those objects equal at once (they are the same objects). The YAML
-documents a render writes into a string (the policy ConfigMap's) are kept as the data
-they were written from, so that the diff compares them without parsing them back.
+fields. Where both sides give exactly the same, both render the same objects, which the
+object diff would find equal: most workloads of most changes, left out of both renders.
 
 "Exactly the same" is stricter than `==`: the same types all the way down (`1` is not
 `1.0` or `True`, `Decimal("8")` not `Decimal("8.0")`: either may be written into a
@@ -17,38 +14,35 @@ identity; plan's two sides share the documents of the files a change leaves alon
 from __future__ import annotations
 
 import marshal
-from dataclasses import dataclass, field, fields, is_dataclass
+from collections.abc import Callable
+from dataclasses import fields, is_dataclass
 from functools import cache
+from operator import attrgetter
 from typing import Any
 
+from gitops_sched.compiler.workloads import render_inputs
 from gitops_sched.config.loader import Document
-from gitops_sched.config.model import Cluster, NodeGroup, Project, Workload
+from gitops_sched.config.model import Repo
 
-# what render_workload is given: cluster, workload, project, node groups, merged pod fields
-RenderInputs = tuple[Cluster, Workload, Project, tuple[NodeGroup, ...], dict[str, Any]]
 _EXACT = (str, int, bool, type(None))  # types whose `==` already tells any two apart
 
 
-@dataclass
-class Renders:
-    """Each workload's objects by name, with the inputs they were rendered from; each YAML
-    document written, by its text (`yamltext.dump_object` gives it back as it was)."""
-
-    by_name: dict[str, tuple[RenderInputs, list[dict[str, Any]]]] = field(default_factory=dict)
-    written: dict[str, Any] = field(default_factory=dict)
-
-    def lookup(self, inputs: RenderInputs, compared: dict[tuple[int, int], bool]):
-        """The objects rendered before from the same inputs, or None.
-
-        `compared`: dataclass pairs already compared (by id; the caller keeps both alive)."""
-        found = self.by_name.get(inputs[1].name)
-        if found is not None and same(found[0], inputs, compared):
-            return found[1]
-        return None
+def unchanged_workloads(base: Repo, head: Repo) -> frozenset[tuple[str, str]]:
+    """(project, name) of the workloads both sides render from exactly the same inputs."""
+    before = {(i[1].project, i[1].name): i for i in render_inputs(base)}
+    compared: dict[tuple[int, int], bool] = {}  # both repos keep every compared object alive
+    return frozenset(
+        key
+        for inputs in render_inputs(head)
+        if (old := before.get(key := (inputs[1].project, inputs[1].name))) is not None
+        and same(old, inputs, compared)
+    )
 
 
 def same(a: Any, b: Any, compared: dict[tuple[int, int], bool]) -> bool:
-    """Equal, and of the same types in the same order all the way down (see the module)."""
+    """Equal, and of the same types in the same order all the way down (see the module).
+
+    `compared`: dataclass pairs already compared, by id (the caller keeps them alive)."""
     if a is b:
         return True
     kind = type(a)
@@ -65,22 +59,30 @@ def same(a: Any, b: Any, compared: dict[tuple[int, int], bool]) -> bool:
             for (ka, va), (kb, vb) in zip(a.items(), b.items())
         )
     if kind is list or kind is tuple:
-        return len(a) == len(b) and all(same(x, y, compared) for x, y in zip(a, b))
+        return len(a) == len(b) and _all_same(a, b, compared)
     if kind is Document:  # by identity: not the same object, so perhaps not the same text
         return False
-    if names := _fields(kind):
+    if values := _field_values(kind):
         key = (id(a), id(b))
         if (found := compared.get(key)) is None:
-            found = compared[key] = all(
-                same(getattr(a, name), getattr(b, name), compared) for name in names
-            )
+            found = compared[key] = _all_same(values(a), values(b), compared)
         return found
     if kind in _EXACT:
         return a == b
     return a == b and repr(a) == repr(b)  # floats (-0.0), Decimals (8 and 8.0), the rest
 
 
+def _all_same(a: tuple | list, b: tuple | list, compared: dict[tuple[int, int], bool]) -> bool:
+    """Item by item (of equal lengths); most items of both sides are the same objects."""
+    return all(x is y or same(x, y, compared) for x, y in zip(a, b))
+
+
 @cache
-def _fields(kind: type) -> tuple[str, ...]:
-    """A dataclass's field names (none for any other type)."""
-    return tuple(f.name for f in fields(kind)) if is_dataclass(kind) else ()
+def _field_values(kind: type) -> Callable[[Any], tuple] | None:
+    """A dataclass's field values as a tuple (None for any other type)."""
+    if not is_dataclass(kind):
+        return None
+    names = [f.name for f in fields(kind)]
+    if len(names) > 1:
+        return attrgetter(*names)
+    return lambda obj: tuple(getattr(obj, name) for name in names)  # attrgetter: no tuple

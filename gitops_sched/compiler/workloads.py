@@ -18,6 +18,7 @@ GPU and the node agent enforces the share.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterator
 from typing import Any
 
 from gitops_sched.compiler.contract import (
@@ -44,7 +45,6 @@ from gitops_sched.compiler.meta import (
     template_meta,
 )
 from gitops_sched.compiler.priorities import priority_class_name
-from gitops_sched.compiler.reuse import Renders
 from gitops_sched.config.model import SHM_VOLUME, Cluster, NodeGroup, Project, Repo, Workload
 from gitops_sched.config.templating import context_for, render_value
 
@@ -54,23 +54,26 @@ RENDEZVOUS_PORT = 29500  # torchrun's default
 BACKOFF_LIMIT = 3
 
 
-def render_workloads(repo: Repo, renders: Renders | None = None) -> list[dict[str, Any]]:
-    """Every workload's objects; with `renders`, those of workloads rendered there from the
-    same inputs are taken from there, and the others are added to it."""
-    projects = {p.name: p for p in repo.projects}
+# what render_workload is given: cluster, workload, project, node groups, merged pod fields
+RenderInputs = tuple[Cluster, Workload, Project, tuple[NodeGroup, ...], dict[str, Any]]
+
+
+def render_workloads(repo: Repo, skip: Collection[tuple[str, str]] = ()) -> list[dict[str, Any]]:
+    """Every workload's objects but those of the workloads in `skip` (project, name)."""
     objects: list[dict[str, Any]] = []
-    compared: dict[tuple[int, int], bool] = {}  # the inputs of both sides stay alive meanwhile
+    for inputs in render_inputs(repo):
+        if (inputs[1].project, inputs[1].name) not in skip:
+            objects += render_workload(*inputs)
+    return objects
+
+
+def render_inputs(repo: Repo) -> Iterator[RenderInputs]:
+    """What `render_workload` is given for each workload, in the repo's order."""
+    projects = {p.name: p for p in repo.projects}
     for workload in repo.workloads:
         project = projects[workload.project]
         node_groups = tuple(repo.workload_node_groups(workload))
-        inputs = (repo.cluster, workload, project, node_groups, repo.pod_spec(workload))
-        rendered = renders.lookup(inputs, compared) if renders is not None else None
-        if rendered is None:
-            rendered = render_workload(*inputs)
-            if renders is not None:
-                renders.by_name[workload.name] = inputs, rendered
-        objects += rendered
-    return objects
+        yield repo.cluster, workload, project, node_groups, repo.pod_spec(workload)
 
 
 def render_workload(
@@ -81,7 +84,7 @@ def render_workload(
     pod_fields: dict[str, Any],
 ) -> list[dict[str, Any]]:
     """The Job or Deployment of one workload, and its Service when it has ports to serve:
-    a function of its arguments only (see `reuse`)."""
+    a function of its arguments only (see `unchanged`)."""
     spec = render_value(pod_fields, context_for(cluster, project, workload))
     labels = {
         PROJECT_LABEL: project.name,

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from gitops_sched.compiler import Renders, render_repo
+from gitops_sched.compiler import render_repo, unchanged_workloads
 from gitops_sched.config.baseline import NO_BASELINE, Baseline
 from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.model import Repo
@@ -141,15 +141,16 @@ def make_plan(
     assert base.repo is not None and head.repo is not None
     simulation = _state(state, base.repo)
     scenario = workloads(base.repo, head.repo, simulation)
-    renders = Renders()  # the head takes the objects of the workloads the change leaves alone
-    before, after = render_repo(base.repo, renders), render_repo(head.repo, renders)
+    # workloads rendered from the same inputs on both sides are the same objects: left out
+    alone, written = unchanged_workloads(base.repo, head.repo), {}
+    before, after = render_repo(base.repo, alone, written), render_repo(head.repo, alone, written)
     return Plan(
         path.as_posix(),
         base,
         head,
         problems,
         fixed,
-        objects=object_changes(before, after, base.repo, head.repo, renders.written),
+        objects=object_changes(before, after, base.repo, head.repo, written),
         quotas=quota_changes(base.repo, head.repo),
         capacity=capacity(base.repo, head.repo),
         full_demand=full_demand(base.repo, head.repo),
