@@ -65,6 +65,7 @@ class Session:
         policy = snapshot.policy
         self.projects: dict[str, QueueSpec] = {p.name: p for p in policy.projects}
         self.departments: dict[str, QueueSpec] = {d.name: d for d in policy.departments}
+        self._parent = {p.name: p.parent for p in policy.projects}
         self.jobs: dict[str, Job] = {job.key: job for job in sorted(snapshot.jobs, key=_key)}
         running = [(j.key, j.project, pod) for j in self.jobs.values() for pod in j.placement]
         # releasing pods hold their GPUs under their own names until `release_all`
@@ -84,7 +85,10 @@ class Session:
         self.pending_reasons: dict[str, str] = {}
         self._undo: list[Callable[[], None]] | None = None
         self._nominal: dict[tuple, tuple[str, int]] = {}
-        self._in_job_order: list[str] | None = None  # every job's key, see pending_by_project
+        self._pod_wanted: dict[str, float] = {}  # job -> one pod's GPUs on its nominal GPU
+        # every job's place in queue order, see pending_by_project
+        self._in_job_order: dict[str, int] | None = None
+        self._pending = {key for key, job in self.jobs.items() if job.missing > 0}
         # job -> (the job as last counted, its placed GPUs): victim scans ask again and
         # again about jobs that have not changed (a changed job is a new object)
         self._placed: dict[str, tuple[Job, float]] = {}
@@ -117,13 +121,13 @@ class Session:
         within a cycle (only whether it is pending), so the jobs are sorted once.
         """
         if self._in_job_order is None:
-            self._in_job_order = [j.key for j in sorted(self.jobs.values(), key=job_order)]
+            ordered = sorted(self.jobs.values(), key=job_order)
+            self._in_job_order = {job.key: place for place, job in enumerate(ordered)}
         queues: dict[str, list[Job]] = {}
         jobs = self.jobs
-        for key in self._in_job_order:
-            job = jobs.get(key)
-            if job is not None and job.missing > 0:
-                queues.setdefault(job.project, []).append(job)
+        for key in sorted(self._pending, key=self._in_job_order.__getitem__):
+            job = jobs[key]
+            queues.setdefault(job.project, []).append(job)
         return queues
 
     def queue_key(self, name: str, job: Job | None = None, age: float = 0.0) -> tuple:
@@ -170,8 +174,7 @@ class Session:
         )
 
     def department_of(self, project: str) -> str:
-        spec = self.projects.get(project)
-        return spec.parent if spec else ""
+        return self._parent.get(project, "")
 
     def ratio(self, queue: str, gain: float = 0.0) -> float:
         """Allocated (plus `gain`) over fair share: the queue and reclaim orders."""
@@ -209,9 +212,12 @@ class Session:
     def wanted_gpus(self, job: Job, pods: int | None = None) -> float:
         """GPUs `pods` more pods (default: the next placement's) would count for, on the
         largest GPU the job may use."""
-        model, memory = self.nominal_gpu(job)
         count = job.next_pods if pods is None else pods
-        return pod_gpus(job, None, model, memory) * count
+        per_pod = self._pod_wanted.get(job.key)
+        if per_pod is None:
+            # a job's request and node groups never change within a cycle, only its pods
+            per_pod = self._pod_wanted[job.key] = pod_gpus(job, None, *self.nominal_gpu(job))
+        return per_pod * count
 
     def _pod_gpus(self, job: Job, pod: PodPlacement) -> float:
         use = self.nodes.get(pod.node)
@@ -344,7 +350,8 @@ class Session:
         """Evict for good (time limit, idle): the job leaves the session, not re-queued."""
         self.evict(job, reason)
         removed = self.jobs.pop(job.key)
-        self._log(lambda: self.jobs.__setitem__(job.key, removed))
+        self._pending.discard(job.key)
+        self._log(lambda: self._put(removed))
 
     def release_all(self) -> bool:
         """Treat releasing pods' GPUs as free from now on (pipelining): what is placed on
@@ -368,8 +375,15 @@ class Session:
 
     def _set_job(self, job: Job) -> None:
         previous = self.jobs[job.key]
+        self._put(job)
+        self._log(lambda: self._put(previous))
+
+    def _put(self, job: Job) -> None:
         self.jobs[job.key] = job
-        self._log(lambda: self.jobs.__setitem__(job.key, previous))
+        if job.missing > 0:
+            self._pending.add(job.key)
+        else:
+            self._pending.discard(job.key)
 
     def _occupy(
         self, job: Job, pods: tuple[PodPlacement, ...], gpus: tuple[PodPlacement, ...] | None = None
