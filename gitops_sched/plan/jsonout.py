@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gitops_sched.gcpause import paused_gc
 from gitops_sched.plan.build import Plan, Side
 from gitops_sched.plan.impact import Moved, ProjectImpact, Scenario
 from gitops_sched.plan.summary import summary
@@ -68,6 +69,7 @@ def _problem(problem: Any) -> dict[str, Any]:
     }
 
 
+@paused_gc()  # as markdown.render
 def to_json(plan: Plan) -> dict[str, Any]:
     capacity = plan.capacity
     return {

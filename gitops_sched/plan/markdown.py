@@ -12,6 +12,7 @@ import json
 from collections import defaultdict
 from typing import Any
 
+from gitops_sched.gcpause import paused_gc
 from gitops_sched.plan.build import Plan, Side
 from gitops_sched.plan.impact import Moved, ProjectImpact, Scenario
 from gitops_sched.plan.objects import ObjectChange
@@ -57,6 +58,7 @@ def _side(side: Side) -> str:
     return f"`{side.ref}`{commit}"
 
 
+@paused_gc()  # right after a plan of a large repo, a collection would walk all it holds
 def render(plan: Plan) -> str:
     lines = [
         MARKER,
