@@ -158,22 +158,28 @@ def _node_plan(session: Session, job: Job, use: NodeUse, count: int) -> Plan | N
         return None
     holders: dict[str, list[int]] = {}  # job -> GPUs of this node it holds
     blocked: set[int] = set()
+    sole: dict[str, int] = {}  # job -> GPUs it holds alone: what moving it alone frees
+    movable: dict[str, Job | None] = {}
     for gpu in use.gpus:
         if gpu.is_free or gpu.mig_enabled or gpu.held:
             continue
         names = [gpu.whole] if gpu.whole else list(gpu.shares)
-        if not all(_movable(session, name, job) for name in names):
-            blocked.add(gpu.index)
         for name in names:
+            if name not in movable:
+                movable[name] = _movable(session, name, job)
             holders.setdefault(name, []).append(gpu.index)
+        if not all(movable[name] for name in names):
+            blocked.add(gpu.index)
+        if len(names) == 1:
+            sole[names[0]] = sole.get(names[0], 0) + 1
     candidates = [
         session.jobs[name]
         for name, gpus in holders.items()
-        if not blocked.intersection(gpus) and _movable(session, name, job)
+        if not blocked.intersection(gpus) and movable[name]
     ]
     # the youngest job that frees enough alone; else the most GPUs freed per move first
     candidates.sort(key=lambda m: victim_order(m)[1:])
-    alone = [m for m in candidates if len(_freed(use, {m.key})) >= deficit]
+    alone = [m for m in candidates if sole.get(m.key, 0) >= deficit]
     if alone:
         return _plan(alone[:1], session.placed_gpus(alone[0]), (use.name,))
     candidates.sort(key=lambda m: -len(holders[m.key]))
