@@ -61,16 +61,17 @@ RenderInputs = tuple[Cluster, Workload, Project, tuple[NodeGroup, ...], dict[str
 def render_workloads(repo: Repo, skip: Collection[tuple[str, str]] = ()) -> list[dict[str, Any]]:
     """Every workload's objects but those of the workloads in `skip` (project, name)."""
     objects: list[dict[str, Any]] = []
-    for inputs in render_inputs(repo):
-        if (inputs[1].project, inputs[1].name) not in skip:
-            objects += render_workload(*inputs)
+    for inputs in render_inputs(repo, skip):
+        objects += render_workload(*inputs)
     return objects
 
 
-def render_inputs(repo: Repo) -> Iterator[RenderInputs]:
-    """What `render_workload` is given for each workload, in the repo's order."""
+def render_inputs(repo: Repo, skip: Collection[tuple[str, str]] = ()) -> Iterator[RenderInputs]:
+    """What `render_workload` is given for each workload but those in `skip`, in order."""
     projects = {p.name: p for p in repo.projects}
     for workload in repo.workloads:
+        if (workload.project, workload.name) in skip:
+            continue
         project = projects[workload.project]
         node_groups = tuple(repo.workload_node_groups(workload))
         yield repo.cluster, workload, project, node_groups, repo.pod_spec(workload)
