@@ -10,9 +10,14 @@ to a temporary Git repo; the working tree then raises one project's GPU quota by
 
 * ``validate_s``: ``check_repo`` of the working tree, what ``gitops-sched validate`` does;
 * ``plan_s``: ``make_plan(path, base="HEAD")`` — the base read from Git, both sides
-  validated, compiled and simulated (the repo's workloads settled under the base, then
-  the head applied), objects diffed — and its Markdown and JSON written in memory;
+  validated (the head reads and schema-checks only the files the change touched),
+  compiled (the workloads rendered from the same inputs on both sides left out of both)
+  and simulated (the repo's workloads settled under the base, then the head applied),
+  objects diffed — and its Markdown and JSON written in memory;
 * ``ratio_plan_over_validate``: the figure the goal is stated in (<= 6).
+
+Each timed run starts from a collected heap (``gc.collect()``, not timed), so that no run
+pays for the collector's walk over what the run before left, validate and plan alike.
 
 ``--profile FILE`` runs one more plan under cProfile (not timed) and writes its stats to
 FILE (``python -m pstats FILE``); the JSON then also gives ``settle_share``, the share of
