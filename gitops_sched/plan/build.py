@@ -2,6 +2,10 @@
 
 The base is read from Git at a ref, the head from Git or the working tree, each through
 the same loader (`check_source`); nothing here prints or exits: the CLI does.
+
+What the sides share is done once: the head takes the documents (and their schema check)
+of the files the change leaves alone from the base, and the workloads rendered from the
+same inputs on both sides are left out of both renders (their objects are equal).
 """
 
 from __future__ import annotations
