@@ -117,7 +117,7 @@ class _Positions(Mapping[Path_, Position]):
     def _get(self) -> dict[Path_, Position]:
         if self._table is None:
             self._table = _index_positions(self._data, self._values, self._keys)[self._which]
-            self._data = self._values = self._keys = None
+            self._data, self._values, self._keys = None, array(_POSITION), array(_POSITION)
         return self._table
 
     def __getitem__(self, path: Path_) -> Position:
@@ -248,7 +248,7 @@ class _Frame:
     __slots__ = ("anchor", "container", "is_map", "key", "keys_at", "seen", "values_at")
 
     def __init__(self, container: dict | list, anchor: _Anchor | None, at: tuple[int, int]):
-        self.container = container
+        self.container: Any = container  # a dict when `is_map`, else a list
         self.is_map = isinstance(container, dict)
         self.anchor = anchor
         self.values_at, self.keys_at = at  # where its positions start in the flat lists
@@ -276,7 +276,7 @@ class _Builder:
         self.anchors: dict[str, _Anchor] = {}
         self.stack: list[_Frame] = []
         self.root: Any = None
-        self.root_mark: yaml.Mark | None = None
+        self.root_mark: Any = None  # the root's yaml.Mark, once the root is read
         self.root_text: str | None = None  # the document's text when it is one scalar
         self.error: _LoadError | None = None
 

@@ -213,7 +213,7 @@ def _message(error: ValidationError) -> str:
     """The schema's own message after the value, else jsonschema's with the value shortened."""
     custom = _custom_message(error)
     if custom is None and error.validator == "type" and isinstance(error.instance, float):
-        custom = _FLOAT_PROBLEMS.get(_float_problem(error.instance, error.validator_value))
+        custom = _FLOAT_PROBLEMS.get(_float_problem(error.instance, error.validator_value) or "")
     if custom is None:
         return error.message.replace(repr(error.instance), _show(error.instance), 1)
     return custom if _is_container(error.instance) else f"{_show(error.instance)} {custom}"

@@ -167,7 +167,7 @@ class _LimitedTemplate(Template):
                 if size > MAX_OUTPUT:
                     raise _limit(f"output longer than {MAX_OUTPUT:,} characters")
                 out.append(chunk)
-            return self.environment.concat(out)  # type: ignore[attr-defined]
+            return self.environment.concat(out)
         except (RecursionError, MemoryError):
             raise _limit("calls nested too deeply (a macro or loop calling itself)") from None
         except Exception:

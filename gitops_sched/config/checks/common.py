@@ -10,7 +10,7 @@ stable from run to run.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 
 from gitops_sched.config.codes import Code
@@ -65,6 +65,6 @@ def _memory(value: Number) -> str:
     return _number(exact)
 
 
-def _itemized(items: list[tuple[str, Number]], fmt: Callable[[Number], str]) -> str:
+def _itemized(items: Sequence[tuple[str, Number]], fmt: Callable[[Number], str]) -> str:
     """`a 8, b 4`: which objects make up a sum."""
     return ", ".join(f"{name} {fmt(value)}" for name, value in items)

@@ -52,7 +52,8 @@ RESOURCES: tuple[tuple[str, str, Callable[[Number], str]], ...] = (
 
 
 def _over(total: Number, bound: Number) -> bool:
-    return total - bound > EPSILON
+    # never mixed: a sum is of GPUs (floats) or of CPU/memory (Decimals), its bound alike
+    return total - bound > EPSILON  # type: ignore[operator]
 
 
 def check_department_quotas(repo: Repo, baseline: Baseline = NO_BASELINE) -> Iterator[Diagnostic]:
@@ -138,10 +139,11 @@ def _blame(sum_: _Sum, baseline: Baseline) -> _Blame | None:
             return _Blame(doc, path, total, None)
     running: Number = 0
     for doc in baseline.order(docs, sum_.path):
-        running += values[id(doc)]
+        running += values[id(doc)]  # type: ignore[operator]  # never mixed (see _over)
         if _over(running, sum_.bound):
             path = sum_.path if sum_.path in doc.positions else sum_.otherwise
-            return _Blame(doc, path, total, sum_.bound - (total - values[id(doc)]))
+            room = sum_.bound - (total - values[id(doc)])  # type: ignore[operator]
+            return _Blame(doc, path, total, room)
     raise AssertionError("a sum over its bound has a part that takes it over")
 
 
@@ -173,7 +175,8 @@ def _limits_below_quota(owner: Department | Project) -> Iterator[Diagnostic]:
 
 def check_limits(repo: Repo) -> Iterator[Diagnostic]:
     """A hard limit below the guaranteed quota would take back the guarantee."""
-    for owner in [*repo.departments, *repo.projects]:
+    owners: list[Department | Project] = [*repo.departments, *repo.projects]
+    for owner in owners:
         yield from _limits_below_quota(owner)
 
 
