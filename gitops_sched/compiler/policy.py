@@ -45,7 +45,7 @@ POLICY_KEY = "policy.yaml"
 def render_policy(repo: Repo, written: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The system namespace and the policy ConfigMap; `written`: its policy document, added
     by its text."""
-    cluster = repo.cluster
+    cluster = repo.required_cluster
     document = policy_document(repo)
     text = dump_object(document)
     if written is not None:
@@ -65,7 +65,7 @@ def render_policy(repo: Repo, written: dict[str, Any] | None = None) -> list[dic
 
 
 def policy_document(repo: Repo) -> dict[str, Any]:
-    cluster: Cluster = repo.cluster
+    cluster = repo.required_cluster
     policy = cluster.policy
     projects: dict[str, list[Project]] = {}
     for project in sorted(repo.projects, key=lambda p: p.name):

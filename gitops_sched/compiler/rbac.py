@@ -37,7 +37,7 @@ MEMBER_RULES = [
 def render_rbac(repo: Repo) -> list[dict[str, Any]]:
     objects: list[dict[str, Any]] = []
     for project in repo.projects:
-        objects += member_access(repo.cluster.project_namespace(project.name), project)
+        objects += member_access(repo.required_cluster.project_namespace(project.name), project)
     by_department: dict[str, list[str]] = {}
     for project in repo.projects:
         by_department.setdefault(project.department, []).append(project.name)
@@ -65,7 +65,7 @@ def admin_namespace_access(repo: Repo) -> list[dict[str, Any]]:
         if department is None:
             continue
         labels = {PROJECT_LABEL: project.name, DEPARTMENT_LABEL: department.name}
-        namespace = repo.cluster.project_namespace(project.name)
+        namespace = repo.required_cluster.project_namespace(project.name)
         bindings.append(
             {
                 "apiVersion": f"{RBAC_API}/v1",

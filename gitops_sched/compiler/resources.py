@@ -15,7 +15,7 @@ from gitops_sched.config.model import Repo
 
 
 def render_custom_resources(repo: Repo) -> list[dict[str, Any]]:
-    cluster = repo.cluster
+    cluster = repo.required_cluster
     cluster_scoped = [
         custom_resource(item.doc)
         for items in ([cluster], repo.node_groups, repo.departments, repo.projects, repo.templates)

@@ -24,7 +24,7 @@ NO_PRUNE = {
 
 def render_claims(repo: Repo) -> list[dict[str, Any]]:
     """One PersistentVolumeClaim per project and claimed volume name."""
-    cluster = repo.cluster
+    cluster = repo.required_cluster
     rendered: dict[tuple[str, str], dict[str, Any]] = {}
     for workload in repo.workloads:
         for _, claim in repo.volume_claims(workload):

@@ -23,7 +23,7 @@ ISOLATION_POLICY = "gitops-sched-isolation"
 
 
 def render_tenancy(repo: Repo) -> list[dict[str, Any]]:
-    cluster = repo.cluster
+    cluster = repo.required_cluster
     objects: list[dict[str, Any]] = []
     for project in repo.projects:
         objects += [project_namespace_object(cluster, project), isolation(cluster, project)]

@@ -62,7 +62,7 @@ def same(a: Any, b: Any, compared: dict[tuple[int, int], bool]) -> bool:
         return len(a) == len(b) and _all_same(a, b, compared)
     if kind is Document:  # by identity: not the same object, so perhaps not the same text
         return False
-    if values := _field_values(kind):
+    if values := _field_values(kind):  # type: ignore[arg-type]  # typeshed: types hash
         key = (id(a), id(b))
         if (found := compared.get(key)) is None:
             found = compared[key] = _all_same(values(a), values(b), compared)

@@ -74,7 +74,7 @@ def render_inputs(repo: Repo, skip: Collection[tuple[str, str]] = ()) -> Iterato
             continue
         project = projects[workload.project]
         node_groups = tuple(repo.workload_node_groups(workload))
-        yield repo.cluster, workload, project, node_groups, repo.pod_spec(workload)
+        yield repo.required_cluster, workload, project, node_groups, repo.pod_spec(workload)
 
 
 def render_workload(
@@ -126,7 +126,7 @@ def _add_rendezvous_env(container: dict[str, Any], workload: Workload) -> None:
     address and port, the number of pods and this pod's rank (its completion index). The
     user's own variables of the same names win."""
     rank = {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX}']"}}
-    ours = {
+    ours: dict[str, dict[str, Any]] = {
         "MASTER_ADDR": {"value": f"{workload.name}-0.{workload.name}"},
         "MASTER_PORT": {"value": str(RENDEZVOUS_PORT)},
         "NNODES": {"value": str(workload.replicas)},

@@ -304,6 +304,14 @@ class Repo:
     def project(self, name: str) -> Project | None:
         return self._projects.get(name)
 
+    @property
+    def required_cluster(self) -> Cluster:
+        """The Cluster of a repo that passed its checks (they require exactly one): what the
+        compiler reads."""
+        if self.cluster is None:
+            raise ValueError("a repo without a Cluster cannot be compiled (validate it first)")
+        return self.cluster
+
     def default_template(self) -> Template | None:
         return self._default_template
 
