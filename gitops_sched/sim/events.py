@@ -26,8 +26,8 @@ the engine codec's `pod_from_dict`, the shape `simulate --format json` prints th
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -382,7 +382,7 @@ class _GpuUse:
     static GPU, it must be one of the declared instances)."""
 
     nodes: dict[str, Node]
-    shares: Counter[tuple[str, int]] = field(default_factory=Counter)
+    shares: defaultdict[tuple[str, int], float] = field(default_factory=lambda: defaultdict(float))
     mig_used: set[tuple[str, int, MigInstance]] = field(default_factory=set)
 
     def add(self, pod: PodPlacement) -> str | None:
@@ -421,7 +421,7 @@ def _subdocument(doc: Document, path: Path_) -> Document:
     for part in path:
         data = data[part]
 
-    def rebased(table: dict[Path_, tuple[int, int]]) -> dict[Path_, tuple[int, int]]:
+    def rebased(table: Mapping[Path_, tuple[int, int]]) -> dict[Path_, tuple[int, int]]:
         return {p[len(path) :]: at for p, at in table.items() if p[: len(path)] == path}
 
     return Document(doc.file, doc.index, data, rebased(doc.positions), rebased(doc.key_positions))

@@ -278,13 +278,13 @@ class _Run:
                 ok = got is not None and abs(got - want) <= TOLERANCE
                 self._check(step, expect, ("project", name, key), want, got, ok)
         states = self.states(expect.workloads)
-        for name, fields in expect.workloads.items():
+        for name, texts in expect.workloads.items():
             state = states[name]
             actual = {"status": state.status, "node": nodes_of(state.pods), "reason": state.reason}
-            for key, want in fields.items():
-                got = actual[key]
-                ok = want.lower() in got.lower() if key == "reason" else got == want
-                self._check(step, expect, ("workload", name, key), want, got, ok)
+            for key, text in texts.items():
+                seen = actual[key]
+                ok = text.lower() in seen.lower() if key == "reason" else seen == text
+                self._check(step, expect, ("workload", name, key), text, seen, ok)
 
     def _check(
         self, step: Step, expect: Expect, what: tuple[str, str, str], want: Any, got: Any, ok: bool
