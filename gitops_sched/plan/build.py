@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gitops_sched.compiler import render_repo, unchanged_workloads
 from gitops_sched.config.baseline import NO_BASELINE, Baseline
@@ -146,7 +147,8 @@ def make_plan(
     simulation = _state(state, base.repo)
     scenario = workloads(base.repo, head.repo, simulation)
     # workloads rendered from the same inputs on both sides are the same objects: left out
-    alone, written = unchanged_workloads(base.repo, head.repo), {}
+    alone = unchanged_workloads(base.repo, head.repo)
+    written: dict[str, Any] = {}
     before, after = render_repo(base.repo, alone, written), render_repo(head.repo, alone, written)
     return Plan(
         path.as_posix(),

@@ -23,7 +23,7 @@ from typing import Any
 
 from gitops_sched.bridge.build import gpu_request, nodes_from_repo, policy_from_repo
 from gitops_sched.config.diagnostics import Diagnostics
-from gitops_sched.config.loader import API_VERSION, Document
+from gitops_sched.config.loader import API_VERSION, Document, Path_
 from gitops_sched.config.model import Repo
 from gitops_sched.engine.fairshare import fair_shares, nodes_capacity
 from gitops_sched.engine.requests import placed_pod_gpus
@@ -134,7 +134,9 @@ def state_simulation(repo: Repo, state: dict[str, Any], file: str) -> Simulation
         ],
     }
     # positions: each entry on "line" i + 2, so a problem names the entry it is about
-    positions = {("running", i): (i + 2, 1) for i in range(len(entries))}
+    positions: dict[Path_, tuple[int, int]] = {
+        ("running", i): (i + 2, 1) for i in range(len(entries))
+    }
     doc = Document(file, 0, data, {(): (1, 1), **positions}, {})
     diagnostics = Diagnostics()
     simulation = parse_simulation(doc, repo, diagnostics)
@@ -219,7 +221,7 @@ def _why_requeued(
 def _with_mig(node: Node, pod: PodPlacement) -> Node:
     gpus = list(node.gpus)
     gpu = gpus[pod.gpus[0]]
-    if pod.mig not in gpu.mig_instances:
+    if pod.mig is not None and pod.mig not in gpu.mig_instances:
         gpus[gpu.index] = replace(gpu, mig_instances=(*gpu.mig_instances, pod.mig))
     return replace(node, gpus=tuple(gpus))
 
@@ -263,11 +265,11 @@ def workloads(base: Repo, head: Repo, state: Simulation | None = None) -> Scenar
         was, now = before.get(name), after.get(name)
         ran = was is not None and was.status == RUNNING
         runs = now is not None and now.status == RUNNING
-        if ran and not runs:
+        if ran and not runs and was is not None:
             reason = lost.get(name) or evicted_by.get(name) or (now.reason if now else "removed")
             gpus = held_gpus(old_jobs.get(name), old_nodes)
             evicted.append(Moved(name, was.workload.project, reason, gpus))
-        elif runs and not ran:
+        elif runs and not ran and now is not None:
             reason = "new" if was is None else ""
             started.append(
                 Moved(name, now.workload.project, reason, held_gpus(new_jobs.get(name), new_nodes))

@@ -134,6 +134,7 @@ def object_changes(
     new = {_key(obj): obj for obj in after}
     namespaces = _namespaces(base, head)
     changes = []
+    fields: tuple[FieldChange, ...]
     for key in old.keys() | new.keys():
         was, now = old.get(key), new.get(key)
         if was is None:
@@ -147,6 +148,6 @@ def object_changes(
             if not fields:
                 continue
             action = "changed"
-        project = _project(now if now is not None else was, namespaces)
+        project = _project(now or was or {}, namespaces)  # one of the two is an object
         changes.append(ObjectChange(action, key[0], key[1], key[2], project, fields))
     return tuple(sorted(changes, key=lambda c: (c.kind, c.project, c.namespace, c.name)))

@@ -155,22 +155,22 @@ def warnings(
                 )
             )
     # removed projects with workloads
-    running = defaultdict(int)
+    running: defaultdict[str, int] = defaultdict(int)
     if scenario.base_result is not None:
         for state in scenario.base_result.workloads:
             if state.status == RUNNING:
                 running[state.workload.project] += 1
     declared_in = Counter(w.project for w in base.workloads)
-    for project in base.projects:
-        if head.project(project.name) is not None:
+    for removed in base.projects:
+        if head.project(removed.name) is not None:
             continue
-        declared = declared_in[project.name]
-        if declared or running[project.name]:
+        declared = declared_in[removed.name]
+        if declared or running[removed.name]:
             found.append(
                 PlanWarning(
                     "removed-project-with-workloads",
-                    f"Project/{project.name}",
-                    f"removed while it has {declared} workload(s), {running[project.name]} running",
+                    f"Project/{removed.name}",
+                    f"removed while it has {declared} workload(s), {running[removed.name]} running",
                 )
             )
     # node groups shrinking under running work
