@@ -9,6 +9,7 @@ missing, since a CRD applied a moment ago adds kinds. Every request goes through
 
 from __future__ import annotations
 
+import builtins  # `list` is also a method of ClusterClient
 import json
 import os
 import shutil
@@ -136,7 +137,7 @@ class ClusterClient:
         kind: str,
         field_selector: str | None = None,
         namespace: str | None = None,
-    ) -> tuple[list[dict[str, Any]], str]:
+    ) -> tuple[builtins.list[dict[str, Any]], str]:
         """Objects of a kind and the list's resourceVersion, to watch from; NotFound when the
         server does not serve the kind."""
         resource = self.resource(api_version, kind)
@@ -250,7 +251,7 @@ class ClusterClient:
         method: str,
         path: str,
         body: Any = None,
-        query: list[tuple[str, str]] | None = None,
+        query: builtins.list[tuple[str, str]] | None = None,
         content_type: str | None = None,
         retry_conflicts: bool = True,
         retry_throttled: bool = True,

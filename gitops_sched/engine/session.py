@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING
 
 from gitops_sched.engine.fairshare import fair_shares, nodes_capacity
@@ -358,7 +359,7 @@ class Session:
         them binds once they have left. False when nothing was releasing."""
         for holder, pod in self.releasing.items():
             self.usage.give_back(holder, pod.pod)
-            self._log(lambda holder=holder, pod=pod: self.usage.take(holder, pod.project, pod.pod))
+            self._log(partial(self.usage.take, holder, pod.project, pod.pod))
         released, self.releasing = self.releasing, {}
         self._log(lambda: setattr(self, "releasing", released))
         return bool(released)

@@ -144,7 +144,7 @@ class Syncer:
         inventory = self.read_inventory()
         kinds = sorted(
             {(r.api_version, r.kind) for r in [*desired, *inventory.entries]},
-            key=lambda k: (stage(ObjectRef(*k, "", "")), k),
+            key=lambda k: (stage(ObjectRef(k[0], k[1], "", "")), k),
         )
         live = self.list_live(kinds)
         result.live = live

@@ -100,10 +100,10 @@ def _consolidate_for(
             taken: list[Taken] = []
             # one plan per pod at most: a gang's other pods may fit where there is room
             for plan in plans[start : start + job.next_pods]:
-                for key in plan.moves:
-                    current = session.jobs[key]
+                for moved in plan.moves:
+                    current = session.jobs[moved]
                     if current.running and len(taken) < MAX_MOVES:
-                        move = Victim(key, None, frozenset(), move_only=True)
+                        move = Victim(moved, None, frozenset(), move_only=True)
                         taken.append(evict(session, move, EvictReason.CONSOLIDATE, job))
                 if place_within(session, job, lambda: True):
                     if give_back(session, taken, lambda: True):
