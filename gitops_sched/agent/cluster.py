@@ -9,6 +9,7 @@ is printed (once, though later ticks would make it again) and not sent; reads st
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from gitops_sched.agent.pods import PodKey, format_time
@@ -155,6 +156,6 @@ class NodeApi:
             ref = ObjectRef("v1", "Pod", plugin.namespace, pod["metadata"]["name"])
             self._write(
                 f"delete pod/{plugin.namespace}/{ref.name} (device plugin restart)",
-                lambda ref=ref: self.client.delete(ref),
+                partial(self.client.delete, ref),
             )
         return len(mine)

@@ -20,7 +20,7 @@ from gitops_sched.agent.errors import (
     NotFound,
     NotSupported,
 )
-from gitops_sched.agent.gpus import ComputeInstance, Gpu, GpuInstance, GpuProcess
+from gitops_sched.agent.gpus import ComputeInstance, Gpu, GpuInstance, GpuProcess, MigMode
 from gitops_sched.hardware.gpus import MIB, GpuModel, known_gpu_model_names, lookup_gpu_model
 from gitops_sched.hardware.mig import MigInstance, is_valid_layout, mig_profiles
 
@@ -207,7 +207,9 @@ class FakeBackend:
 
     def _describe(self, gpu: _FakeGpu) -> Gpu:
         used = sum(p.used_memory or 0 for p in self._processes.values() if p.gpu_index == gpu.index)
-        mode = "unsupported" if not gpu.model.mig_capable else "enabled" if gpu.mig else "disabled"
+        mode: MigMode = (
+            "unsupported" if not gpu.model.mig_capable else "enabled" if gpu.mig else "disabled"
+        )
         return Gpu(
             index=gpu.index,
             uuid=gpu.uuid,

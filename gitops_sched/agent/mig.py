@@ -25,7 +25,7 @@ import hashlib
 import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 from gitops_sched.agent.errors import GpuError, InUse
 from gitops_sched.agent.gpus import Gpu, GpuBackend
@@ -128,7 +128,7 @@ def parse_request(text: str) -> tuple[GpuLayout, ...]:
     return tuple(layouts[index] for index in sorted(layouts))
 
 
-def _whole(value: Any) -> bool:
+def _whole(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 

@@ -132,8 +132,12 @@ class NodeAgent:
         by_index = {gpu.index: gpu for gpu in gpus}
         answers: list[GpuAnswer] = []
         for wanted in layouts:
-            busy = {p.instance_start for p in processes if p.gpu_index == wanted.index}
-            plan = plan_gpu(by_index.get(wanted.index), wanted, busy - {None}, static)
+            busy = {
+                p.instance_start
+                for p in processes
+                if p.gpu_index == wanted.index and p.instance_start is not None
+            }
+            plan = plan_gpu(by_index.get(wanted.index), wanted, busy, static)
             answers.append(self._carry_out(plan) if isinstance(plan, MigPlan) else plan)
         changed = any(answer.changed for answer in answers)
         if changed:

@@ -99,12 +99,12 @@ def policy_from_repo(repo: Repo) -> Policy:
     return engine_policy(settings, departments, projects)
 
 
-def memory_mib(memory_bytes: Decimal) -> int:
+def memory_mib(memory_bytes: Decimal | int) -> int:
     """Whole MiB, rounded down: a GPU never has more memory than it says."""
     return int(memory_bytes // MIB)
 
 
-def gpu_memory_mib(model: str | None, memory_bytes: Decimal | None) -> int:
+def gpu_memory_mib(model: str | None, memory_bytes: Decimal | int | None) -> int:
     """Memory per GPU: as declared, else the catalogue's for the model, else 0 (unknown)."""
     if memory_bytes is not None:
         return memory_mib(memory_bytes)

@@ -16,9 +16,10 @@ matching nodes from those, since nodes are not objects a config repo creates.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
@@ -207,8 +208,9 @@ class PolicyProject:
     node_groups: tuple[str, ...]  # allowed node groups; empty = every group that runs work
     node_groups_by_type: dict[str, tuple[str, ...]]
 
-    # the model's rule: the list for the type, else the overall list
-    allowed_node_groups = Project.allowed_node_groups
+    # the model's rule: the list for the type, else the overall list (a ClassVar typed
+    # loosely: mypy would check its `self` against Project)
+    allowed_node_groups: ClassVar[Callable[..., tuple[str, ...]]] = Project.allowed_node_groups
 
 
 @dataclass(frozen=True)
@@ -228,10 +230,11 @@ class PolicyNodeGroup:
     mig_layouts: tuple[MigLayout, ...]
     topology_label: str | None
 
-    # the model's rules, shared rather than restated
-    mig_static = NodeGroup.mig_static
+    # the model's rules, shared rather than restated (the properties ClassVars typed Any:
+    # mypy would check their `self` against NodeGroup)
+    mig_static: ClassVar[Any] = NodeGroup.mig_static
     mig_layout = NodeGroup.mig_layout
-    runs_workloads = NodeGroup.runs_workloads
+    runs_workloads: ClassVar[Any] = NodeGroup.runs_workloads
 
 
 @dataclass(frozen=True)

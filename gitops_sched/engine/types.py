@@ -88,7 +88,7 @@ class Job:
     pods: int = 1
     min_available: int = 1
     node_groups: tuple[str, ...] = ()  # allowed node groups; empty = any GPU node
-    submitted: int = 0  # submission order (or time): earlier first among equals
+    submitted: float = 0  # submission order (or time): earlier first among equals
     placement: tuple[PodPlacement, ...] = ()  # the running pods, by index; empty = pending
     started_at: float | None = None  # when it started running
     idle_since: float | None = None  # GPU idle since (from NVML); None = busy or unknown

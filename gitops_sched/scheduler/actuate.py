@@ -334,7 +334,8 @@ class _Cycle:
         """One request binds the pod and writes its annotations: the API server copies a
         Binding's annotations onto the pod as it sets spec.nodeName, so a pod is never
         bound without them, and half the requests go out."""
-        meta = {"name": name, "namespace": namespace, **({"uid": uid} if uid else {})}
+        meta: dict[str, Any] = {"name": name, "namespace": namespace}
+        meta |= {"uid": uid} if uid else {}
         if annotations:
             meta["annotations"] = annotations
         body = {

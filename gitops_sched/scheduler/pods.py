@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeGuard
 
 from gitops_sched.bridge.build import gpu_request
 from gitops_sched.compiler.contract import (
@@ -104,7 +104,8 @@ def read_pod(pod: dict[str, Any], project: str) -> OurPod:
     if node and PLACEMENT in annotations:
         placement, placed_as = read_placement(annotations[PLACEMENT], node)
         index = placed_as if index is None else index
-    controller = next((o for o in metadata.get("ownerReferences") or () if o.get("controller")), {})
+    owners = metadata.get("ownerReferences") or ()
+    controller: dict[str, Any] = next((o for o in owners if o.get("controller")), {})
     return OurPod(
         namespace=metadata.get("namespace") or "",
         name=metadata.get("name") or "",
@@ -283,7 +284,7 @@ def _flag(annotations: dict[str, str], key: str, default: bool) -> bool:
     return value == "true"
 
 
-def _integral(value: Any) -> bool:
+def _integral(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -294,7 +294,8 @@ class _Build:
                 self._ignore_ours(pod, why)
             return None
         running = {i: p for i, p in indexed.items() if p.placement is not None}
-        placement = tuple(replace(running[i].placement, index=i) for i in sorted(running))
+        placed = {i: p.placement for i, p in running.items() if p.placement is not None}
+        placement = tuple(replace(placed[i], index=i) for i in sorted(placed))
         size = first.replicas or len(indexed)
         job = Job(
             name=first.job,
@@ -418,7 +419,8 @@ class _Build:
 def _idle_since(pods: Iterable[OurPod]) -> float | None:
     """Idle since the last of its running pods went idle; None unless all of them are."""
     times = [p.idle_since for p in pods]
-    return max(times) if times and None not in times else None
+    known = [t for t in times if t is not None]
+    return max(known) if known and len(known) == len(times) else None
 
 
 def _ref(pod: OurPod, index: int) -> PodRef:

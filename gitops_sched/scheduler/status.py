@@ -125,10 +125,10 @@ class StatusWriter:
             for p in view.ignored
             if (p.namespace, p.name) not in reserved
         ]
-        for pod, why in told:
+        for target, why in told:
             why = why[:MAX_MESSAGE]
-            if self._said.get(pod.uid) != why:
-                self._tell(pod, why, report)
+            if self._said.get(target.uid) != why:
+                self._tell(target, why, report)
         live = {p.uid for pods in view.pods.values() for p in pods} | {p.uid for p in view.ignored}
         self._said = {uid: why for uid, why in self._said.items() if uid in live}
 

@@ -62,7 +62,7 @@ def _allocate_free(session: Session) -> None:
             heapq.heappush(heap, entry(name, position + 1))
 
 
-def _suffix_minima(values: list[int]) -> list[int]:
+def _suffix_minima(values: list[float]) -> list[float]:
     minima = list(values)
     for i in range(len(minima) - 2, -1, -1):
         minima[i] = min(minima[i], minima[i + 1])
