@@ -131,14 +131,22 @@ class Job:
         """The job with `pods` started too, in index order; it keeps its start if it ran."""
         placement = tuple(sorted((*self.placement, *pods), key=lambda pod: pod.index))
         started = self.started_at if self.running else now
-        return replace(self, placement=placement, started_at=started)
+        return self._with(placement=placement, started_at=started)
 
     def without_pods(self, pods: tuple[PodPlacement, ...]) -> Job:
         """The job without `pods`; left with none, it is pending: no start, no idle time."""
         left = tuple(pod for pod in self.placement if pod not in pods)
         if left:
-            return replace(self, placement=left)
-        return replace(self, placement=(), started_at=None, idle_since=None)
+            return self._with(placement=left)
+        return self._with(placement=(), started_at=None, idle_since=None)
+
+    def _with(self, **pods_and_times: object) -> Job:
+        """`replace` for the fields a cycle changes (pods and times), tens of thousands of
+        times a cycle: the other fields and the cached key are copied as they are, not
+        passed through __init__ again (Job checks nothing there)."""
+        job = object.__new__(Job)
+        job.__dict__.update(self.__dict__, **pods_and_times)
+        return job
 
     def tracking_short(self, now: float) -> Job:
         """The job with `short_since` kept up: the time it became short (`now` if it just
