@@ -6,6 +6,9 @@ Exit codes: 0 success, 1 invalid config (or an unmet simulation expectation),
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -108,14 +111,29 @@ def render(path: Path, output: str, excludes: tuple[str, ...]) -> None:
 
     repo = load_or_exit(path, excludes)
     objects = render_repo(repo)
-    if output == "-":
-        write_stream(objects, sys.stdout)
-        return
     try:
+        if output == "-":
+            write_stream(objects, sys.stdout)
+            sys.stdout.flush()
+            return
         write_directory(objects, Path(output))
     except ValueError as exc:  # an output path render must not replace
         raise click.UsageError(str(exc)) from exc
+    except OSError as exc:  # full disk, a file where a folder goes, no permission, ...
+        where = "standard output" if output == "-" else output
+        click.echo(f"render: cannot write {where}: {exc.strerror or exc}", err=True)
+        if output == "-":
+            _discard_stdout()
+        sys.exit(EXIT_USAGE)
     click.echo(f"{output}: {len(objects)} objects written", err=True)
+
+
+def _discard_stdout() -> None:
+    """Point standard output at /dev/null, so the interpreter's last flush of what could not
+    be written does not fail again with a traceback on the way out."""
+    with contextlib.suppress(OSError, ValueError, io.UnsupportedOperation):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 events_option = click.option(

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from gitops_sched.cli import main
@@ -102,3 +106,57 @@ def test_plan_reads_each_sides_own_ignore_file_and_applies_excludes_to_both(
     (root / "cfg" / ".gitops-schedignore").unlink()
     code, _ = run("plan", "cfg", "--base", "main", "--exclude", "scratch/")
     assert code == 1
+
+
+# --- where render writes -------------------------------------------------------------------
+
+
+def test_render_under_a_file_is_a_clear_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    code, output = run("render", str(EXAMPLE), "-o", str(tmp_path / "afile" / "out"))
+    assert code == 2
+    assert f"render: cannot write {tmp_path / 'afile' / 'out'}: Not a directory" in output
+
+
+CLI = "from gitops_sched.cli import main; main()"  # the console script, in a process of its own
+
+
+def test_render_to_a_full_standard_output_says_so_without_a_traceback() -> None:
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full on this system")
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-c", CLI, "render", str(EXAMPLE), "-o", "-"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+    assert done.returncode == 2
+    assert "render: cannot write standard output: No space left on device" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_disk_that_fills_mid_render_leaves_no_half_file_and_the_next_render_finishes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out"
+    real_write = Path.write_text
+    written = []
+
+    def fill_up(self: Path, text: str, *args: object, **kwargs: object) -> int:
+        if len(written) == 10:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        written.append(self)
+        return real_write(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", fill_up)
+    code, output = run("render", str(EXAMPLE), "-o", str(out))
+    assert code == 2 and "No space left on device" in output
+    assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]  # no staging left
+    for path in out.rglob("*.yaml"):  # every file there is whole
+        yaml.safe_load_all(path.read_text())
+    monkeypatch.undo()
+    code, _ = run("render", str(EXAMPLE), "-o", str(out))  # the next render completes it
+    assert code == 0
+    assert (out / "kustomization.yaml").is_file()
