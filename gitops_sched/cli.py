@@ -7,6 +7,7 @@ Exit codes: 0 success, 1 invalid config (or an unmet simulation expectation),
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import os
 import sys
@@ -57,7 +58,23 @@ def load_or_exit(path: Path, excludes: tuple[str, ...] = ()) -> Repo:
     return repo
 
 
-@click.group()
+class _Commands(click.Group):
+    """The commands, with one rule for output that cannot be written: a full disk or a
+    closed pipe behind standard output is one line (none for a reader that stopped
+    early, as `| head` does) and exit 2, never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except OSError as exc:
+            if exc.errno != errno.EPIPE:
+                why = exc.strerror or exc
+                click.echo(f"gitops-sched: cannot write the output: {why}", err=True)
+            _discard_stdout()
+            sys.exit(EXIT_USAGE)
+
+
+@click.group(cls=_Commands)
 @click.version_option(package_name="gitops-sched")
 def main() -> None:
     """Declare a shared GPU cluster in Git: validate, render, plan and simulate it."""
@@ -111,19 +128,16 @@ def render(path: Path, output: str, excludes: tuple[str, ...]) -> None:
 
     repo = load_or_exit(path, excludes)
     objects = render_repo(repo)
+    if output == "-":
+        write_stream(objects, sys.stdout)
+        sys.stdout.flush()  # a full disk shows here, inside the command (see _Commands)
+        return
     try:
-        if output == "-":
-            write_stream(objects, sys.stdout)
-            sys.stdout.flush()
-            return
         write_directory(objects, Path(output))
     except ValueError as exc:  # an output path render must not replace
         raise click.UsageError(str(exc)) from exc
     except OSError as exc:  # full disk, a file where a folder goes, no permission, ...
-        where = "standard output" if output == "-" else output
-        click.echo(f"render: cannot write {where}: {exc.strerror or exc}", err=True)
-        if output == "-":
-            _discard_stdout()
+        click.echo(f"render: cannot write {output}: {exc.strerror or exc}", err=True)
         sys.exit(EXIT_USAGE)
     click.echo(f"{output}: {len(objects)} objects written", err=True)
 

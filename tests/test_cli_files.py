@@ -133,7 +133,7 @@ def test_render_to_a_full_standard_output_says_so_without_a_traceback() -> None:
             check=False,
         )
     assert done.returncode == 2
-    assert "render: cannot write standard output: No space left on device" in done.stderr
+    assert "gitops-sched: cannot write the output: No space left on device" in done.stderr
     assert "Traceback" not in done.stderr
 
 
@@ -160,3 +160,28 @@ def test_a_disk_that_fills_mid_render_leaves_no_half_file_and_the_next_render_fi
     code, _ = run("render", str(EXAMPLE), "-o", str(out))  # the next render completes it
     assert code == 0
     assert (out / "kustomization.yaml").is_file()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["simulate", str(EXAMPLE)],
+        ["simulate", str(EXAMPLE), "--format", "json"],
+        ["explain", str(EXAMPLE), "sandbox-notebook"],
+        ["test", str(EXAMPLE)],
+    ],
+)
+def test_every_command_says_when_its_output_cannot_be_written(command: list[str]) -> None:
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full on this system")
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-c", CLI, *command],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+    assert done.returncode == 2
+    assert "gitops-sched: cannot write the output: No space left on device" in done.stderr
+    assert "Traceback" not in done.stderr
