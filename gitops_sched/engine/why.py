@@ -121,8 +121,10 @@ def _fair_share(session: Session, job: Job) -> str:
     held = session.allocated.get(project, 0.0)
     share = session.fair_share.get(project, 0.0)
     numbers = f"{project} holds {_gpus(held)} of its fair share of {_gpus(share)} GPUs"
-    if held + session.wanted_gpus(job) > share + GPU_EPSILON:
-        return f"fair share reached: {numbers}, and no GPU is free"
+    wanted = session.wanted_gpus(job)
+    if held + wanted > share + GPU_EPSILON:
+        more = "" if held >= share - GPU_EPSILON else f", {_gpus(wanted)} more would pass it"
+        return f"fair share reached: {numbers}{more}, and no GPU is free"
     return (
         f"nothing to reclaim: {numbers}, but the GPUs it may use hold work that may not be "
         "taken (non-preemptible, or of projects not above their fair share)"
