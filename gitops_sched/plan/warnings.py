@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
 from gitops_sched.config.model import Repo
+from gitops_sched.engine.requests import placed_pod_gpus
 from gitops_sched.plan.impact import RUNNING, Scenario, held_gpus
 from gitops_sched.plan.quotas import capacity_of
+from gitops_sched.sim.report import rounded
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,7 @@ def _non_preemptible_use(scenario: Scenario) -> dict[str, float]:
 
 
 def _node_group_use(scenario: Scenario) -> dict[str, float]:
+    """GPUs held now on each node group, pod by pod (as `held_gpus` counts a job's)."""
     result = scenario.base_result
     if result is None:
         return {}
@@ -107,7 +110,7 @@ def _node_group_use(scenario: Scenario) -> dict[str, float]:
         for pod in job.placement:
             node = nodes.get(pod.node)
             if node is not None:
-                use[node.node_group] += held_gpus(replace(job, placement=(pod,)), nodes)
+                use[node.node_group] += rounded(placed_pod_gpus(job, pod, node))
     return use
 
 
