@@ -11,13 +11,14 @@ trade a train job for an inference job, as KAI's preempt does.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Iterator
 from functools import partial
+from itertools import chain
 
-from gitops_sched.engine.actions.victims import VictimPool, evict_until_placed
+from gitops_sched.engine.actions.victims import Victim, VictimPool, evict_until_placed
 from gitops_sched.engine.admission import fits_quota, quota_blocker
 from gitops_sched.engine.session import Session
-from gitops_sched.engine.types import GPU_EPSILON, EvictReason
+from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job
 
 
 def preempt(session: Session, projects: Collection[str] | None = None) -> None:
@@ -45,17 +46,14 @@ def preempt(session: Session, projects: Collection[str] | None = None) -> None:
             shape = (name, job.request, job.next_pods, job.node_groups, job.priority)
             if cut == 0 or shape in failed:
                 continue
-            allowed = set(job.node_groups) or None
             pool.begin()
-            victims = []
-            index = pool.first_usable(name, 0, allowed)
-            while index is not None and index < cut:
-                if pool.by_project[name][index].job != job.key:
-                    victims.append(pool.by_project[name][index])
-                index = pool.first_usable(name, index + 1, allowed)
-            if not victims:
+            found = _below(pool, job, cut)
+            first = next(found, None)
+            if first is None:
                 continue
+            victims: Iterable[Victim] = chain((first,), found)
             if quota_blocker(session, job):
+                victims = list(victims)
                 freed = sum(pool.gpus(v) for v in victims if v.pods is None)
                 freeable = {name: freed, session.department_of(name): freed}
                 if quota_blocker(session, job, freeable):
@@ -71,3 +69,17 @@ def preempt(session: Session, projects: Collection[str] | None = None) -> None:
                 session.pending_reasons.pop(job.key, None)
             else:
                 failed.add(shape)
+
+
+def _below(pool: VictimPool, job: Job, cut: int) -> Iterator[Victim]:
+    """The project's usable victims before `cut` (of lower priority than the job), the
+    job's own pods aside, found as they are asked for: a try takes at most MAX_VICTIMS,
+    not every lower-priority job of the project. A victim this try stops is one already
+    given, so each is still usable when it is asked for, as it was when the try began."""
+    victims = pool.by_project[job.project]
+    allowed = set(job.node_groups) or None
+    index = pool.first_usable(job.project, 0, allowed)
+    while index is not None and index < cut:
+        if victims[index].job != job.key:
+            yield victims[index]
+        index = pool.first_usable(job.project, index + 1, allowed)
