@@ -131,6 +131,7 @@ def _reclaim_for(
     # keys[:scan] are done for this job: a project's key only grows as it loses work, so
     # the one that gave the last victim moves back (or leaves `over`) and the prefix stays
     scan = 0
+    blocked: set[str] = set()  # departments that may lose nothing to this job
 
     def next_victim() -> Victim | None:
         nonlocal movable, scan
@@ -150,9 +151,8 @@ def _reclaim_for(
                 position = bisect.bisect_left(keys, (False, key[1] + 1))
                 continue
             if project not in done:
-                # losing nothing is the most a project may do: if it may not, no victim will
                 index = None
-                if _may_lose(session, job, gain, project, 0.0, guaranteed):
+                if _may_lose_any(session, job, gain, project, guaranteed, blocked):
                     index = pool.first_usable(project, cursors.get(project, 0), allowed)
                 if index is not None:
                     victim = pool.by_project[project][index]
@@ -219,25 +219,51 @@ def _may_lose(
 ) -> bool:
     """Whether the victim's project (and department) stays at or above its floor once it
     loses `amount` GPUs to the job."""
-    queues = [(project, job.project)]
-    victim_dept = session.department_of(project)
-    if victim_dept != session.department_of(job.project):
-        queues.append((victim_dept, session.department_of(job.project)))
-    for queue, claimant in queues:
-        share = session.fair_share.get(queue, 0.0)
-        left = session.allocated[queue] - amount
-        if guaranteed:
-            # deserved quota is guaranteed: any work over the victim's own quota may go,
-            # even a gang that leaves it below its quota once evicted whole
-            spec = session.projects.get(queue) or session.departments.get(queue)
-            if spec is None or session.allocated[queue] <= spec.deserved + GPU_EPSILON:
-                return False
-            continue
-        if left < share - GPU_EPSILON:
+    if not _stays_above(session, gain, project, job.project, amount, guaranteed):
+        return False
+    department, claimant = session.department_of(project), session.department_of(job.project)
+    return department == claimant or _stays_above(
+        session, gain, department, claimant, amount, guaranteed
+    )
+
+
+def _may_lose_any(
+    session: Session, job: Job, gain: float, project: str, guaranteed: bool, blocked: set[str]
+) -> bool:
+    """_may_lose of nothing, the most a project may do: if it may not, no victim of its
+    will. `blocked` keeps for the job's try the departments that may lose nothing: their
+    allocation only falls while the try goes on, so none of their projects may later."""
+    department = session.department_of(project)
+    if department in blocked:
+        return False
+    if not _stays_above(session, gain, project, job.project, 0.0, guaranteed):
+        return False
+    claimant = session.department_of(job.project)
+    if department != claimant and not _stays_above(
+        session, gain, department, claimant, 0.0, guaranteed
+    ):
+        blocked.add(department)
+        return False
+    return True
+
+
+def _stays_above(
+    session: Session, gain: float, queue: str, claimant: str, amount: float, guaranteed: bool
+) -> bool:
+    """Whether `queue` keeps its floor losing `amount` GPUs to `claimant` (its sibling
+    at the same level), which gains `gain`."""
+    if guaranteed:
+        # deserved quota is guaranteed: any work over the victim's own quota may go,
+        # even a gang that leaves it below its quota once evicted whole
+        spec = session.projects.get(queue) or session.departments.get(queue)
+        return spec is not None and session.allocated[queue] > spec.deserved + GPU_EPSILON
+    share = session.fair_share.get(queue, 0.0)
+    left = session.allocated[queue] - amount
+    if left < share - GPU_EPSILON:
+        return False
+    claimant_share = session.fair_share.get(claimant, 0.0)
+    if share > GPU_EPSILON and claimant_share > GPU_EPSILON:
+        claimant_after = (session.allocated[claimant] + gain) / claimant_share
+        if left / share < claimant_after - GPU_EPSILON:
             return False
-        claimant_share = session.fair_share.get(claimant, 0.0)
-        if share > GPU_EPSILON and claimant_share > GPU_EPSILON:
-            claimant_after = (session.allocated[claimant] + gain) / claimant_share
-            if left / share < claimant_after - GPU_EPSILON:
-                return False
     return True
