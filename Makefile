@@ -13,7 +13,8 @@ test:
 thorough:  # the property tests with ten times the examples (hypothesis profile `thorough`)
 	HYPOTHESIS_PROFILE=thorough $(VENV)/bin/pytest tests/test_engine_properties.py \
 		tests/test_engine_live.py tests/test_engine_kai_parity.py tests/test_fairshare.py \
-		tests/test_consolidation_properties.py tests/test_engine_codec.py tests/test_schema.py
+		tests/test_consolidation_properties.py tests/test_engine_codec.py tests/test_schema.py \
+		tests/test_engine_held.py tests/test_scheduler_snapshot.py
 
 fuzz:  # mutated example repos and Simulation files through every command, 10x the examples
 	HYPOTHESIS_PROFILE=thorough $(VENV)/bin/pytest tests/test_fuzz.py --hypothesis-show-statistics
