@@ -40,44 +40,38 @@ from gitops_sched.reconciler.sync import Syncer
 from gitops_sched.scheduler import loop
 from gitops_sched.scheduler.actuate import Actuator
 from gitops_sched.scheduler.status import StatusWriter
+from tests.config_builders import doc
 from tests.kube_emulator import KubeEmulator
 
-API = "gitops-sched.io/v1alpha1"
 SYSTEM = "gitops-sched-system"
 SCHEDULED = ("Namespace", "ConfigMap", "PriorityClass", "CustomResourceDefinition")
-
-
-def doc(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": API, "kind": kind, "metadata": {"name": name}, "spec": spec}
 
 
 def write_repo(folder: Path, nodes: int, gpus: int, projects: int) -> None:
     """One A100 group of `nodes` nodes, one department, `projects` projects sharing it."""
     quota = nodes * gpus // projects
     docs = [
-        doc("Cluster", "fill", {"kubernetesVersion": "1.32", "systemNamespace": SYSTEM}),
+        doc("Cluster", "fill", kubernetesVersion="1.32", systemNamespace=SYSTEM),
         doc(
             "NodeGroup",
             "a100",
-            {
-                "role": "gpu-worker",
-                "nodeSelector": {"matchLabels": {"pool": "a100"}},
-                "nodeLabel": {"key": "gitops-sched.io/node-group", "value": "a100"},
-                "nodeCount": nodes,
-                "gpusPerNode": gpus,
-                "gpu": {"model": "A100-80GB", "memory": "80Gi"},
-            },
+            role="gpu-worker",
+            nodeSelector={"matchLabels": {"pool": "a100"}},
+            nodeLabel={"key": "gitops-sched.io/node-group", "value": "a100"},
+            nodeCount=nodes,
+            gpusPerNode=gpus,
+            gpu={"model": "A100-80GB", "memory": "80Gi"},
         ),
-        doc("Department", "research", {"quota": {"gpu": nodes * gpus}}),
+        doc("Department", "research", quota={"gpu": nodes * gpus}),
         *(
-            doc("Project", f"p{i}", {"department": "research", "quota": {"gpu": quota}})
+            doc("Project", f"p{i}", department="research", quota={"gpu": quota})
             for i in range(projects)
         ),
     ]
     (folder / "repo.yaml").write_text(yaml.safe_dump_all(docs), encoding="utf-8")
 
 
-def node(name: str, gpus: int) -> dict[str, Any]:
+def node(name: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -155,7 +149,7 @@ def serve_cluster(args: argparse.Namespace, folder: str, conn: Connection) -> No
         client.close()
         for n in range(args.nodes):
             name = f"a100-{n}"
-            kube.api.call("POST", "/api/v1/nodes", node(name, args.gpus_per_node))
+            kube.api.call("POST", "/api/v1/nodes", node(name))
             kube.api.call("PATCH", f"/api/v1/nodes/{name}/status", node_status(args.gpus_per_node))
         namespaces = [repo.project_namespace(f"p{i}") for i in range(args.projects)]
         for n in range(args.pods):
