@@ -103,10 +103,34 @@ def _condition(obj: Obj, kind: str) -> bool:
 
 
 class _Controller:
+    """A controller of pods owned by objects of one kind (`OWNER`: apiVersion, kind)."""
+
+    OWNER: tuple[str, str]
+
     def __init__(self, api: Api, seed: int = 0):
         self.api = api
         self.random = random.Random(seed)
         self.failed_creates: list[str] = []  # ApiError messages of pods it could not create
+
+    def step(self) -> bool:
+        """One sync of every owner, and of the pods of deleted owners; whether anything
+        changed."""
+        pods = self.api.objects("v1", "Pod")
+        owners = self.api.objects(*self.OWNER)
+        changed = False
+        for owner in owners:
+            changed |= self._sync(owner, _owned(pods, owner))
+        for pod in self._orphans(pods, owners, self.OWNER[1]):
+            changed |= self._orphaned(pod)
+        return changed
+
+    def _sync(self, owner: Obj, pods: list[Obj]) -> bool:
+        raise NotImplementedError
+
+    def _orphaned(self, pod: Obj) -> bool:
+        """What a pod whose owner is gone changes (it was just deleted unless already
+        terminating): whether anything changed."""
+        return not pod["metadata"].get("deletionTimestamp")
 
     def _suffix(self) -> str:
         return "".join(self.random.choice(NAME_CHARS) for _ in range(5))
@@ -162,22 +186,16 @@ class JobController(_Controller):
         super().__init__(api, seed)
         self.clock = clock
 
-    def step(self) -> bool:
-        """One sync of every Job, and of the pods of deleted Jobs; whether anything
-        changed."""
-        pods = self.api.objects("v1", "Pod")
-        jobs = self.api.objects("batch/v1", "Job")
-        changed = False
-        for job in jobs:
-            changed |= self._sync(job, _owned(pods, job))
-        for pod in self._orphans(pods, jobs, "Job"):
-            meta = pod["metadata"]
-            if not meta.get("deletionTimestamp"):
-                changed = True  # deleted just now
-            elif _phase(pod) in TERMINAL and TRACKING_FINALIZER in meta.get("finalizers", []):
-                self._release(pod)  # its Job is gone: nothing left to count it for
-                changed = True
-        return changed
+    OWNER = ("batch/v1", "Job")
+
+    def _orphaned(self, pod: Obj) -> bool:
+        meta = pod["metadata"]
+        if not meta.get("deletionTimestamp"):
+            return super()._orphaned(pod)  # deleted just now
+        if _phase(pod) in TERMINAL and TRACKING_FINALIZER in meta.get("finalizers", []):
+            self._release(pod)  # its Job is gone: nothing left to count it for
+            return True
+        return False
 
     def _sync(self, job: Obj, pods: list[Obj]) -> bool:
         spec, status = job["spec"], copy.deepcopy(job.get("status") or {})
@@ -372,16 +390,7 @@ def _ranges(indexes: set[int]) -> str:
 class DeploymentController(_Controller):
     """apps/v1 Deployments' pods, without ReplicaSets; see the module docstring."""
 
-    def step(self) -> bool:
-        """One sync of every Deployment, and of the pods of deleted ones; whether anything
-        changed."""
-        pods = self.api.objects("v1", "Pod")
-        deployments = self.api.objects("apps/v1", "Deployment")
-        changed = False
-        for deployment in deployments:
-            changed |= self._sync(deployment, _owned(pods, deployment))
-        orphans = self._orphans(pods, deployments, "Deployment")
-        return changed or any(not p["metadata"].get("deletionTimestamp") for p in orphans)
+    OWNER = ("apps/v1", "Deployment")
 
     def _sync(self, deployment: Obj, pods: list[Obj]) -> bool:
         """A rolling update as the deployment controller paces it: new pods while the total
