@@ -417,3 +417,22 @@ def test_an_idle_notebook_is_stopped_after_its_projects_idle_timeout(cluster: Cl
     assert "notebook-2" not in cluster.placements()
     assert cluster.evicted() == []  # stopped through its Job, never evicted to come back
     assert "notebook-4" in cluster.placements()  # its busy neighbour stays
+
+
+def test_a_changed_policy_is_read_again_and_an_unchanged_one_is_not(cluster: Cluster):
+    cluster.submit_repo_workloads()
+    cluster.settle()
+    first = cluster.scheduler.read_policy()
+    assert cluster.scheduler.read_policy() is first  # parsed once per version, not per cycle
+    ref = ObjectRef("v1", "ConfigMap", cluster.system, "gitops-sched-policy")
+    config_map = cluster.client.get(ref)
+    document = yaml.safe_load(config_map["data"]["policy.yaml"])
+    team_d = next(
+        p for d in document["departments"] for p in d["projects"] if p["name"] == "team-d"
+    )
+    team_d["quota"]["gpu"] = 6
+    config_map["data"]["policy.yaml"] = yaml.safe_dump(document)
+    cluster.client.replace(config_map)
+    cluster.scheduler.sync_once()
+    status = cluster.kube.api.find("gitops-sched.io/v1alpha1", "Project", "team-d")["status"]
+    assert status["deserved"] == 6

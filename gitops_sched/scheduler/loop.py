@@ -12,7 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gitops_sched.cluster.client import ClusterClient
 from gitops_sched.cluster.errors import ApiFailure
@@ -54,7 +54,6 @@ class CycleReport:
     view: ClusterView
     seconds: float
     engine_seconds: float
-    errors: list[str] = field(default_factory=list)
 
 
 class Scheduler:
@@ -90,6 +89,7 @@ class Scheduler:
         )
         self.informers = (self.pods, self.nodes, self.policy)
         self._actuator: Actuator | None = None
+        self._policy: tuple[str, ClusterPolicy] | None = None  # read at this resourceVersion
         self.status = StatusWriter(client, settings.dry_run)
 
     # --- one cycle -------------------------------------------------------------------
@@ -103,11 +103,16 @@ class Scheduler:
                 POLICY_CONFIGMAP,
             )
             return None
+        version = maps[0]["metadata"].get("resourceVersion", "")
+        if self._policy is not None and self._policy[0] == version:
+            return self._policy[1]  # parsed once per change, not once per cycle
         try:
-            return policy_from_configmap(maps[0])
+            policy = policy_from_configmap(maps[0])
         except ValueError as exc:
             log.error("ConfigMap %s/%s: %s", self.settings.namespace, POLICY_CONFIGMAP, exc)
             return None
+        self._policy = (version, policy)
+        return policy
 
     def cycle(self) -> CycleReport | None:
         """Decide and carry out one cycle from the cached objects; None without a policy."""
@@ -135,7 +140,7 @@ class Scheduler:
         return CycleReport(decisions, outcome, view, seconds, engine_seconds)
 
     def _actuator_for(self, policy: ClusterPolicy) -> Actuator:
-        if self._actuator is None or self._actuator.policy != policy:
+        if self._actuator is None or self._actuator.policy is not policy:
             self._actuator = Actuator(
                 self.client, policy, self.settings.reservation_image, self.settings.dry_run
             )
