@@ -13,7 +13,13 @@ of ``SIZES`` (a size given on the command line wins):
   from empty, its time and cycles (and the first cycle alone).
 * ``scaling``: one cycle of the generated state at `--scale-steps` sizes, nodes and jobs
   doubling from `--scale-nodes` x `--scale-jobs-per-node` (250 x 2,500 to 4,000 x
-  40,000); departments and projects stay as `--departments` / `--projects`. The growth
+  40,000). Departments and projects stay `--departments` / `--projects`, so each
+  project's quota and queue grow with the size; `--scale-queues grow` makes them grow
+  with the nodes instead, as many per node as the cycle section has, so that every size
+  is the same cluster at another scale. Each row also has ``load_s``, the time to parse
+  the same state (JSON text to ``Snapshot``), and ``cycle_over_load``: parsing is linear
+  work, so how it grows shows what the machine's memory adds as the state outgrows its
+  caches (``growth_exponent_load``). The growth
   exponent is the least-squares slope of log(cycle time) over log(jobs) (goal <= 1.1);
   ``step_exponents`` are the slopes between neighbouring sizes. Each row also has the best
   CPU time of this process (``cycle_cpu_s``, and ``growth_exponent_cpu`` over it), which
@@ -733,6 +739,11 @@ def phases(snapshot: Snapshot, shares: dict[str, float]) -> tuple[dict[str, floa
     return {k: round(v, 6) for k, v in out.items()}, same
 
 
+def load_state(text: str) -> Snapshot:
+    """What loading the state costs the in-cluster scheduler: JSON to a Snapshot."""
+    return snapshot_from_dict(json.loads(text))
+
+
 def cycle_section(args: argparse.Namespace) -> dict[str, Any]:
     """The original figures: load, demand, fair share and one cycle of the generated state."""
     start = time.perf_counter()
@@ -745,7 +756,7 @@ def cycle_section(args: argparse.Namespace) -> dict[str, Any]:
     parse_s, _ = best_of(args.repeat, lambda: json.loads(text))
     data = json.loads(text)
     build_s, _ = best_of(args.repeat, lambda: snapshot_from_dict(data))
-    load_s, snapshot = best_of(args.repeat, lambda: snapshot_from_dict(json.loads(text)))
+    load_s, snapshot = best_of(args.repeat, partial(load_state, text))
     if snapshot != generated.snapshot:
         raise AssertionError("the serialised state does not load back to the same snapshot")
 
@@ -865,21 +876,31 @@ def scaling_section(args: argparse.Namespace) -> dict[str, Any]:
     snapshot = None
     for nodes, jobs in scaling_sizes(args):
         sized = argparse.Namespace(**{**vars(args), "nodes": nodes, "workloads": jobs})
+        if args.scale_queues == "grow":
+            sized.departments = max(1, round(args.departments * nodes / args.nodes))
+            sized.projects = max(1, round(args.projects * nodes / args.nodes))
         start = time.perf_counter()
         generated = generate(sized)
         generate_s = time.perf_counter() - start
         snapshot = generated.snapshot
         cycle_s, cycle_cpu_s, decisions = timed_runs(args.repeat, partial(schedule, snapshot))
         counts = count_decisions(decisions)
+        text = json.dumps(snapshot_to_dict(snapshot), separators=(",", ":"))
+        load_s, _ = best_of(args.repeat, partial(load_state, text))
+        del text
         rows.append(
             {
                 "nodes": nodes,
                 "gpus": generated.summary["gpus"],
+                "departments": sized.departments,
+                "projects": sized.projects,
                 "jobs": jobs,
                 "running": generated.summary["running"],
                 "generate_s": round(generate_s, 3),
                 "cycle_s": round(cycle_s, 6),
                 "cycle_cpu_s": round(cycle_cpu_s, 6),
+                "load_s": round(load_s, 6),
+                "cycle_over_load": round(cycle_s / load_s, 3),
                 "us_per_job": round(cycle_s / jobs * 1e6, 2),
                 **{k: counts[k] for k in ("binds", "evictions", "mig_changes", "pending_after")},
             }
@@ -887,9 +908,9 @@ def scaling_section(args: argparse.Namespace) -> dict[str, Any]:
     sizes = [r["jobs"] for r in rows]
     exponent = growth_exponent(sizes, [r["cycle_s"] for r in rows])
     exponent_cpu = growth_exponent(sizes, [r["cycle_cpu_s"] for r in rows])
+    exponent_load = growth_exponent(sizes, [r["load_s"] for r in rows])
     result: dict[str, Any] = {
-        "projects": args.projects,
-        "departments": args.departments,
+        "queues": args.scale_queues,
         "rows": rows,
         "step_exponents": [
             round(growth_exponent([a["jobs"], b["jobs"]], [a["cycle_s"], b["cycle_s"]]), 3)
@@ -897,6 +918,7 @@ def scaling_section(args: argparse.Namespace) -> dict[str, Any]:
         ],
         "growth_exponent": None if exponent is None else round(exponent, 3),
         "growth_exponent_cpu": None if exponent_cpu is None else round(exponent_cpu, 3),
+        "growth_exponent_load": None if exponent_load is None else round(exponent_load, 3),
         "goal": {
             "max_exponent": GOAL_EXPONENT,
             "met": exponent is not None and exponent <= GOAL_EXPONENT,
@@ -1041,6 +1063,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="the smaller sizes of SIZES")
     parser.add_argument("--running-fraction", type=float, default=0.5)
     parser.add_argument("--no-phases", action="store_true", help="skip the per-action run")
+    parser.add_argument(
+        "--scale-queues",
+        choices=("fixed", "grow"),
+        default="fixed",
+        help="departments and projects of the scaling table: as given, or per node",
+    )
     parser.add_argument("--profile", metavar="FILE", help="write cProfile stats of one cycle")
     parser.add_argument("--profile-dir", metavar="DIR", help="cProfile each section into DIR")
     for name, (default, text) in OPTIONS.items():

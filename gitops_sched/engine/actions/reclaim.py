@@ -77,39 +77,108 @@ def _freeable(session: Session, job: Job) -> dict[str, float]:
 
 
 class _VictimQueues:
-    """The projects that have preemptible work, kept sorted by Session.victim_queue_key.
+    """The projects that may give work to a claimant, kept sorted by
+    Session.victim_queue_key in two views: for a claimant within its deserved quota
+    (`guaranteed`), those over their deserved quota; for the others, those above their
+    fair share. Either way only projects whose department may also lose work (over its
+    deserved quota, or at or above its fair share) are in a view, except in the claimant's
+    own department (`open`), whose projects compete only with each other.
 
-    A project's key changes only with its allocation, so after a reclaim only the projects
-    whose allocation moved are put back in place, instead of sorting them all per job.
-    `over` holds, in the same order, those above their deserved quota: the only ones a job
-    within its own deserved quota may take from (see _may_lose), without scanning the rest.
+    A project's key changes only with its allocation, and a department's standing only
+    with its projects', so after a try only what it touched is put back in place, instead
+    of sorting every project per job. Mid-try a view is a superset of the projects
+    _may_lose_any allows: departments only lose work then, and its `blocked` set finds
+    those that drop out.
     """
 
     def __init__(self, session: Session, projects: list[str]) -> None:
         self.session = session
+        self.open = ""  # the current claimant's department
         self.allocated = {p: session.allocated.get(p, 0.0) for p in projects}
         self.keys = {p: session.victim_queue_key(p) for p in projects}
-        self.sorted = sorted(self.keys.values())  # each key ends with its project's name
-        self.over = [key for key in self.sorted if self._over(key[-1])]
+        self.by_department: dict[str, list[str]] = {}
+        for project in projects:
+            self.by_department.setdefault(session.department_of(project), []).append(project)
+        self.standing = {d: self._department_may_give(d) for d in self.by_department}
+        self.views: dict[bool, list[tuple]] = {
+            guaranteed: sorted(self.keys[p] for p in projects if self._may_give(p, guaranteed))
+            for guaranteed in (False, True)
+        }
+        self.inside = {
+            (key[-1], guaranteed) for guaranteed, view in self.views.items() for key in view
+        }
 
-    def _over(self, project: str) -> bool:
-        spec = self.session.projects.get(project)
-        return spec is not None and self.allocated[project] > spec.deserved + GPU_EPSILON
+    def _department_may_give(self, department: str) -> tuple[bool, bool]:
+        """Whether the department may lose anything, to a claimant above and within its
+        deserved quota."""
+        if department == self.open:
+            return True, True
+        session = self.session
+        allocated = session.allocated.get(department, 0.0)
+        spec = session.departments.get(department)
+        return (
+            allocated >= session.fair_share.get(department, 0.0) - GPU_EPSILON,
+            spec is not None and allocated > spec.deserved + GPU_EPSILON,
+        )
+
+    def _may_give(self, project: str, guaranteed: bool) -> bool:
+        """Whether the project, and its department, may lose anything at all."""
+        if not self.standing[self.session.department_of(project)][guaranteed]:
+            return False
+        allocated = self.session.allocated.get(project, 0.0)
+        if guaranteed:
+            spec = self.session.projects.get(project)
+            return spec is not None and allocated > spec.deserved + GPU_EPSILON
+        return allocated > self.session.fair_share.get(project, 0.0) + GPU_EPSILON
+
+    def claim_for(self, project: str) -> None:
+        """A try for a claimant of `project` begins: its department's projects may give.
+        The department stays open until a claimant of another one comes (a project's
+        claimants come one after another), so its projects are not re-placed per try."""
+        department = self.session.department_of(project)
+        if department != self.open:
+            previous, self.open = self.open, department
+            self._restand(previous)
+            self._restand(department)
+
+    def settle(self, projects: Iterable[str]) -> None:
+        """The try has ended: re-place the projects it touched and, where their
+        department's standing changed, its other projects."""
+        self.refresh(projects)
+        for department in sorted({self.session.department_of(p) for p in projects}):
+            self._restand(department)
+
+    def _restand(self, department: str) -> None:
+        standing = self._department_may_give(department)
+        if department in self.standing and self.standing[department] != standing:
+            self.standing[department] = standing
+            for project in self.by_department[department]:
+                self._place(project, self.keys[project])
 
     def refresh(self, projects: Iterable[str]) -> None:
         """Re-place those of the projects whose allocation changed."""
         for project in projects:
+            old = self.keys.get(project)
             allocated = self.session.allocated.get(project, 0.0)
-            if project in self.allocated and allocated != self.allocated[project]:
-                key = self.keys[project]
-                del self.sorted[bisect.bisect_left(self.sorted, key)]
-                if self._over(project):
-                    del self.over[bisect.bisect_left(self.over, key)]
+            if old is not None and allocated != self.allocated[project]:
                 self.allocated[project] = allocated
-                key = self.keys[project] = self.session.victim_queue_key(project)
-                bisect.insort(self.sorted, key)
-                if self._over(project):
-                    bisect.insort(self.over, key)
+                self.keys[project] = self.session.victim_queue_key(project)
+                self._place(project, old)
+
+    def _place(self, project: str, old: tuple) -> None:
+        """Put the project where its current key and standing say, in both views."""
+        key = self.keys[project]
+        for guaranteed, view in self.views.items():
+            was = (project, guaranteed) in self.inside
+            now = self._may_give(project, guaranteed)
+            if was and (not now or key != old):
+                del view[bisect.bisect_left(view, old)]
+            if now and (not was or key != old):
+                bisect.insort(view, key)
+            if now:
+                self.inside.add((project, guaranteed))
+            else:
+                self.inside.discard((project, guaranteed))
 
 
 def _reclaim_for(
@@ -122,6 +191,7 @@ def _reclaim_for(
 ) -> bool:
     allowed = set(job.node_groups) or None
     pool.begin()
+    order.claim_for(job.project)
     touched = {job.project}  # projects whose allocation this try may change
     cursors: dict[str, int] = {}  # project -> its next victim to consider for this job
     done = {job.project}  # projects with nothing (more) to give this job
@@ -129,7 +199,7 @@ def _reclaim_for(
     freed_nodes: set[str] = set()  # where the victims that may be stopped ran
     movable: list[Victim] | None = None
     # keys[:scan] are done for this job: a project's key only grows as it loses work, so
-    # the one that gave the last victim moves back (or leaves `over`) and the prefix stays
+    # the one that gave the last victim moves back (or leaves the view) and the prefix stays
     scan = 0
     blocked: set[str] = set()  # departments that may lose nothing to this job
 
@@ -137,14 +207,12 @@ def _reclaim_for(
         nonlocal movable, scan
         order.refresh(last)
         last.clear()
-        keys = order.over if guaranteed else order.sorted
+        keys = order.views[guaranteed]
         position = scan
         floor = None if guaranteed else _ratio_floor(session, job, gain)
         while position < len(keys):
             key = keys[position]
             project = key[-1]
-            if not guaranteed and key[0]:
-                break  # at or below its fair share, as are the rest (see the key)
             if floor is not None and -key[2] < floor:
                 # below the job's ratio after it, as is the rest of its over-quota rank:
                 # none of them may lose anything (see _may_lose)
@@ -178,7 +246,7 @@ def _reclaim_for(
     placed = evict_until_placed(
         session, job, EvictReason.RECLAIM, next_victim, lambda: fits_quota(session, job)
     )
-    order.refresh(touched)  # kept or undone, the allocations may have moved
+    order.settle(touched)  # kept or undone, the allocations may have moved
     return placed
 
 
