@@ -183,6 +183,24 @@ def test_reclaim_takes_from_lower_rank_queues_first():
     assert [allocated(history[-1], p) for p in ("b", "c", "d")] == [1, 1, 6]
 
 
+def test_a_queue_whose_first_jobs_cannot_reclaim_still_reclaims_for_later_ones():
+    # d's first two jobs may only use group z, where nothing may be evicted (x's
+    # inference); its later 1-GPU job reclaims from b on group a in the same cycle, and is
+    # not left waiting behind them for good
+    pol = policy(project("x", 4), project("b", 0), project("d", 4))
+    work = [
+        running("serve", "x", 4, on("z-0", 0, 1, 2, 3), type="inference"),
+        *(running(f"b-{i}", "b", 1, on("a-0", i), started=i) for i in range(4)),
+        job("d-z2", "d", 2, node_groups=("z",), submitted=10),
+        job("d-z1", "d", 1, node_groups=("z",), submitted=11),
+        job("d-one", "d", 1, submitted=12),
+    ]
+    snap = replace(snapshot(pol, (*nodes("a", 1, gpus=4), *nodes("z", 1, gpus=4)), work), now=9.0)
+    decisions = schedule(snap)
+    assert [(e.job, e.reason) for e in decisions.evictions] == [("b-3", EvictReason.RECLAIM)]
+    assert [b.job for b in decisions.binds] == ["d-one"]
+
+
 # -- evict only what is needed ----------------------------------------------------------------
 
 

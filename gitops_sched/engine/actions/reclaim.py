@@ -26,8 +26,6 @@ from gitops_sched.engine.admission import fits_quota, may_reclaim, quota_blocker
 from gitops_sched.engine.session import Session, victim_order
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job
 
-MAX_FAILED_PER_PROJECT = 2  # a queue whose first jobs cannot reclaim waits for next cycle
-
 
 def reclaim(session: Session, claimants: Collection[str] | None = None) -> None:
     """Reclaim for the pending work of every project, or only of `claimants`."""
@@ -42,10 +40,7 @@ def reclaim(session: Session, claimants: Collection[str] | None = None) -> None:
     # and its quota and ratio decide which victims it may take.
     failed_shapes: set[tuple] = set()
     for name in session.serve_order(queues):
-        failed = 0
         for job in queues[name]:
-            if failed >= MAX_FAILED_PER_PROJECT:
-                break
             job = session.jobs[job.key]
             if job.missing == 0 or quota_blocker(session, job, _freeable(session, job)):
                 continue
@@ -61,7 +56,6 @@ def reclaim(session: Session, claimants: Collection[str] | None = None) -> None:
             if _reclaim_for(session, job, pool, order, gain, guaranteed):
                 session.pending_reasons.pop(job.key, None)
             else:
-                failed += 1
                 failed_shapes.add(shape)
 
 
