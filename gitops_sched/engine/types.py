@@ -101,12 +101,12 @@ class Job:
     def key(self) -> str:
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
 
-    @property
+    @cached_property  # as `key`, and so are `missing` and `next_pods` (see _with)
     def running(self) -> bool:
         """Some pods hold GPUs."""
         return bool(self.placement)
 
-    @property
+    @cached_property
     def missing(self) -> int:
         """Pods not running: pending work."""
         return self.pods - len(self.placement)
@@ -116,7 +116,7 @@ class Job:
         """Partly running: fewer than `min_available` pods run (a gang in flight)."""
         return 0 < len(self.placement) < self.min_available
 
-    @property
+    @cached_property
     def next_pods(self) -> int:
         """How many pods the next placement must start together: the rest of the gang,
         or one elastic pod once the gang runs; 0 when every pod runs."""
@@ -143,9 +143,13 @@ class Job:
     def _with(self, **pods_and_times: object) -> Job:
         """`replace` for the fields a cycle changes (pods and times), tens of thousands of
         times a cycle: the other fields and the cached key are copied as they are, not
-        passed through __init__ again (Job checks nothing there)."""
+        passed through __init__ again (Job checks nothing there); what the pods decide is
+        worked out again when asked."""
         job = object.__new__(Job)
-        job.__dict__.update(self.__dict__, **pods_and_times)
+        fields = job.__dict__
+        fields.update(self.__dict__, **pods_and_times)
+        for derived in _FROM_PODS:
+            fields.pop(derived, None)
         return job
 
     def tracking_short(self, now: float) -> Job:
@@ -153,6 +157,9 @@ class Job:
         did), None when it is not short."""
         since = (now if self.short_since is None else self.short_since) if self.short else None
         return self if since == self.short_since else replace(self, short_since=since)
+
+
+_FROM_PODS = ("running", "missing", "next_pods")  # Job's cached values that pods change
 
 
 @dataclass(frozen=True)
