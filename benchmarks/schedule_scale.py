@@ -16,14 +16,20 @@ of ``SIZES`` (a size given on the command line wins):
   40,000). Departments and projects stay `--departments` / `--projects`, so each
   project's quota and queue grow with the size; `--scale-queues grow` makes them grow
   with the nodes instead, as many per node as the cycle section has, so that every size
-  is the same cluster at another scale. Each row also has ``load_s``, the time to parse
-  the same state (JSON text to ``Snapshot``), and ``cycle_over_load``: parsing is linear
-  work, so how it grows shows what the machine's memory adds as the state outgrows its
-  caches (``growth_exponent_load``). The growth
-  exponent is the least-squares slope of log(cycle time) over log(jobs) (goal <= 1.1);
-  ``step_exponents`` are the slopes between neighbouring sizes. Each row also has the best
-  CPU time of this process (``cycle_cpu_s``, and ``growth_exponent_cpu`` over it), which
-  other processes on a shared machine stretch less than the wall time.
+  is the same cluster at another scale. A row's cycle time is the best of
+  `--scale-repeat` (5). The growth exponent is the least-squares slope of log(cycle
+  time) over log(jobs) (goal <= 1.1); ``step_exponents`` are the slopes between
+  neighbouring sizes. Each row also has:
+
+  - ``cycle_cpu_s``: the best CPU time of this process (``growth_exponent_cpu``), which
+    other processes on a shared machine stretch less than the wall time;
+  - ``calls``: the Python function calls of one cycle (cProfile's count), the work done,
+    the same on every machine and run (``growth_exponent_calls``): what the engine's
+    algorithms do as the state grows, without the machine;
+  - ``load_s``: the time to parse the same state (JSON text to ``Snapshot``, the collector
+    paused as in a cycle), and ``cycle_over_load``: parsing is linear work, so how it
+    grows (``growth_exponent_load``) shows what the machine's memory adds as the state
+    outgrows its caches.
 * ``repo_settle``: the 1,000-project / 10,000-workload repo of benchmarks/compile_scale.py
   (its generator, imported), validated (best of `--repeat`) and then ``sim.run.simulate``
   with no simulation file (every workload arrives on the empty cluster; the bridge builds
@@ -125,6 +131,7 @@ from gitops_sched.engine.types import (
     RequestKind,
     Snapshot,
 )
+from gitops_sched.gcpause import paused_gc
 from gitops_sched.hardware.gpus import GPU_MODELS
 from gitops_sched.hardware.mig import (
     MigInstance,
@@ -703,6 +710,14 @@ def timed_runs(repeat: int, fn: Callable[[], Any]) -> tuple[float, float, Any]:
     return wall, cpu, result
 
 
+def function_calls(fn: Callable[[], Any]) -> int:
+    """The Python function calls of one run of `fn` (cProfile's count): the work done,
+    the same on every machine and every run, unlike its time."""
+    profiler = cProfile.Profile()
+    profiler.runcall(fn)
+    return sum(row[1] for row in pstats.Stats(profiler).stats.values())  # type: ignore[attr-defined]
+
+
 def best_of(repeat: int, fn: Callable[[], Any]) -> tuple[float, Any]:
     wall, _, result = timed_runs(repeat, fn)
     return wall, result
@@ -739,6 +754,7 @@ def phases(snapshot: Snapshot, shares: dict[str, float]) -> tuple[dict[str, floa
     return {k: round(v, 6) for k, v in out.items()}, same
 
 
+@paused_gc()
 def load_state(text: str) -> Snapshot:
     """What loading the state costs the in-cluster scheduler: JSON to a Snapshot."""
     return snapshot_from_dict(json.loads(text))
@@ -883,8 +899,9 @@ def scaling_section(args: argparse.Namespace) -> dict[str, Any]:
         generated = generate(sized)
         generate_s = time.perf_counter() - start
         snapshot = generated.snapshot
-        cycle_s, cycle_cpu_s, decisions = timed_runs(args.repeat, partial(schedule, snapshot))
+        cycle_s, cycle_cpu_s, decisions = timed_runs(args.scale_repeat, partial(schedule, snapshot))
         counts = count_decisions(decisions)
+        calls = function_calls(partial(schedule, snapshot))
         text = json.dumps(snapshot_to_dict(snapshot), separators=(",", ":"))
         load_s, _ = best_of(args.repeat, partial(load_state, text))
         del text
@@ -899,6 +916,7 @@ def scaling_section(args: argparse.Namespace) -> dict[str, Any]:
                 "generate_s": round(generate_s, 3),
                 "cycle_s": round(cycle_s, 6),
                 "cycle_cpu_s": round(cycle_cpu_s, 6),
+                "calls": calls,
                 "load_s": round(load_s, 6),
                 "cycle_over_load": round(cycle_s / load_s, 3),
                 "us_per_job": round(cycle_s / jobs * 1e6, 2),
@@ -909,6 +927,7 @@ def scaling_section(args: argparse.Namespace) -> dict[str, Any]:
     exponent = growth_exponent(sizes, [r["cycle_s"] for r in rows])
     exponent_cpu = growth_exponent(sizes, [r["cycle_cpu_s"] for r in rows])
     exponent_load = growth_exponent(sizes, [r["load_s"] for r in rows])
+    exponent_calls = growth_exponent(sizes, [r["calls"] for r in rows])
     result: dict[str, Any] = {
         "queues": args.scale_queues,
         "rows": rows,
@@ -919,6 +938,7 @@ def scaling_section(args: argparse.Namespace) -> dict[str, Any]:
         "growth_exponent": None if exponent is None else round(exponent, 3),
         "growth_exponent_cpu": None if exponent_cpu is None else round(exponent_cpu, 3),
         "growth_exponent_load": None if exponent_load is None else round(exponent_load, 3),
+        "growth_exponent_calls": None if exponent_calls is None else round(exponent_calls, 3),
         "goal": {
             "max_exponent": GOAL_EXPONENT,
             "met": exponent is not None and exponent <= GOAL_EXPONENT,
@@ -1032,6 +1052,7 @@ OPTIONS: dict[str, tuple[int, str]] = {
     "seed": (1, "seed of every generator (random.Random only)"),
     "gpus_per_node": (8, "GPUs per generated node"),
     "repeat": (3, "best of this many runs"),
+    "scale_repeat": (5, "best of this many cycles at each size of the scaling table"),
     "repo_repeat": (1, "best of this many settles of the repo (the slow one)"),
     "top": (15, "hotspots listed per profile"),
     "kai_projects": (4, "projects sharing the KAI fill's jobs"),
