@@ -24,7 +24,7 @@ class RequestKind(StrEnum):
     NONE = "none"  # no GPU
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GpuRequest:
     """What each pod of a workload needs."""
 
@@ -35,7 +35,7 @@ class GpuRequest:
     mig_profile: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Gpu:
     index: int
     memory_mib: int
@@ -47,7 +47,7 @@ class Gpu:
     held: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Node:
     name: str
     node_group: str
@@ -58,7 +58,7 @@ class Node:
     labels: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PodPlacement:
     """Where one pod runs: whole GPU indexes, or a share of one GPU, or a MIG instance."""
 
@@ -162,7 +162,7 @@ class Job:
 _FROM_PODS = ("running", "missing", "next_pods")  # Job's cached values that pods change
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class QueueSpec:
     """A department or a project: its guaranteed quota and its claim on spare GPUs."""
 
@@ -222,7 +222,7 @@ class EvictReason(StrEnum):
     STALE_GANG = "stale-gang"  # a gang short of `min_available` pods past the grace period
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MigChange:
     node: str
     gpu: int
@@ -232,7 +232,7 @@ class MigChange:
     waits_for: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Bind:
     """Pods of a job to bind; only once `waits_for` jobs' pods have left the GPUs they
     take (evicted this cycle, or releasing) and the MIG instances they use exist."""
@@ -247,7 +247,7 @@ class Bind:
         return bool(self.waits_for or self.waits_for_mig)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Evict:
     job: str  # the job's key
     reason: EvictReason
@@ -255,7 +255,7 @@ class Evict:
     pods: tuple[PodPlacement, ...] = ()  # the pods that go: all the job's, or elastic ones
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class QueueStatus:
     name: str
     deserved: float

@@ -24,7 +24,7 @@ GpuKey = tuple[str, int]  # (node name, GPU index)
 PackEntry = tuple[int, str, int]
 
 
-@dataclass
+@dataclass(slots=True)
 class GpuUse:
     index: int
     memory_mib: int
@@ -47,7 +47,7 @@ class GpuUse:
         return sorted((i for i, job in self.mig.items() if not job), key=lambda i: i.start)
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeUse:
     node: Node
     gpus: list[GpuUse]

@@ -36,7 +36,7 @@ class MigProfile:
         return self.name.endswith("+me")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MigInstance:
     """A created (or planned) GPU instance: its profile name and first memory slice."""
 

@@ -28,7 +28,7 @@ def still_running(session: Session, victim: Victim) -> bool:
     return victim.pods is None or all(p in current.placement for p in victim.pods)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Victim:
     """What one eviction takes: a whole job, or one elastic pod above its gang."""
 
@@ -38,7 +38,7 @@ class Victim:
     move_only: bool = False  # may be moved to make room, never stopped
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Taken:
     """An eviction made for a job: whose pods, which, since when they ran."""
 
