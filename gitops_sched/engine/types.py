@@ -7,9 +7,8 @@ in-cluster scheduler all build a `Snapshot` and apply the `Decisions`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
-from functools import cached_property
 
 from gitops_sched.hardware.mig import MigInstance
 
@@ -69,7 +68,7 @@ class PodPlacement:
     index: int = 0  # the pod's ordinal in its job: elastic pods are given up highest first
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Job:
     """A workload as the engine sees it: `pods` identical pods, `min_available` of which
     must run together (a gang); the rest are elastic.
@@ -96,31 +95,30 @@ class Job:
     uid: str = ""  # the cluster's UID, where there is one
     # since when fewer than `min_available` pods run (kept between cycles by the caller)
     short_since: float | None = None
+    # derived, worked out once per object (asked hundreds of thousands of times a cycle):
+    key: str = field(init=False, repr=False, compare=False)
+    running: bool = field(init=False, repr=False, compare=False)  # some pods hold GPUs
+    missing: int = field(init=False, repr=False, compare=False)  # pods not running: pending
+    # how many pods the next placement must start together: the rest of the gang, or one
+    # elastic pod once the gang runs; 0 when every pod runs
+    next_pods: int = field(init=False, repr=False, compare=False)
 
-    @cached_property  # asked millions of times a cycle; a replaced Job computes it anew
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+    def __post_init__(self) -> None:
+        key = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        object.__setattr__(self, "key", key)
+        self._count_pods()
 
-    @cached_property  # as `key`, and so are `missing` and `next_pods` (see _with)
-    def running(self) -> bool:
-        """Some pods hold GPUs."""
-        return bool(self.placement)
-
-    @cached_property
-    def missing(self) -> int:
-        """Pods not running: pending work."""
-        return self.pods - len(self.placement)
+    def _count_pods(self) -> None:
+        running = len(self.placement)
+        missing = self.pods - running
+        object.__setattr__(self, "running", running > 0)
+        object.__setattr__(self, "missing", missing)
+        object.__setattr__(self, "next_pods", min(missing, max(self.min_available - running, 1)))
 
     @property
     def short(self) -> bool:
         """Partly running: fewer than `min_available` pods run (a gang in flight)."""
         return 0 < len(self.placement) < self.min_available
-
-    @cached_property
-    def next_pods(self) -> int:
-        """How many pods the next placement must start together: the rest of the gang,
-        or one elastic pod once the gang runs; 0 when every pod runs."""
-        return min(self.missing, max(self.min_available - len(self.placement), 1))
 
     def starts_short(self, count: int) -> bool:
         """Whether starting `count` more pods would leave it short of its gang (an elastic
@@ -142,14 +140,15 @@ class Job:
 
     def _with(self, **pods_and_times: object) -> Job:
         """`replace` for the fields a cycle changes (pods and times), tens of thousands of
-        times a cycle: the other fields and the cached key are copied as they are, not
-        passed through __init__ again (Job checks nothing there); what the pods decide is
-        worked out again when asked."""
+        times a cycle: the other fields and the key are copied as they are, not passed
+        through __init__ again (Job checks nothing there); the pod counts are worked out
+        again."""
         job = object.__new__(Job)
-        fields = job.__dict__
-        fields.update(self.__dict__, **pods_and_times)
-        for derived in _FROM_PODS:
-            fields.pop(derived, None)
+        for slot in _COPIED:
+            slot.__set__(job, slot.__get__(self, Job))
+        for name, value in pods_and_times.items():
+            getattr(Job, name).__set__(job, value)
+        job._count_pods()
         return job
 
     def tracking_short(self, now: float) -> Job:
@@ -159,7 +158,8 @@ class Job:
         return self if since == self.short_since else replace(self, short_since=since)
 
 
-_FROM_PODS = ("running", "missing", "next_pods")  # Job's cached values that pods change
+# what Job._with copies: the slots of Job's fields and its key, set as plain slots do
+_COPIED = tuple(getattr(Job, name) for name in (*(f.name for f in fields(Job) if f.init), "key"))
 
 
 @dataclass(frozen=True, slots=True)
