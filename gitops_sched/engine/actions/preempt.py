@@ -27,22 +27,19 @@ def preempt(session: Session, projects: Collection[str] | None = None) -> None:
     if projects is not None:
         queues = {name: jobs for name, jobs in queues.items() if name in projects}
     pool = VictimPool(session, set(queues))
-    # a project's victims by priority (the pool's order): those below a job's priority
-    # are a prefix, found by bisection
-    priorities = {
-        name: [session.jobs[v.job].priority for v in victims]
-        for name, victims in pool.by_project.items()
-    }
     # (project, shape, priority) that found no room: the same victims are left, or fewer
     failed: set[tuple] = set()
     for name in session.serve_order(queues):
-        if name not in pool.by_project:
+        # the project's victims by priority (the pool's order): those below a job's
+        # priority are a prefix, found by bisection
+        priorities = [session.jobs[v.job].priority for v in pool.victims(name)]
+        if not priorities:
             continue
         for job in queues[name]:
             job = session.jobs[job.key]
             if job.missing == 0:
                 continue
-            cut = bisect.bisect_left(priorities[name], job.priority)
+            cut = bisect.bisect_left(priorities, job.priority)
             shape = (name, job.request, job.next_pods, job.node_groups, job.priority)
             if cut == 0 or shape in failed:
                 continue
@@ -76,7 +73,7 @@ def _below(pool: VictimPool, job: Job, cut: int) -> Iterator[Victim]:
     job's own pods aside, found as they are asked for: a try takes at most MAX_VICTIMS,
     not every lower-priority job of the project. A victim this try stops is one already
     given, so each is still usable when it is asked for, as it was when the try began."""
-    victims = pool.by_project[job.project]
+    victims = pool.victims(job.project)
     allowed = set(job.node_groups) or None
     index = pool.first_usable(job.project, 0, allowed)
     while index is not None and index < cut:

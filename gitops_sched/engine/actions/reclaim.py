@@ -33,7 +33,7 @@ def reclaim(session: Session, claimants: Collection[str] | None = None) -> None:
     if claimants is not None:
         queues = {name: jobs for name, jobs in queues.items() if name in claimants}
     pool = VictimPool(session)
-    order = _VictimQueues(session, list(pool.by_project))
+    order = _VictimQueues(session, pool.projects)
     # A job shape that could not reclaim for a project is not tried again for it this
     # cycle: every reclaim only lowers what victims can still give, so a later try would
     # fail the same way. The project is part of the shape: its own work is never a victim
@@ -217,7 +217,7 @@ def _reclaim_for(
                 if _may_lose_any(session, job, gain, project, guaranteed, blocked):
                     index = pool.first_usable(project, cursors.get(project, 0), allowed)
                 if index is not None:
-                    victim = pool.by_project[project][index]
+                    victim = pool.victims(project)[index]
                     if _may_lose(session, job, gain, project, pool.gpus(victim), guaranteed):
                         cursors[project] = index + 1
                         last.append(project)

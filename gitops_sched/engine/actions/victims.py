@@ -153,42 +153,53 @@ class VictimPool:
     node groups taken once per action (a victim's placement does not change while it runs).
 
     An elastic job above its gang offers its extra pods one at a time, highest index
-    first, before the job as a whole.
+    first, before the job as a whole. The jobs are those running when the action began;
+    a project's victims are listed when it is first asked about (most never are, and an
+    action that ran sorting every running job would sort them all again next round).
     """
 
     def __init__(self, session: Session, projects: Collection[str] | None = None) -> None:
         """The victims of every project, or only of `projects`."""
         self.session = session
-        self.by_project: dict[str, list[Victim]] = {}
-        self._by_node: dict[str, list[Victim]] = {}  # whole jobs by the nodes they run on
+        self._jobs: dict[str, list[Job]] = {}  # project -> its running preemptible jobs
+        for job in session.running():
+            if job.preemptible and (projects is None or job.project in projects):
+                self._jobs.setdefault(job.project, []).append(job)
+        self._victims: dict[str, list[Victim]] = {}
+        self._by_node: dict[str, list[Victim]] | None = None  # whole jobs by their nodes
         self._group = {name: use.node.node_group for name, use in session.nodes.items()}
         # (project, allowed groups) -> index of its first victim that may still be usable:
         # those before it are gone for good or run outside those groups (see first_usable)
         self._frontier: dict[tuple[str, frozenset[str] | None], int] = {}
         self._mark = 0  # session.evictions before the current job's try
-        running = [
-            job
-            for job in session.running()
-            if job.preemptible and (projects is None or job.project in projects)
-        ]
-        # a job's victims and nodes, kept in the session for the next pool while the job
-        # is unchanged (a changed job is a new object)
-        cache = session.victim_cache
-        for job in sorted(running, key=victim_order):
-            entry = cache.get(job.key)
-            if entry is None or entry[0] is not job:
-                nodes = tuple(sorted({pod.node for pod in job.placement}))
-                entry = cache[job.key] = (job, self._victims(job), nodes)
-            _, victims, nodes = entry
-            self.by_project.setdefault(job.project, []).extend(victims)
-            for node in nodes:
-                self._by_node.setdefault(node, []).append(victims[-1])
+
+    @property
+    def projects(self) -> list[str]:
+        """The projects with victims."""
+        return list(self._jobs)
+
+    def victims(self, project: str) -> list[Victim]:
+        """The project's victims, cheapest to lose first."""
+        found = self._victims.get(project)
+        if found is None:
+            jobs = sorted(self._jobs.get(project, ()), key=victim_order)
+            found = self._victims[project] = [v for job in jobs for v in self._entry(job)[1]]
+        return found
+
+    def _entry(self, job: Job) -> tuple[Job, list[Victim], tuple[str, ...]]:
+        """The job's victims and nodes, kept in the session for the next pool while the
+        job is unchanged (a changed job is a new object)."""
+        entry = self.session.victim_cache.get(job.key)
+        if entry is None or entry[0] is not job:
+            nodes = tuple(sorted({pod.node for pod in job.placement}))
+            entry = self.session.victim_cache[job.key] = (job, self._list(job), nodes)
+        return entry
 
     def groups(self, job: Job) -> frozenset[str]:
         group = self._group
         return frozenset(group[p.node] for p in job.placement if p.node in group)
 
-    def _victims(self, job: Job) -> list[Victim]:
+    def _list(self, job: Job) -> list[Victim]:
         groups = self.groups(job)
         extra = sorted(job.placement, key=lambda p: -p.index)[
             : len(job.placement) - job.min_available
@@ -199,6 +210,13 @@ class VictimPool:
 
     def on_nodes(self, nodes: set[str]) -> list[Victim]:
         """The whole-job victims that ran on one of `nodes` when the action began."""
+        if self._by_node is None:
+            self._by_node = {}
+            for jobs in self._jobs.values():
+                for job in jobs:
+                    _, victims, job_nodes = self._entry(job)
+                    for node in job_nodes:
+                        self._by_node.setdefault(node, []).append(victims[-1])
         return [victim for node in sorted(nodes) for victim in self._by_node.get(node, ())]
 
     def gpus(self, victim: Victim) -> float:
@@ -222,7 +240,7 @@ class VictimPool:
         keeps a frontier past such victims and past those outside the groups: later jobs
         start there instead of rescanning them.
         """
-        candidates = self.by_project[project]
+        candidates = self.victims(project)
         key = (project, frozenset(allowed) if allowed else None)
         frontier = self._frontier.get(key, 0)
         index = max(start, frontier)
