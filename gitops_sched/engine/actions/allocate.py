@@ -39,7 +39,7 @@ def _allocate_free(session: Session) -> None:
 
     heap = [entry(name, 0) for name in queues]
     heapq.heapify(heap)
-    no_room: set[tuple] = set()
+    no_room: dict[tuple, str] = {}  # shape -> why it found none
     while heap:
         key, position = heapq.heappop(heap)
         name = key[-1]
@@ -50,8 +50,7 @@ def _allocate_free(session: Session) -> None:
             shape = (job.request, job.next_pods, job.node_groups)
             placed = shape not in no_room and place(session, job)
             if not placed:
-                no_room.add(shape)
-                reason = no_room_reason(job)
+                reason = no_room.get(shape) or no_room.setdefault(shape, no_room_reason(job))
         if reason is not None:
             session.pending_reasons[job.key] = gang_reason(job, reason)
         elif session.jobs[job.key].missing == 0:
