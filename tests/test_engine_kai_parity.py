@@ -17,7 +17,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitops_sched.engine import apply_decisions, schedule, settle
-from gitops_sched.engine.actions.victims import Failures
 from gitops_sched.engine.types import (
     GPU_EPSILON,
     Decisions,
@@ -200,24 +199,6 @@ def test_a_queue_whose_first_jobs_cannot_reclaim_still_reclaims_for_later_ones()
     decisions = schedule(snap)
     assert [(e.job, e.reason) for e in decisions.evictions] == [("b-3", EvictReason.RECLAIM)]
     assert [b.job for b in decisions.binds] == ["d-one"]
-
-
-def test_a_job_no_easier_than_a_failed_one_is_not_tried_again_in_the_pass():
-    # KAI's smallest failed jobs: after a 2-GPU job of d fails, d's jobs asking as much
-    # or more (per pod, pods together) of the same kind on the same node groups are
-    # skipped; smaller ones, other node groups, other kinds and non-preemptible work are not
-    failed = Failures()
-    failed.add(job("two", "d", 2, pods=2), "d")
-    assert failed.no_easier(job("same", "d", 2, pods=2), "d")
-    assert failed.no_easier(job("bigger", "d", 4, pods=3), "d")
-    assert not failed.no_easier(job("fewer-pods", "d", 4, pods=1), "d")
-    assert not failed.no_easier(job("smaller", "d", 1, pods=2), "d")
-    assert not failed.no_easier(job("elsewhere", "d", 2, pods=2, node_groups=("z",)), "d")
-    assert not failed.no_easier(job("inference", "d", 2, "inference", pods=2), "d")
-    assert not failed.no_easier(job("other-project", "b", 2, pods=2), "b")
-    failed.add(job("mig", "d", "2g.20gb"), "d")
-    assert failed.no_easier(job("same-mig", "d", "2g.20gb"), "d")
-    assert not failed.no_easier(job("other-mig", "d", "1g.10gb"), "d")
 
 
 # -- evict only what is needed ----------------------------------------------------------------

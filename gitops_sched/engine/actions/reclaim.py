@@ -21,7 +21,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Collection, Iterable
 
-from gitops_sched.engine.actions.victims import Failures, Victim, VictimPool, evict_until_placed
+from gitops_sched.engine.actions.victims import Victim, VictimPool, evict_until_placed
 from gitops_sched.engine.admission import fits_quota, may_reclaim, quota_blocker
 from gitops_sched.engine.session import Session, victim_order
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job
@@ -34,12 +34,11 @@ def reclaim(session: Session, claimants: Collection[str] | None = None) -> None:
         queues = {name: jobs for name, jobs in queues.items() if name in claimants}
     pool = VictimPool(session)
     order = _VictimQueues(session, pool.projects)
-    # A job no easier than one that could not reclaim for its project is not tried this
-    # pass (KAI's smallest failed jobs): every reclaim only lowers what victims can still
-    # give, so it would fail the same way. The project is part of the key: its own work is
-    # never a victim and its quota and ratio decide which victims it may take; a claim
-    # within the deserved quota may take more than one above it.
-    failed = Failures()
+    # A job shape that could not reclaim for a project is not tried again for it this
+    # cycle: every reclaim only lowers what victims can still give, so a later try would
+    # fail the same way. The project is part of the shape: its own work is never a victim
+    # and its quota and ratio decide which victims it may take.
+    failed_shapes: set[tuple] = set()
     for name in session.serve_order(queues):
         for job in queues[name]:
             job = session.jobs[job.key]
@@ -51,13 +50,13 @@ def reclaim(session: Session, claimants: Collection[str] | None = None) -> None:
             guaranteed = (
                 session.allocated[name] + gain <= session.projects[name].deserved + GPU_EPSILON
             )
-            # a claim above the deserved quota is no easier than one within it that failed
-            if any(failed.no_easier(job, name, within) for within in {True, guaranteed}):
+            shape = (name, job.request, job.next_pods, job.node_groups, guaranteed)
+            if shape in failed_shapes:
                 continue
             if _reclaim_for(session, job, pool, order, gain, guaranteed):
                 session.pending_reasons.pop(job.key, None)
             else:
-                failed.add(job, name, guaranteed)
+                failed_shapes.add(shape)
 
 
 def _freeable(session: Session, job: Job) -> dict[str, float]:

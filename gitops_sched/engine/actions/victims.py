@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from gitops_sched.engine.admission import fits_quota
 from gitops_sched.engine.placement import place, surely_no_room
 from gitops_sched.engine.session import Session, victim_order
-from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job, PodPlacement, RequestKind
+from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job, PodPlacement
 
 MAX_VICTIMS = 32
 
@@ -46,39 +46,6 @@ class Taken:
     pods: tuple[PodPlacement, ...]
     started_at: float | None
     move_only: bool
-
-
-class Failures:
-    """The jobs an action's tries could not place this pass, as KAI's smallest failed jobs:
-    a job asking at least as much of each pod (the same kind, the same MIG profile, on
-    the same node groups, as preemptible or not) for at least as many pods together is no
-    easier, so it is not tried. `context` is what else the action's rules look at."""
-
-    def __init__(self) -> None:
-        self._failed: dict[tuple, list[tuple[float, int]]] = {}
-
-    def add(self, job: Job, *context: object) -> None:
-        self._failed.setdefault(_kind(job, context), []).append((_size(job), job.next_pods))
-
-    def no_easier(self, job: Job, *context: object) -> bool:
-        size, pods = _size(job), job.next_pods
-        failed = self._failed.get(_kind(job, context), ())
-        return any(s <= size + GPU_EPSILON and p <= pods for s, p in failed)
-
-
-def _kind(job: Job, context: tuple) -> tuple:
-    request = job.request
-    return (*context, request.kind, request.mig_profile, job.node_groups, job.preemptible)
-
-
-def _size(job: Job) -> float:
-    """What each pod asks, comparable within one request kind (MIG: its profile)."""
-    request = job.request
-    if request.kind is RequestKind.WHOLE:
-        return float(request.count)
-    if request.kind is RequestKind.FRACTION:
-        return request.fraction
-    return float(request.memory_mib)
 
 
 def evict_until_placed(
