@@ -37,7 +37,8 @@ def reclaim(session: Session, claimants: Collection[str] | None = None) -> None:
     # A job shape that could not reclaim for a project is not tried again for it this
     # cycle: every reclaim only lowers what victims can still give, so a later try would
     # fail the same way. The project is part of the shape: its own work is never a victim
-    # and its quota and ratio decide which victims it may take.
+    # and its quota and ratio decide which victims it may take; so is preemptibility, as
+    # non-preemptible work must also fit in the deserved quota.
     failed_shapes: set[tuple] = set()
     for name in session.serve_order(queues):
         for job in queues[name]:
@@ -50,7 +51,7 @@ def reclaim(session: Session, claimants: Collection[str] | None = None) -> None:
             guaranteed = (
                 session.allocated[name] + gain <= session.projects[name].deserved + GPU_EPSILON
             )
-            shape = (name, job.request, job.next_pods, job.node_groups, guaranteed)
+            shape = (name, job.request, job.next_pods, job.node_groups, guaranteed, job.preemptible)
             if shape in failed_shapes:
                 continue
             if _reclaim_for(session, job, pool, order, gain, guaranteed):
