@@ -59,9 +59,10 @@ def load_or_exit(path: Path, excludes: tuple[str, ...] = ()) -> Repo:
 
 
 class _Commands(click.Group):
-    """The commands, with one rule for output that cannot be written: a full disk or a
-    closed pipe behind standard output is one line (none for a reader that stopped
-    early, as `| head` does) and exit 2, never a traceback."""
+    """The commands, with one rule for a file or output that fails them: a full disk or a
+    closed pipe behind standard output, or a file that cannot be read or written, is one
+    line (none for a reader that stopped early, as `| head` does) and exit 2, never a
+    traceback."""
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -69,7 +70,8 @@ class _Commands(click.Group):
         except OSError as exc:
             if exc.errno != errno.EPIPE:
                 why = exc.strerror or exc
-                click.echo(f"gitops-sched: cannot write the output: {why}", err=True)
+                where = exc.filename or "cannot write the output"
+                click.echo(f"gitops-sched: {where}: {why}", err=True)
             _discard_stdout()
             sys.exit(EXIT_USAGE)
 

@@ -170,3 +170,15 @@ def test_every_command_says_when_its_output_cannot_be_written(command: list[str]
     assert done.returncode == 2
     assert "gitops-sched: cannot write the output: No space left on device" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_file_that_fails_a_command_is_named_in_one_line(monkeypatch) -> None:
+    # an OSError no loader turned into a diagnostic (here a file that became unreadable
+    # mid-run) names its file instead of blaming the output
+    def unreadable(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", "cfg/projects/team-a.yaml")
+
+    monkeypatch.setattr("gitops_sched.config.validate.check_repo", unreadable)
+    done = CliRunner().invoke(main, ["validate", str(EXAMPLE)])
+    assert done.exit_code == 2
+    assert done.stderr == "gitops-sched: cfg/projects/team-a.yaml: Permission denied\n"
