@@ -256,9 +256,13 @@ def test_split_always_gives_the_deserved_quota_capped_by_demand(capacity, siblin
 
 
 @settings(max_examples=examples(300), deadline=None)
-@given(halves(0, 32), st.lists(claims(), max_size=6))
-def test_oversubscribed_quotas_are_all_there_is(capacity, siblings) -> None:
-    assume(sum(owed(s) for s in siblings) >= capacity)
+@given(st.data(), st.lists(claims(), max_size=6))
+def test_oversubscribed_quotas_are_all_there_is(data, siblings) -> None:
+    # a capacity at most what the quotas owe, drawn as such: filtering random capacities
+    # threw away more than half the examples, enough for Hypothesis's filter health check
+    # to fail the test now and then
+    owes = sum(owed(s) for s in siblings)
+    capacity = data.draw(halves(0, min(32, math.floor(2 * owes) / 2)))
     assert split(capacity, siblings) == pytest.approx([owed(s) for s in siblings])
 
 
