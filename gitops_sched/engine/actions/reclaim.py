@@ -99,9 +99,6 @@ class _VictimQueues:
             guaranteed: sorted(self.keys[p] for p in projects if self._may_give(p, guaranteed))
             for guaranteed in (False, True)
         }
-        self.inside = {
-            (key[-1], guaranteed) for guaranteed, view in self.views.items() for key in view
-        }
 
     def _department_may_give(self, department: str) -> tuple[bool, bool]:
         """Whether the department may lose anything, to a claimant above and within its
@@ -161,19 +158,14 @@ class _VictimQueues:
                 self._place(project, old)
 
     def _place(self, project: str, old: tuple) -> None:
-        """Put the project where its current key and standing say, in both views."""
-        key = self.keys[project]
+        """Put the project where its current key and standing say, in both views (its
+        `old` key, if a view holds it, is its own: a key ends with its project's name)."""
         for guaranteed, view in self.views.items():
-            was = (project, guaranteed) in self.inside
-            now = self._may_give(project, guaranteed)
-            if was and (not now or key != old):
-                del view[bisect.bisect_left(view, old)]
-            if now and (not was or key != old):
-                bisect.insort(view, key)
-            if now:
-                self.inside.add((project, guaranteed))
-            else:
-                self.inside.discard((project, guaranteed))
+            at = bisect.bisect_left(view, old)
+            if at < len(view) and view[at] == old:
+                del view[at]
+            if self._may_give(project, guaranteed):
+                bisect.insort(view, self.keys[project])
 
 
 def _reclaim_for(
