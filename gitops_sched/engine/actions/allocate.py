@@ -50,7 +50,9 @@ def _allocate_free(session: Session) -> None:
             shape = (job.request, job.next_pods, job.node_groups)
             placed = shape not in no_room and place(session, job)
             if not placed:
-                reason = no_room.get(shape) or no_room.setdefault(shape, no_room_reason(job))
+                if shape not in no_room:
+                    no_room[shape] = no_room_reason(job)
+                reason = no_room[shape]
         if reason is not None:
             session.pending_reasons[job.key] = gang_reason(job, reason)
         elif session.jobs[job.key].missing == 0:
