@@ -107,20 +107,18 @@ class _VictimQueues:
             return True, True
         session = self.session
         allocated = session.allocated.get(department, 0.0)
-        spec = session.departments.get(department)
         return (
             allocated >= session.fair_share.get(department, 0.0) - GPU_EPSILON,
-            spec is not None and allocated > spec.deserved + GPU_EPSILON,
+            _over_deserved(session, department),
         )
 
     def _may_give(self, project: str, guaranteed: bool) -> bool:
         """Whether the project, and its department, may lose anything at all."""
         if not self.standing[self.session.department_of(project)][guaranteed]:
             return False
-        allocated = self.session.allocated.get(project, 0.0)
         if guaranteed:
-            spec = self.session.projects.get(project)
-            return spec is not None and allocated > spec.deserved + GPU_EPSILON
+            return _over_deserved(self.session, project)
+        allocated = self.session.allocated.get(project, 0.0)
         return allocated > self.session.fair_share.get(project, 0.0) + GPU_EPSILON
 
     def claim_for(self, project: str) -> None:
@@ -310,8 +308,7 @@ def _stays_above(
     if guaranteed:
         # deserved quota is guaranteed: any work over the victim's own quota may go,
         # even a gang that leaves it below its quota once evicted whole
-        spec = session.projects.get(queue) or session.departments.get(queue)
-        return spec is not None and session.allocated[queue] > spec.deserved + GPU_EPSILON
+        return _over_deserved(session, queue)
     share = session.fair_share.get(queue, 0.0)
     left = session.allocated[queue] - amount
     if left < share - GPU_EPSILON:
@@ -322,3 +319,9 @@ def _stays_above(
         if left / share < claimant_after - GPU_EPSILON:
             return False
     return True
+
+
+def _over_deserved(session: Session, queue: str) -> bool:
+    """Whether a project or department holds more than its deserved quota."""
+    spec = session.projects.get(queue) or session.departments.get(queue)
+    return spec is not None and session.allocated.get(queue, 0.0) > spec.deserved + GPU_EPSILON
