@@ -1,15 +1,27 @@
 """The scheduler's process parts against the API emulator over HTTP: informers that list and
-watch, the scheduler's own writes assumed until its informers show them, and `--once`."""
+watch, the scheduler's own writes assumed until its informers show them, and `--once`'s
+report and the loop's log of the pods it cannot take."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
-from gitops_sched.cluster import ApiFailure, ObjectRef
+from click.testing import CliRunner
+
+from gitops_sched.cli import main
+from gitops_sched.cluster import ApiFailure, ClusterClient, ObjectRef
 from gitops_sched.cluster.informer import Informer
+from gitops_sched.compiler import render_repo
+from gitops_sched.compiler.contract import GPU_RESOURCE as GPU
+from gitops_sched.compiler.meta import PROJECT_LABEL
+from gitops_sched.config.validate import check_repo
 from gitops_sched.scheduler.assumed import ASSUME_FOR_S, Assumed
+from gitops_sched.scheduler.loop import SHOWN_IGNORED, Scheduler, Settings, ignored_lines
+from gitops_sched.scheduler.view import Ignored
 from tests.kube_emulator.fixtures import client, connect, kube  # noqa: F401  (fixtures)
 from tests.kube_emulator.server import KubeEmulator
 
@@ -123,3 +135,141 @@ def test_an_eviction_is_assumed_until_the_pod_terminates():
     assert seen[0]["metadata"]["deletionTimestamp"]
     assumed.overlay([pod("u1", node="n1", deleting=True)], now=12.0)
     assert assumed.evictions == {}
+
+
+# --- pods with our schedulerName that the scheduler cannot take ---------------------------
+
+SYSTEM = "gitops-sched-system"
+TEAM_A = "project-team-a"  # netapp-dgx's namespace of project team-a
+SCRATCH = "scratch"  # a namespace of no project
+V100 = {"nvidia.com/gpu.product": "Tesla-V100-SXM2-32GB"}  # what netapp-dgx's group selects
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "clusters" / "netapp-dgx"
+
+
+def our_pod(
+    name: str,
+    namespace: str = TEAM_A,
+    labels: dict[str, str] | None = None,
+    node_selector: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A one-GPU pod with gitops-sched's schedulerName."""
+    pod_spec: dict[str, Any] = {
+        "schedulerName": "gitops-sched",
+        "containers": [
+            {"name": "main", "image": "pytorch:2.3", "resources": {"limits": {GPU: "1"}}}
+        ],
+    }
+    if node_selector:
+        pod_spec["nodeSelector"] = node_selector
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+        "spec": pod_spec,
+    }
+
+
+def install_example(cluster: ClusterClient) -> None:
+    """netapp-dgx's policy ConfigMap and one DGX-1 node of its group, with 8 GPUs."""
+    for name in (SYSTEM, TEAM_A, SCRATCH):
+        cluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    repo, diagnostics = check_repo(EXAMPLE)
+    assert repo is not None, diagnostics
+    (policy,) = [o for o in render_repo(repo) if o["kind"] == "ConfigMap"]
+    cluster.create(policy)
+    cluster.create(
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "dgx-0", "labels": V100}}
+    )
+    status = {"allocatable": {GPU: "8"}, "conditions": [{"type": "Ready", "status": "True"}]}
+    cluster.patch(ObjectRef("v1", "Node", "", "dgx-0"), {"status": status}, subresource="status")
+
+
+def test_scheduler_once_lists_the_pods_it_cannot_take_with_why_and_counts_them(
+    kube,  # noqa: F811
+    client,  # noqa: F811
+    tmp_path,
+):
+    install_example(client)
+    client.create(our_pod("train"))  # one it takes, and binds
+    client.create(our_pod("ghost", labels={PROJECT_LABEL: "nobody"}))
+    client.create(our_pod("on-h100", node_selector={"nvidia.com/gpu.product": "H100-SXM5-80GB"}))
+    for i in range(22):  # more than a report lists by name
+        client.create(our_pod(f"stray-{i:02}", namespace=SCRATCH))
+    kubeconfig = kube.kubeconfig(tmp_path / "kubeconfig")
+
+    result = CliRunner().invoke(
+        main, ["scheduler", "--once", "--kubeconfig", str(kubeconfig), "--namespace", SYSTEM]
+    )
+
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    ignored = [line for line in lines if line.startswith(("ignored ", "... and "))]
+    assert ignored[:3] == [
+        f"ignored {TEAM_A}/ghost: labelled for project 'nobody' but in 'team-a''s namespace "
+        f"'{TEAM_A}'",
+        f"ignored {TEAM_A}/on-h100: "
+        "no node group it may use admits its nodeSelector and node affinity",
+        f"ignored {SCRATCH}/stray-00: namespace '{SCRATCH}' belongs to no project",
+    ]
+    assert len(ignored) == SHOWN_IGNORED + 1  # the first ones by name, then how many more
+    assert ignored[-2] == f"ignored {SCRATCH}/stray-17: namespace '{SCRATCH}' belongs to no project"
+    assert ignored[-1] == "... and 4 more ignored pods"
+    assert lines[-1] == "1 bound, 0 evicted, 0 evictions refused, 0 waiting, 24 ignored, 0 errors"
+    assert client.get(ObjectRef("v1", "Pod", TEAM_A, "train"))["spec"]["nodeName"] == "dgx-0"
+
+
+def metric(scheduler: Scheduler, name: str, **labels: str) -> float | None:
+    return scheduler.metrics.registry.get_sample_value(name, labels)
+
+
+def test_the_loop_logs_an_ignored_pod_once_and_again_when_its_reason_changes(
+    kube,  # noqa: F811
+    client,  # noqa: F811
+    caplog,
+):
+    install_example(client)
+    client.create(our_pod("ghost", labels={PROJECT_LABEL: "nobody"}))
+    scheduler = Scheduler(connect(kube), Settings(namespace=SYSTEM, cycle_period=0.02))
+    stop = threading.Event()
+    thread = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
+
+    def said() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+    def cycles() -> float:
+        return metric(scheduler, "gitops_sched_cycle_duration_seconds_count") or 0
+
+    with caplog.at_level(logging.INFO, logger="gitops_sched.scheduler.loop"):
+        thread.start()
+        try:
+            assert wait_for(lambda: len(said()) == 1)
+            before = cycles()
+            assert wait_for(lambda: cycles() >= before + 5)  # said once, not once a cycle
+            assert said() == [
+                f"ignored {TEAM_A}/ghost: labelled for project 'nobody' but in 'team-a''s "
+                f"namespace '{TEAM_A}'"
+            ]
+            summaries = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+            assert len(summaries) == 1 and summaries[0].endswith(
+                "0 bound, 0 evicted, 0 evictions refused, 0 waiting, 1 ignored, 0 errors"
+            )
+            relabelled = {"metadata": {"labels": {PROJECT_LABEL: "no-such-project"}}}
+            client.patch(ObjectRef("v1", "Pod", TEAM_A, "ghost"), relabelled)
+            assert wait_for(lambda: len(said()) == 2)
+            assert "'no-such-project'" in said()[1]
+            assert metric(scheduler, "gitops_sched_ignored_pods", namespace=TEAM_A) == 1
+        finally:
+            stop.set()
+            thread.join(timeout=5)
+            scheduler.client.close()
+
+
+def test_a_report_names_a_bound_ignored_pod_and_counts_only_what_it_leaves_out():
+    bound = Ignored("team-a", "old", "u0", "its placement names GPUs its node does not have", True)
+    strays = [Ignored(SCRATCH, f"stray-{i}", f"u{i}", "no project") for i in range(1, 20)]
+    assert ignored_lines([bound, *strays])[0] == (
+        "ignored team-a/old (bound): its placement names GPUs its node does not have"
+    )
+    assert len(ignored_lines([bound, *strays])) == SHOWN_IGNORED  # all shown: no "and N more"
+    assert ignored_lines([bound, *strays], shown=3)[-1] == "... and 17 more ignored pods"
+    assert ignored_lines([]) == []

@@ -1,5 +1,6 @@
 """The scheduler's Prometheus metrics: the names and labels the dashboard and alerts use,
-queues that leave the repo leave the metrics, a standby replica reports no cluster state."""
+queues that leave the repo leave the metrics, a standby replica reports no cluster state,
+the pods the scheduler cannot take are counted by namespace."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from gitops_sched.engine.types import (
 )
 from gitops_sched.scheduler.actuate import Outcome
 from gitops_sched.scheduler.metrics import SchedulerMetrics
-from gitops_sched.scheduler.view import ClusterView
+from gitops_sched.scheduler.view import ClusterView, Ignored
 from tests.engine_builders import policy
 
 EXPORTED = {
@@ -38,6 +39,7 @@ EXPORTED = {
     "gitops_sched_nodes",
     "gitops_sched_workloads",
     "gitops_sched_leader",
+    "gitops_sched_ignored_pods",
 }
 
 
@@ -65,7 +67,7 @@ def exported_names(metrics: SchedulerMetrics) -> set[str]:
 def test_a_cycle_exports_exactly_the_documented_metric_names() -> None:
     metrics = SchedulerMetrics()
     metrics.set_leader(True)
-    view = ClusterView(Snapshot(policy(), (), ()), {})
+    view = ClusterView(Snapshot(policy(), (), ()), {}, ignored=(Ignored("lab", "p", "u1", "why"),))
     metrics.record_cycle(0.1, view, decisions(QueueStatus("vision", 4, 4, 4, 0)), Outcome())
     assert exported_names(metrics) == EXPORTED
 
@@ -174,3 +176,27 @@ def test_only_the_leader_reports_cluster_state(leading: bool) -> None:
     text = generate_latest(metrics.registry).decode()
     assert ('queue="vision"' in text) is leading
     assert ('gitops_sched_nodes{state="schedulable"}' in text) is leading
+
+
+NO_PROJECT = "namespace 'lab' belongs to no project"
+
+
+def test_ignored_pods_are_counted_by_namespace_and_a_namespace_with_none_left_drops_out() -> None:
+    metrics = SchedulerMetrics()
+    metrics.set_leader(True)
+    stray = Ignored("lab", "stray", "u1", NO_PROJECT)
+    ghost = Ignored("team-a", "ghost", "u2", "labelled for project 'nobody'")
+    picky = Ignored("team-a", "picky", "u3", "no node group it may use admits...", bound=True)
+    empty = Snapshot(policy(), (), ())
+    metrics.record_cycle(
+        0.1, ClusterView(empty, {}, ignored=(stray, ghost, picky)), decisions(), Outcome()
+    )
+    assert value(metrics, "gitops_sched_ignored_pods", namespace="lab") == 1
+    assert value(metrics, "gitops_sched_ignored_pods", namespace="team-a") == 2
+
+    metrics.record_cycle(0.1, ClusterView(empty, {}, ignored=(ghost,)), decisions(), Outcome())
+    assert value(metrics, "gitops_sched_ignored_pods", namespace="lab") is None
+    assert value(metrics, "gitops_sched_ignored_pods", namespace="team-a") == 1
+
+    metrics.set_leader(False)  # the leader counts them now
+    assert "gitops_sched_ignored_pods{" not in generate_latest(metrics.registry).decode()

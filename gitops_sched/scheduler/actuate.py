@@ -81,13 +81,16 @@ class Outcome:
     def bound_uids(self) -> set[str]:
         return {uid for uid, _, _ in self.bound}
 
-    def summary(self) -> str:
+    def summary(self, ignored: int | None = None) -> str:
+        """One line; `ignored`, when given, is the cycle's ignored pods (the view's)."""
         parts = [
             f"{len(self.bound)} bound",
             f"{len(self.evicted)} evicted",
             f"{self.eviction_refused} evictions refused",
             f"{self.waiting} waiting",
         ]
+        if ignored is not None:
+            parts.append(f"{ignored} ignored")
         if self.reservations_created or self.reservations_deleted:
             parts.append(
                 f"reservation pods {self.reservations_created} created, "

@@ -4,6 +4,13 @@
 One cycle: the cached objects (with the scheduler's own unseen writes laid over them) ->
 `snapshot.build_view` -> the engine's `schedule` -> `Actuator.carry_out` (evictions, binds,
 reservation pods, MIG requests) -> queue status and pending reasons -> metrics.
+
+The pods with our schedulerName that `build_view` could not take (`ClusterView.ignored`:
+a namespace of no project, labels or annotations it cannot read, no node group admits
+them...) are counted in every report and listed with why, `ignored NAMESPACE/NAME: why`,
+the first `SHOWN_IGNORED` by name and the rest as `... and N more ignored pods`: `--once`
+prints them all so, the loop logs (at most once a reason) those newly ignored, or ignored
+for another reason than last cycle's.
 """
 
 from __future__ import annotations
@@ -11,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gitops_sched.cluster.client import ClusterClient
@@ -28,10 +35,11 @@ from gitops_sched.scheduler.assumed import Assumed
 from gitops_sched.scheduler.metrics import SchedulerMetrics
 from gitops_sched.scheduler.snapshot import CycleMemory, build_view
 from gitops_sched.scheduler.status import StatusWriter
-from gitops_sched.scheduler.view import ClusterView
+from gitops_sched.scheduler.view import ClusterView, Ignored
 
 log = logging.getLogger(__name__)
 DEFAULT_NAMESPACE = "gitops-sched-system"
+SHOWN_IGNORED = 20  # ignored pods a report lists by name; the rest are only counted
 # pods that hold or wait for GPUs: finished pods are neither
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
@@ -54,6 +62,28 @@ class CycleReport:
     view: ClusterView
     seconds: float
     engine_seconds: float
+
+    @property
+    def ignored(self) -> tuple[Ignored, ...]:
+        """The pods with our schedulerName the cycle could not take, by namespace and name."""
+        return self.view.ignored
+
+    def summary(self) -> str:
+        """`N bound, N evicted, N evictions refused, N waiting, N ignored, N errors` (and
+        reservation pods and MIG requests when there were some)."""
+        return self.outcome.summary(ignored=len(self.ignored))
+
+
+def ignored_lines(ignored: Sequence[Ignored], shown: int = SHOWN_IGNORED) -> list[str]:
+    """`ignored NAMESPACE/NAME: why` (`NAMESPACE/NAME (bound)` for a pod bound already) for
+    the first `shown` pods, then `... and N more ignored pods` for the rest."""
+    lines = [
+        f"ignored {pod.namespace}/{pod.name}{' (bound)' if pod.bound else ''}: {pod.why}"
+        for pod in ignored[:shown]
+    ]
+    if len(ignored) > shown:
+        lines.append(f"... and {len(ignored) - shown} more ignored pods")
+    return lines
 
 
 class Scheduler:
@@ -90,6 +120,8 @@ class Scheduler:
         self.informers = (self.pods, self.nodes, self.policy)
         self._actuator: Actuator | None = None
         self._policy: tuple[str, ClusterPolicy] | None = None  # read at this resourceVersion
+        # the ignored pods the loop has logged, with the reason it logged: said once each
+        self._ignored_logged: dict[tuple[str, str, str], str] = {}
         self.status = StatusWriter(client, settings.dry_run)
 
     # --- one cycle -------------------------------------------------------------------
@@ -178,22 +210,38 @@ class Scheduler:
                     log.warning("cycle stopped: %s", exc)
                 else:
                     if report is not None:
-                        _log_report(report)
+                        _log_report(report, self._newly_ignored(report.ignored))
             else:
                 self.health.ready = True  # a standby replica is ready: it waits for the Lease
             self._wake.wait(self.settings.cycle_period)
             stop.wait(self.settings.debounce)
 
+    def _newly_ignored(self, ignored: Sequence[Ignored]) -> list[Ignored]:
+        """The ignored pods not logged yet, or logged with another reason; a pod no longer
+        ignored is forgotten (logged again should it be ignored again)."""
+        logged, self._ignored_logged = self._ignored_logged, {}
+        fresh = []
+        for pod in ignored:
+            key = (pod.namespace, pod.name, pod.uid)
+            if logged.get(key) != pod.why:
+                fresh.append(pod)
+            self._ignored_logged[key] = pod.why
+        return fresh
 
-def _log_report(report: CycleReport) -> None:
+
+def _log_report(report: CycleReport, newly_ignored: Sequence[Ignored] = ()) -> None:
+    """The cycle's summary when it changed something, failed somewhere or ignored pods it
+    had not ignored (for that reason) before; then its errors and those pods."""
     outcome = report.outcome
-    if not (report.decisions.changed or outcome.errors):
+    if not (report.decisions.changed or outcome.errors or newly_ignored):
         return
     log.info(
         "cycle %.3fs (engine %.3fs): %s",
         report.seconds,
         report.engine_seconds,
-        outcome.summary(),
+        report.summary(),
     )
     for error in outcome.errors:
         log.error("%s", error)
+    for line in ignored_lines(newly_ignored):
+        log.warning("%s", line)

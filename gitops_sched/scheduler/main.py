@@ -1,7 +1,18 @@
 """The `gitops-sched scheduler` process: connect, elect, serve probes and metrics, loop.
 
-`--once` lists the cluster, runs one cycle and exits; with `--dry-run` it prints what that
-cycle would do (binds, evictions and their reasons, pending reasons) and writes nothing.
+`--once` lists the cluster, runs one cycle, prints what it did and exits; with `--dry-run`
+it prints what that cycle would do and writes nothing. The report, one line each:
+
+    evict JOB (N pods): REASON[ for JOB]
+    bind JOB (N pods) on NODE[, NODE...][ (waits for GPUs being freed)]
+    pending JOB: WHY
+    ignored NAMESPACE/NAME[ (bound)]: WHY      (the first `loop.SHOWN_IGNORED`)
+    ... and N more ignored pods
+    N bound, N evicted, N evictions refused, N waiting, N ignored, N errors
+
+"ignored" pods have our schedulerName but the cycle could not take them at all (a namespace
+of no project, a label or annotation it cannot read, no node group it may use admits them);
+"pending" and "waiting" ones (binds not carried out yet) are the engine's.
 """
 
 from __future__ import annotations
@@ -16,7 +27,7 @@ from gitops_sched.cluster.config import load_configuration
 from gitops_sched.cluster.errors import ApiFailure
 from gitops_sched.cluster.leader import LeaderElector, default_identity
 from gitops_sched.cluster.serving import Health, serve
-from gitops_sched.scheduler.loop import CycleReport, Scheduler, Settings
+from gitops_sched.scheduler.loop import CycleReport, Scheduler, Settings, ignored_lines
 from gitops_sched.scheduler.metrics import SchedulerMetrics
 
 log = logging.getLogger("gitops_sched.scheduler")
@@ -89,6 +100,8 @@ def _print_report(report: CycleReport) -> None:
         print(f"bind {bind.job} ({len(bind.pods)} pods) on {where}{wait}")
     for job, why in decisions.pending_reasons:
         print(f"pending {job}: {why}")
-    print(outcome.summary())
+    for line in ignored_lines(report.ignored):
+        print(line)
+    print(report.summary())
     for error in outcome.errors:
         print(f"error: {error}", file=sys.stderr)

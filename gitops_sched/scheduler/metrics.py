@@ -3,7 +3,9 @@
 Per queue (`level` project or department): GPUs deserved, fair share, allocated and asked by
 pending work, as the last cycle computed them; the cluster's GPUs, nodes and workloads;
 cycle duration; pods bound by request kind; pods evicted by the engine's reason, and
-evictions a PodDisruptionBudget refused. `scheduler/grafana-dashboard.json` charts them.
+evictions a PodDisruptionBudget refused; pods with our schedulerName the cycle could not
+take (ignored: a namespace of no project, a pod it cannot read...), by namespace.
+`scheduler/grafana-dashboard.json` charts them.
 
 State gauges describe the cluster only while this replica leads: a standby clears them, so
 the replicas' series never disagree. Counters and the cycle histogram are per replica.
@@ -11,7 +13,7 @@ the replicas' series never disagree. Counters and the cycle histogram are per re
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -21,7 +23,7 @@ from gitops_sched.engine.types import Decisions, EvictReason, QueueStatus, Reque
 
 if TYPE_CHECKING:
     from gitops_sched.scheduler.actuate import Outcome
-    from gitops_sched.scheduler.view import ClusterView
+    from gitops_sched.scheduler.view import ClusterView, Ignored
 
 PROJECT = "project"
 DEPARTMENT = "department"
@@ -92,7 +94,16 @@ class SchedulerMetrics:
         self.leader = Gauge(
             "gitops_sched_leader", "1 while this replica holds the Lease.", registry=r
         )
+        self.ignored = Gauge(
+            "gitops_sched_ignored_pods",
+            "Pods with the scheduler's name it cannot take (a namespace of no project, labels "
+            "or annotations it cannot read, no node group admits them...), by namespace; "
+            "each pod's pending reason and `scheduler --once` say why.",
+            ["namespace"],
+            registry=r,
+        )
         self._queues: set[tuple[str, str]] = set()
+        self._ignored_namespaces: set[str] = set()
         for kind in sorted(set(BIND_KINDS.values())):
             self.binds.labels(kind=kind)
         for reason in EvictReason:
@@ -106,6 +117,7 @@ class SchedulerMetrics:
         self.cycle_duration.observe(seconds)
         self.record_queues(decisions)
         self.record_cluster(view.snapshot)
+        self.record_ignored(view.ignored)
         self.record_binds(outcome.bound_by_kind)
         self.record_evictions(outcome.evicted_by_reason, outcome.eviction_refused)
 
@@ -149,14 +161,26 @@ class SchedulerMetrics:
         self.workloads.labels(state="running").set(running)
         self.workloads.labels(state="pending").set(len(snapshot.jobs) - running)
 
+    def record_ignored(self, ignored: Sequence[Ignored]) -> None:
+        """The cycle's ignored pods, by namespace; a namespace with none left drops out."""
+        counts: dict[str, int] = {}
+        for pod in ignored:
+            counts[pod.namespace] = counts.get(pod.namespace, 0) + 1
+        for namespace, n in counts.items():
+            self.ignored.labels(namespace=namespace).set(n)
+        for namespace in self._ignored_namespaces - counts.keys():
+            self.ignored.remove(namespace)
+        self._ignored_namespaces = set(counts)
+
     def set_leader(self, leading: bool) -> None:
         """Mark this replica leader or standby; a standby reports no cluster state."""
         self.leader.set(1 if leading else 0)
         if not leading:
             self._remove_queues(self._queues)
             self._queues = set()
-            for gauge in (self.cluster_gpus, self.nodes, self.workloads):
+            for gauge in (self.cluster_gpus, self.nodes, self.workloads, self.ignored):
                 gauge.clear()
+            self._ignored_namespaces = set()
 
     def _set_queue(self, level: str, status: QueueStatus) -> None:
         self.deserved.labels(level, status.name).set(status.deserved)
