@@ -1,0 +1,89 @@
+"""pytest fixtures for the real control plane.
+
+`control_plane` (session): one cluster for the whole run, started on first use, its
+kube-apiserver's version printed once, stopped at the end even when tests fail.
+`real_cluster` (per test): that cluster, wiped back to how the session found it after the
+test (new namespaces, nodes, CRDs, priority classes and cluster RBAC deleted, namespaces
+waited for), so every test starts on a bare cluster. `real_client`: a ClusterClient on it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from gitops_sched.cluster import Backoff, ClusterClient, ObjectRef
+from tests.control_plane.cluster import ControlPlane
+
+FAST_BACKOFF = Backoff(attempts=6, base=0.05, cap=0.5)
+# cluster-scoped kinds a test may create; what exists when the session starts is kept
+WIPED = (
+    ("v1", "Namespace"),
+    ("v1", "Node"),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
+    ("scheduling.k8s.io/v1", "PriorityClass"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+)
+
+
+def connect(plane: ControlPlane, timeout: float = 30.0) -> ClusterClient:
+    return ClusterClient(plane.configuration(), backoff=FAST_BACKOFF, timeout=timeout)
+
+
+def _names(client: ClusterClient) -> dict[tuple[str, str], set[str]]:
+    return {kind: {o["metadata"]["name"] for o in client.list(*kind) or ()} for kind in WIPED}
+
+
+@pytest.fixture(scope="session")
+def control_plane(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[ControlPlane]:
+    plane = ControlPlane(tmp_path_factory.mktemp("control-plane"))
+    started = time.monotonic()
+    plane.start()
+    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(
+            f"\nreal control plane: kube-apiserver {plane.version} at {plane.server} "
+            f"(etcd, kube-controller-manager, kwok; up in {time.monotonic() - started:.1f}s)"
+        )
+    client = connect(plane)
+    plane.baseline = _names(client)  # type: ignore[attr-defined]
+    client.close()
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+def wipe(plane: ControlPlane) -> None:
+    """Delete what the session did not start with; wait for namespaces to be gone."""
+    client = connect(plane)
+    try:
+        baseline = plane.baseline  # type: ignore[attr-defined]
+        for kind, names in _names(client).items():
+            for name in sorted(names - baseline[kind]):
+                client.delete(ObjectRef(kind[0], kind[1], "", name))
+        deadline = time.monotonic() + 120
+        while _names(client)[("v1", "Namespace")] - baseline[("v1", "Namespace")]:
+            if time.monotonic() > deadline:
+                raise AssertionError("namespaces of the last test still terminating after 120s")
+            time.sleep(0.25)
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def real_cluster(control_plane: ControlPlane) -> Iterator[ControlPlane]:
+    yield control_plane
+    wipe(control_plane)
+
+
+@pytest.fixture
+def real_client(real_cluster: ControlPlane) -> Iterator[ClusterClient]:
+    client = connect(real_cluster)
+    yield client
+    client.close()
