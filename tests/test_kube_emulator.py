@@ -136,9 +136,156 @@ def test_generation_counts_spec_changes_only(client: ClusterClient) -> None:
     relabelled = job({})
     relabelled["metadata"]["labels"] = {"x": "y"}
     assert client.apply(relabelled, "me")["metadata"]["generation"] == 1
-    changed = job({"limits": {"cpu": "2"}})
+    changed = job({})
+    changed["spec"]["parallelism"] = 2  # a Job's pod template cannot change: its size can
     assert client.apply(changed, "me")["metadata"]["generation"] == 2
     assert first["metadata"]["generation"] == 1
+
+
+def indexed_job(image: str, replicas: int) -> dict:
+    container = {"name": "main", "image": image}
+    spec = {"restartPolicy": "Never", "containers": [container]}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train", "namespace": "a", "labels": {"team": "x"}},
+        "spec": {
+            "parallelism": replicas,
+            "completions": replicas,
+            "completionMode": "Indexed",
+            "template": {"metadata": {"labels": {"app": "train"}}, "spec": spec},
+        },
+    }
+
+
+def test_a_job_keeps_its_pod_template_and_completions_for_life(client: ClusterClient) -> None:
+    client.apply(namespace("a"), "me")
+    created = client.apply(indexed_job("pytorch:2.3", 2), "me")
+    with pytest.raises(ApiFailure) as refused:
+        client.apply(indexed_job("pytorch:2.4", 2), "me")
+    error = refused.value
+    assert error.status == 422 and error.reason == "Invalid"
+    assert error.message.startswith('Job.batch "train" is invalid: spec.template: Invalid value: ')
+    assert error.message.endswith(": field is immutable")
+    details = error.body["details"]
+    assert (details["name"], details["group"], details["kind"]) == ("train", "batch", "Job")
+    assert [(c["reason"], c["field"]) for c in details["causes"]] == [
+        ("FieldValueInvalid", "spec.template")
+    ]
+    assert kube_job(client)["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    with pytest.raises(ApiFailure):  # a dry run is validated the same way
+        client.apply(indexed_job("pytorch:2.4", 2), "me", dry_run=True)
+    # what may change: labels, parallelism with completions (Indexed), the deadline, suspend
+    elastic = indexed_job("pytorch:2.3", 3)
+    elastic["metadata"]["labels"]["team"] = "y"
+    elastic["spec"].update(activeDeadlineSeconds=600, suspend=True, backoffLimit=2)
+    assert client.apply(elastic, "me")["spec"]["completions"] == 3
+    lopsided = indexed_job("pytorch:2.3", 3)
+    lopsided["spec"]["completions"] = 4
+    with pytest.raises(ApiFailure) as tandem:
+        client.apply(lopsided, "me")
+    assert "can only be modified in tandem with spec.parallelism" in tandem.value.message
+    # the defaults the server added (selector, controller-uid labels) are kept by an apply
+    stored = kube_job(client)
+    assert stored["spec"]["template"]["metadata"]["labels"]["job-name"] == "train"
+
+
+def test_a_suspended_job_that_never_started_may_change_its_scheduling_directives(
+    client: ClusterClient,
+) -> None:
+    client.apply(namespace("a"), "me")
+    suspended = indexed_job("pytorch:2.3", 1)
+    suspended["spec"]["suspend"] = True
+    client.apply(suspended, "me")
+    suspended["spec"]["template"]["spec"]["nodeSelector"] = {"pool": "a100"}
+    suspended["spec"]["template"]["metadata"]["labels"]["queue"] = "q"
+    assert client.apply(suspended, "me")["spec"]["template"]["spec"]["nodeSelector"]
+    suspended["spec"]["template"]["spec"]["containers"][0]["image"] = "pytorch:2.4"
+    with pytest.raises(ApiFailure) as refused:
+        client.apply(suspended, "me")
+    assert refused.value.status == 422
+
+
+def test_a_non_indexed_job_keeps_its_completions(client: ClusterClient) -> None:
+    client.apply(namespace("a"), "me")
+    plain = job({})
+    plain["spec"]["completions"] = 2
+    client.apply(plain, "me")
+    plain["spec"]["completions"] = 3
+    with pytest.raises(ApiFailure) as refused:
+        client.apply(plain, "me")
+    assert "spec.completions: Invalid value: 3: field is immutable" in refused.value.message
+
+
+def kube_job(client: ClusterClient) -> dict:
+    found = client.get(ObjectRef("batch/v1", "Job", "a", "train"))
+    assert found is not None
+    return found
+
+
+def owned_pod(name: str, owner: dict, finalizers: list[str] | None = None) -> dict:
+    reference = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    meta = {"name": name, "namespace": "a", "ownerReferences": [reference]}
+    if finalizers:
+        meta["finalizers"] = finalizers
+    container = {"name": "main", "image": "pytorch:2.3"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {"containers": [container]},
+    }
+
+
+def test_a_foreground_deletion_waits_for_the_dependents() -> None:
+    with KubeEmulator(pod_termination="graceful") as kube:
+        client = connect(kube)
+        client.apply(namespace("a"), "me")
+        owner = client.apply(indexed_job("pytorch:2.3", 1), "me")
+        client.create(owned_pod("train-0", owner))
+        kube.api.call(
+            "POST",
+            "/api/v1/namespaces/a/pods/train-0/binding",
+            {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": "train-0"},
+                "target": {"kind": "Node", "name": "n1"},
+            },
+        )
+        ref = ObjectRef("batch/v1", "Job", "a", "train")
+        assert client.delete(ref, propagation="Foreground")
+        marked = client.get(ref)
+        assert marked is not None and marked["metadata"]["deletionTimestamp"]
+        assert marked["metadata"]["finalizers"] == ["foregroundDeletion"]
+        pod = kube.api.find("v1", "Pod", "train-0", "a")
+        assert pod["metadata"]["deletionTimestamp"]  # stopping: its kubelet's turn
+        assert kube.api.finish_terminating() == ["a/train-0"]
+        assert client.get(ref) is None  # its last dependent went: so did the Job
+        client.close()
+
+
+def test_a_foreground_deletion_without_dependents_removes_at_once(
+    kube: KubeEmulator, client: ClusterClient
+) -> None:
+    client.apply(namespace("a"), "me")
+    client.apply(indexed_job("pytorch:2.3", 1), "me")
+    ref = ObjectRef("batch/v1", "Job", "a", "train")
+    assert client.delete(ref, propagation="Foreground")
+    assert client.get(ref) is None
+    # a background deletion leaves the dependents to the garbage collector (the stand-ins)
+    owner = client.apply(indexed_job("pytorch:2.3", 1), "me")
+    client.create(owned_pod("train-0", owner, finalizers=["example.io/hold"]))
+    assert client.delete(ref)
+    assert client.get(ref) is None
+    assert kube.api.find("v1", "Pod", "train-0", "a") is not None
 
 
 def test_an_unchanged_apply_keeps_the_resource_version(client: ClusterClient) -> None:

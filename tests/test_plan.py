@@ -350,6 +350,51 @@ def test_workloads_whose_project_changes_are_rendered_again(config_repo: Path) -
     }
 
 
+def test_a_jobs_changed_pod_template_is_a_replacement_that_restarts_its_pods(
+    config_repo: Path,
+) -> None:
+    """Kubernetes fixes a Job's pod template at creation: the reconciler replaces the Job,
+    and the plan says so (and that its running pods restart)."""
+    files = base_config()
+    files["workloads/team-b.yaml"][0]["spec"]["image"] = "pytorch:3"
+    write(config_repo / "cfg", files)
+    code, data = plan_json("cfg", "--base", "main")
+    assert code == 0
+    assert {k: v for k, v in data["objects"].items() if k != "items"} == {
+        "added": 0,
+        "changed": 1,  # the Workload object, in place
+        "replaced": 1,
+        "removed": 0,
+    }
+    actions = {(o["kind"], o["name"]): o["action"] for o in data["objects"]["items"]}
+    assert actions == {("Job", "b-1"): "replaced", ("Workload", "b-1"): "changed"}
+    assert data["summary"] == "1 workload replaced (running pods restart)"
+    _, text, _ = plan("cfg", "--base", "main")
+    assert "Kubernetes objects: 1 changed, 1 replaced" in text
+    assert "| `project-team-b/b-1` | replaced (running pods restart) | `spec.template." in text
+
+
+def test_a_jobs_deadline_changes_in_place(config_repo: Path) -> None:
+    """An interactive Job's time limit (activeDeadlineSeconds) may change on a live Job."""
+    files = base_config()
+    files["workloads/team-a.yaml"] = [
+        doc("Workload", "a-1", project="team-a", type="interactive", gpu=1, image="jupyter:1")
+    ]
+    spec(files, "projects/team-a.yaml")["interactiveTimeLimit"] = "8h"
+    write(config_repo / "cfg", files)
+    git(config_repo, "add", "cfg")
+    git(config_repo, "commit", "-q", "-m", "interactive")
+    spec(files, "projects/team-a.yaml")["interactiveTimeLimit"] = "12h"
+    write(config_repo / "cfg", files)
+    code, data = plan_json("cfg", "--base", "main")
+    assert code == 0
+    jobs = [o for o in data["objects"]["items"] if o["kind"] == "Job"]
+    assert [(o["action"], [f["path"] for f in o["fields"]]) for o in jobs] == [
+        ("changed", ["spec.activeDeadlineSeconds"])
+    ]
+    assert "replaced" not in data["summary"]
+
+
 @pytest.mark.parametrize("name", ["netapp-dgx", "oci-a100"])
 def test_the_policy_compared_as_data_is_what_its_text_says(name: str) -> None:
     """The diff takes the policy document from the render instead of parsing it back."""

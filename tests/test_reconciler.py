@@ -31,9 +31,15 @@ def doc(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": API, "kind": kind, "metadata": {"name": name}, "spec": spec}
 
 
-def config(projects: dict[str, int], cluster: str = "lab") -> dict[str, list[dict[str, Any]]]:
+def config(
+    projects: dict[str, int],
+    cluster: str = "lab",
+    image: str = "pytorch:2.3",
+    system_namespace: str = "gitops-sched-system",
+) -> dict[str, list[dict[str, Any]]]:
     """A small config repo: one node group, one department, `projects` (name -> GPU quota),
-    a template with quantities the server normalises, and a workload per project."""
+    a template (of `image`) with quantities the server normalises, and a train workload per
+    project."""
     files = {
         "cluster.yaml": [
             doc(
@@ -41,7 +47,7 @@ def config(projects: dict[str, int], cluster: str = "lab") -> dict[str, list[dic
                 cluster,
                 {
                     "kubernetesVersion": "1.32",
-                    "systemNamespace": "gitops-sched-system",
+                    "systemNamespace": system_namespace,
                     "namespacePrefix": "gpu-",
                     "schedulerName": "gitops-sched",
                 },
@@ -69,7 +75,7 @@ def config(projects: dict[str, int], cluster: str = "lab") -> dict[str, list[dic
                 "Template",
                 "train",
                 {
-                    "image": "pytorch:2.3",
+                    "image": image,
                     "command": ["python", "train.py"],
                     # canonical on the server as 12 and 1Gi: must never look like drift
                     "resources": {"cpu": "12000m", "memory": "1024Mi"},
@@ -234,6 +240,174 @@ def test_a_quota_change_patches_only_what_changed_and_a_removed_project_is_prune
     assert set(h.live()) == {str(r) for r in h.inventory().entries}
 
 
+JOB = ("batch/v1", "Job", "vision-train", "gpu-vision")
+
+
+def test_a_changed_pod_template_replaces_the_job_and_the_next_sync_writes_nothing(kube, tmp_path):
+    """A Job's pod template is fixed at creation (a real server answers 422 "field is
+    immutable"): the reconciler deletes the Job and creates it again in the same sync."""
+    repo = tmp_path / "repo"
+    commit(repo, config({"vision": 8}))
+    h = Harness(kube, repo)
+    assert h.sync().ok
+    old_uid = kube.api.find(*JOB)["metadata"]["uid"]
+    revision = commit(repo, config({"vision": 8}, image="pytorch:2.4"))
+    kube.api.reset_counts()
+    outcome = h.sync()
+    assert outcome.ok, (outcome.result.errors, outcome.result.waiting)
+    assert outcome.result.replaced == ["Job/gpu-vision/vision-train"]
+    assert not outcome.result.errors and not outcome.result.drift
+    job = kube.api.find(*JOB)
+    assert job["metadata"]["uid"] != old_uid
+    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "pytorch:2.4"
+    assert "DELETE /apis/batch/v1/namespaces/gpu-vision/jobs/vision-train" in writes(kube)
+    status = kube.api.find(API, "Cluster", "lab")["status"]
+    assert status["syncedCommit"] == revision and status["replaced"] == 1
+    assert status["replacing"] == [] and status["conditions"][0]["reason"] == "Synced"
+    assert h.reconciler.metrics.replaced._value.get() == 1
+    assert set(h.live()) == {str(r) for r in h.inventory().entries}
+
+    kube.api.reset_counts()
+    again = h.sync()
+    assert again.ok and not again.result.changed
+    assert kube.api.counts()["write"] == 0
+
+
+def test_a_replaced_job_waits_for_its_pods_to_stop_then_a_later_sync_creates_it(tmp_path):
+    """Deleted in the foreground, the old Job stays until its pods have stopped, so the two
+    generations never hold GPUs together; a sync that cannot wait longer says so, writes
+    nothing more while it waits, and the next one creates the Job."""
+    repo = tmp_path / "repo"
+    commit(repo, config({"vision": 8}))
+    with KubeEmulator(pod_termination="graceful") as kube:
+        create_system_namespace(kube)
+        h = Harness(kube, repo)
+        h.reconciler.syncer.replace_timeout = 0.2
+        assert h.sync().ok
+        owner = kube.api.find(*JOB)
+        reference = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "name": "vision-train",
+            "uid": owner["metadata"]["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "vision-train-0-abcde", "ownerReferences": [reference]},
+            "spec": {"containers": [{"name": "main", "image": "pytorch:2.3"}]},
+        }
+        kube.api.call("POST", "/api/v1/namespaces/gpu-vision/pods", pod)
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": "vision-train-0-abcde"},
+            "target": {"kind": "Node", "name": "gpu-1"},
+        }
+        kube.api.call(
+            "POST", "/api/v1/namespaces/gpu-vision/pods/vision-train-0-abcde/binding", binding
+        )
+        revision = commit(repo, config({"vision": 8}, image="pytorch:2.4"))
+        outcome = h.sync()
+        assert not outcome.ok and not outcome.result.errors
+        assert [w.split(":")[0] for w in outcome.result.waiting] == ["Job/gpu-vision/vision-train"]
+        assert kube.api.find(*JOB)["metadata"]["deletionTimestamp"]  # its pod is stopping
+        status = kube.api.find(API, "Cluster", "lab")["status"]
+        assert status["conditions"][0]["reason"] == "Replacing"
+        assert status["syncedCommit"] != revision and status["replacing"]
+        assert h.inventory().entries  # the Job is still listed: it may exist
+
+        kube.api.reset_counts()
+        waiting = h.sync()
+        assert waiting.result.waiting and kube.api.counts()["write"] == 0
+
+        assert kube.api.finish_terminating() == ["gpu-vision/vision-train-0-abcde"]
+        assert kube.api.find(*JOB) is None  # gone with its last pod
+        done = h.sync()
+        assert done.ok, (done.result.errors, done.result.waiting)
+        assert done.result.created == ["Job/gpu-vision/vision-train"] and not done.result.drift
+        job = kube.api.find(*JOB)
+        assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "pytorch:2.4"
+        status = kube.api.find(API, "Cluster", "lab")["status"]
+        assert status["syncedCommit"] == revision and status["replacing"] == []
+        kube.api.reset_counts()
+        assert not h.sync().result.changed and kube.api.counts()["write"] == 0
+
+
+def test_a_refusal_for_a_field_the_reconciler_does_not_know_is_replaced_too(
+    kube, tmp_path, monkeypatch
+):
+    """A later Kubernetes may fix more fields: the server's 422 leads to a replacement."""
+    from gitops_sched.reconciler import replace
+
+    monkeypatch.setitem(replace.IMMUTABLE, ("batch", "Job"), ())
+    repo = tmp_path / "repo"
+    commit(repo, config({"vision": 8}))
+    h = Harness(kube, repo)
+    assert h.sync().ok
+    commit(repo, config({"vision": 8}, image="pytorch:2.4"))
+    outcome = h.sync()
+    assert outcome.ok, outcome.result.errors
+    assert outcome.result.replaced == ["Job/gpu-vision/vision-train"]
+    job = kube.api.find(*JOB)
+    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "pytorch:2.4"
+
+
+def test_which_changes_need_a_replacement_and_which_refusals_mean_one():
+    from gitops_sched.cluster.errors import ApiFailure
+    from gitops_sched.reconciler.replace import immutable_fields, refused_as_immutable
+
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "spec": {"parallelism": 4, "completions": 4, "completionMode": "Indexed"},
+    }
+    changed = ["spec.template.spec.containers.0.image", "spec.parallelism", "metadata.labels"]
+    assert immutable_fields(job, changed) == ["spec.template"]
+    assert immutable_fields(job, ["spec.parallelism", "spec.completions"]) == []  # elastic
+    assert immutable_fields(job, ["spec.activeDeadlineSeconds", "spec.suspend"]) == []
+    uneven = {**job, "spec": {**job["spec"], "completions": 8}}
+    assert immutable_fields(uneven, ["spec.completions"]) == ["spec.completions"]
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment"}
+    assert immutable_fields(deployment, ["spec.template.spec.containers.0.image"]) == []
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim"}
+    assert immutable_fields(claim, ["spec.storageClassName"]) == []  # never replaced
+
+    def refusal(message: str, field: str | None) -> ApiFailure:
+        causes = [{"reason": "FieldValueInvalid", "message": message, "field": field}]
+        body = {"message": f"x is invalid: {field}: {message}", "details": {"causes": causes}}
+        return ApiFailure(422, "Invalid", body["message"], body)
+
+    assert refused_as_immutable(
+        refusal("Invalid value: 3: field is immutable", "spec.completions")
+    ) == ["spec.completions"]
+    assert refused_as_immutable(refusal("Invalid value: x: cannot change roleRef", "roleRef")) == [
+        "roleRef"
+    ]
+    assert refused_as_immutable(refusal("Forbidden: may not be changed in an update.", "value"))
+    assert refused_as_immutable(refusal("Invalid value: -1: must be >= 0", "spec.x")) == []
+    assert refused_as_immutable(ApiFailure(409, "Conflict", "field is immutable")) == []
+
+
+def test_a_dry_run_shows_a_replacement_and_writes_nothing(kube, tmp_path):
+    repo = tmp_path / "repo"
+    commit(repo, config({"vision": 8}))
+    h = Harness(kube, repo)
+    assert h.sync().ok
+    commit(repo, config({"vision": 8}, image="pytorch:2.4"))
+    kube.api.reset_counts()
+    outcome = h.new_reconciler(h.client, dry_run=True).sync_once()
+    assert [r for r in kube.api.requests if r.category == "write" and "dryRun" not in r.query] == []
+    assert outcome.result.replaced == ["Job/gpu-vision/vision-train"]
+    [text] = [d for d in outcome.result.diff if "jobs" in d.lower() or "Job/" in d]
+    assert text.startswith("# Job/gpu-vision/vision-train: replaced, spec.template cannot")
+    assert "-        image: pytorch:2.3\n+        image: pytorch:2.4\n" in text
+    assert "terminationMessagePath" not in text  # server defaults are no difference
+    assert "cpu" not in text  # nor is the server's spelling of a quantity
+
+
 def test_a_namespace_holding_foreign_objects_is_not_pruned(kube, tmp_path):
     repo = tmp_path / "repo"
     commit(repo, config({"vision": 8, "nlp": 4}))
@@ -394,12 +568,14 @@ def test_a_kill_between_any_two_requests_then_a_restart_converges(tmp_path):
         h = Harness(kube, repo)
         assert h.sync().ok
         start = kube.api.snapshot()
-        # the change: a project added, one removed, one changed
-        commit(repo, config({"vision": 6, "speech": 2}))
+        # the change: a project added, one removed, one changed, and the Jobs' image (the
+        # Jobs that stay are replaced)
+        commit(repo, config({"vision": 6, "speech": 2}, image="pytorch:2.4"))
         counter = [0]
         h.client.before_request.append(lambda *_: counter.__setitem__(0, counter[0] + 1))
         h.reconciler = h.new_reconciler(h.client)
-        assert h.sync().ok
+        changed = h.sync()
+        assert changed.ok and changed.result.replaced == ["Job/gpu-vision/vision-train"]
         expected = set(h.live())
         requests = counter[0]
         assert requests > 20
@@ -525,6 +701,47 @@ def test_the_reconcile_command_syncs_once(kube, tmp_path):
         ],
     )
     assert dry.exit_code == 0, dry.output
+
+
+def test_reconcile_once_on_a_new_cluster_creates_its_own_namespace(tmp_path):
+    """Nothing installed yet: the inventory's namespace is created, never pruned."""
+    repo = tmp_path / "repo"
+    commit(repo, config({"vision": 8}))
+    with KubeEmulator(crd_establish_delay=0.05) as kube:
+        kubeconfig = str(kube.kubeconfig(tmp_path / "kubeconfig"))
+        base = ["reconcile", "--repo", str(repo), "--kubeconfig", kubeconfig]
+        dry = CliRunner().invoke(main, [*base, "--dry-run", "--namespace", SYSTEM])
+        assert dry.exit_code == 0, dry.output
+        assert kube.api.find("v1", "Namespace", SYSTEM) is None  # a dry run writes nothing
+        result = CliRunner().invoke(main, [*base, "--once", "--namespace", SYSTEM])
+        assert result.exit_code == 0, result.output
+        namespace = kube.api.find("v1", "Namespace", SYSTEM)
+        assert namespace["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gitops-sched"
+        assert OWNER_LABEL not in namespace["metadata"]["labels"]
+        h = Harness(kube, repo)
+        assert h.inventory().entries
+        assert set(h.live()) == {str(r) for r in h.inventory().entries}
+        kube.api.reset_counts()
+        assert not h.sync().result.changed and kube.api.counts()["write"] == 0
+
+
+def test_the_reconcilers_own_namespace_is_never_pruned(kube, tmp_path):
+    """The repo once named it (its system namespace) and then another: it stays, with the
+    inventory in it."""
+    repo = tmp_path / "repo"
+    commit(repo, config({"vision": 8}, system_namespace=SYSTEM))
+    h = Harness(kube, repo)
+    assert h.sync().ok
+    assert f"Namespace/{SYSTEM}" in {str(r) for r in h.inventory().entries}
+    commit(repo, config({"vision": 8}))
+    outcome = h.sync()
+    assert outcome.ok, outcome.result.errors
+    assert f"Namespace/{SYSTEM}" in outcome.result.orphaned
+    assert f"Namespace/{SYSTEM}" not in outcome.result.pruned
+    assert kube.api.find("v1", "Namespace", SYSTEM) is not None
+    assert h.inventory().entries
+    kube.api.reset_counts()
+    assert not h.sync().result.changed and kube.api.counts()["write"] == 0
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")

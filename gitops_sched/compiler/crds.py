@@ -69,11 +69,23 @@ STATUS_FIELDS: dict[str, dict[str, Any]] = {
         },
         "objects": {"type": "integer", "description": "Objects the synced commit renders."},
         "applied": {"type": "integer", "description": "Objects the last sync applied."},
+        "replaced": {
+            "type": "integer",
+            "description": "Objects the last sync deleted and created again, because a "
+            "field Kubernetes fixes at creation changed (a Job's pod template); their "
+            "running pods were stopped. Counted in applied too.",
+        },
         "pruned": {"type": "integer", "description": "Objects the last sync deleted."},
         "drift": {
             "type": "array",
             "description": "Managed objects whose live state differed from the repo and were "
             "restored by the last sync (Kind/ns/name: fields).",
+            "items": {"type": "string"},
+        },
+        "replacing": {
+            "type": "array",
+            "description": "Replacements whose old object is still being deleted (its pods "
+            "stopping); a later sync creates them (Kind/ns/name: why).",
             "items": {"type": "string"},
         },
         "errors": {

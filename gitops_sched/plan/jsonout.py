@@ -12,6 +12,7 @@ from typing import Any
 from gitops_sched.gcpause import paused_gc
 from gitops_sched.plan.build import Plan, Side
 from gitops_sched.plan.impact import Moved, ProjectImpact, Scenario
+from gitops_sched.plan.objects import ACTIONS
 from gitops_sched.plan.summary import summary
 
 VERSION = 1
@@ -80,10 +81,7 @@ def to_json(plan: Plan) -> dict[str, Any]:
         "valid": plan.head.valid,
         "compared": plan.compared,
         "summary": summary(plan),
-        "objects": {
-            action: sum(c.action == action for c in plan.objects)
-            for action in ("added", "changed", "removed")
-        }
+        "objects": {action: sum(c.action == action for c in plan.objects) for action in ACTIONS}
         | {
             "items": [
                 {

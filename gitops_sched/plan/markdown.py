@@ -15,7 +15,7 @@ from typing import Any
 from gitops_sched.gcpause import paused_gc
 from gitops_sched.plan.build import Plan, Side
 from gitops_sched.plan.impact import Moved, ProjectImpact, Scenario
-from gitops_sched.plan.objects import ObjectChange
+from gitops_sched.plan.objects import ACTIONS, ObjectChange
 from gitops_sched.plan.summary import summary
 
 MARKER = "<!-- gitops-sched-plan -->"
@@ -272,9 +272,16 @@ def _chart(full: Scenario) -> list[str]:
 def _objects(objects: tuple[ObjectChange, ...]) -> list[str]:
     if not objects:
         return ["No Kubernetes object changes.", ""]
-    counts = {a: sum(c.action == a for c in objects) for a in ("added", "changed", "removed")}
+    counts = {a: sum(c.action == a for c in objects) for a in ACTIONS}
     title = ", ".join(f"{n} {a}" for a, n in counts.items() if n)
     lines = [f"<details><summary>Kubernetes objects: {title}</summary>", ""]
+    if counts["replaced"]:
+        lines += [
+            "*Replaced*: a field Kubernetes fixes at creation changes (a Job's pod template), "
+            "so the reconciler deletes the object and creates it again. A replaced Job's "
+            "running pods stop and it starts over (a finished Job runs again).",
+            "",
+        ]
     groups: dict[tuple[str, str], list[ObjectChange]] = defaultdict(list)
     for change in objects:
         groups[(change.kind, change.project)].append(change)
@@ -283,11 +290,10 @@ def _objects(objects: tuple[ObjectChange, ...]) -> list[str]:
         rows = []
         for c in changes:
             name = f"{c.namespace}/{c.name}" if c.namespace else c.name
-            if c.action != "changed":
+            if not c.fields:
                 rows.append([f"`{name}`", c.action, "", "", ""])
+            action = "replaced (running pods restart)" if c.restarts else c.action
             for f in c.fields:
-                rows.append(
-                    [f"`{name}`", "changed", f"`{f.path}`", _cell(f.before), _cell(f.after)]
-                )
+                rows.append([f"`{name}`", action, f"`{f.path}`", _cell(f.before), _cell(f.after)])
         lines += _table(["Object", "Change", "Field", "Before", "After"], rows)
     return [*lines, "</details>", ""]

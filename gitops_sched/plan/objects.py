@@ -5,6 +5,10 @@ Fields compare as the reconciler compares them (`reconciler.diff`): by value, qu
 as numbers (`12000m` is `12`), mappings by key, so ordering and formatting in the YAML
 never show as changes, and a change here is exactly what the reconciler would apply.
 
+A changed object whose change touches a field Kubernetes fixes at creation (a Job's pod
+template) is "replaced": the reconciler deletes it and creates it again (`reconciler.replace`
+decides, for both), and a replaced Job's or Deployment's running pods restart.
+
 Most objects of a change are untouched: a pair equal by `==` is equal by value too and is
 skipped without the field walk, which runs only for the pairs `==` tells apart (and finds
 nothing where only a quantity's spelling differs). `==` is the reconciler's comparison but
@@ -24,8 +28,10 @@ import yaml
 from gitops_sched.compiler.meta import PROJECT_LABEL
 from gitops_sched.config.model import Repo
 from gitops_sched.reconciler.diff import compared, differences
+from gitops_sched.reconciler.replace import immutable_fields, stops_pods
 
 ObjectKey = tuple[str, str, str]  # kind, namespace ("" when cluster-scoped), name
+ACTIONS = ("added", "changed", "replaced", "removed")
 
 
 @dataclass(frozen=True)
@@ -37,12 +43,13 @@ class FieldChange:
 
 @dataclass(frozen=True)
 class ObjectChange:
-    action: str  # added | changed | removed
+    action: str  # added | changed | replaced | removed
     kind: str
     namespace: str
     name: str
     project: str  # the project it belongs to, "" for cluster-wide objects
-    fields: tuple[FieldChange, ...] = ()  # changed objects only
+    fields: tuple[FieldChange, ...] = ()  # changed and replaced objects only
+    restarts: bool = False  # replaced, its running pods stop (a Job's, a Deployment's)
 
 
 def _key(obj: dict[str, Any]) -> ObjectKey:
@@ -137,6 +144,7 @@ def object_changes(
     fields: tuple[FieldChange, ...]
     for key in old.keys() | new.keys():
         was, now = old.get(key), new.get(key)
+        restarts = False
         if was is None:
             action, fields = "added", ()
         elif now is None:
@@ -148,6 +156,8 @@ def object_changes(
             if not fields:
                 continue
             action = "changed"
+            if immutable_fields(now, [f.path for f in fields]):
+                action, restarts = "replaced", stops_pods(now)
         project = _project(now or was or {}, namespaces)  # one of the two is an object
-        changes.append(ObjectChange(action, key[0], key[1], key[2], project, fields))
+        changes.append(ObjectChange(action, key[0], key[1], key[2], project, fields, restarts))
     return tuple(sorted(changes, key=lambda c: (c.kind, c.project, c.namespace, c.name)))

@@ -1,6 +1,7 @@
 """The plan in one line, for the top of the comment: who gains or loses what.
 
-team-b +2 GPUs guaranteed; 3 jobs of team-c would be evicted; 1 pending job could start
+team-b +2 GPUs guaranteed; 3 jobs of team-c would be evicted; 1 pending job could start;
+2 workloads replaced (running pods restart)
 """
 
 from __future__ import annotations
@@ -61,6 +62,11 @@ def summary(plan: Plan) -> str:
         if scenario.started:
             count = len(scenario.started)
             parts.append(f"{_jobs(count)} could start")
+    restarted = sum(c.restarts for c in plan.objects)
+    if restarted:
+        parts.append(
+            f"{restarted} workload{'' if restarted == 1 else 's'} replaced (running pods restart)"
+        )
     if not parts:
         objects = len(plan.objects)
         if objects:

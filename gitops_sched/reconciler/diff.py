@@ -131,6 +131,17 @@ def _fields_v1(node: dict[str, Any], path: Path, paths: set[Path]) -> None:
         _fields_v1(node[key], (*path, key[2:]), paths)
 
 
+def value_changes(want: dict[str, Any], live: dict[str, Any]) -> list[str]:
+    """The dotted fields whose value applying `want` changes in `live`: those that differ,
+    and those our field manager applied that `want` no longer has (the apply removes them).
+    A field only owned by another manager, with our value, is no change."""
+    paths = differences(compared(want), compared(live))
+    owned = managed_paths(live)
+    if owned is not None:
+        paths += sorted(owned - field_paths(want))
+    return sorted({".".join(p) for p in paths})
+
+
 def why_apply(want: dict[str, Any], live: dict[str, Any] | None) -> list[str]:
     """Why `live` needs `want` applied: the differing fields, dotted; [] when it does not."""
     if live is None:

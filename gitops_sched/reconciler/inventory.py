@@ -6,15 +6,22 @@ It is written before new objects are created (old entries plus the new ones, wit
 digest yet) and again after the sync (exactly the repo's objects), so whenever a sync is cut
 off, every object we may have created is listed and the next sync prunes what the repo no
 longer has. The digest of the rendered object applied last tells a repo change from drift.
+
+The reconciler's namespace is created on the first write that finds it missing (a new
+cluster, or `reconcile --once` run from outside it): labelled managed-by gitops-sched, not
+with the owner label, so no reconciler ever prunes it. Nothing is read for it otherwise.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
 from gitops_sched.cluster.client import ClusterClient, ObjectRef
+from gitops_sched.cluster.errors import ApiFailure, NotFound
 
+log = logging.getLogger(__name__)
 UNKNOWN = "-"  # the digest of an entry written before its object was applied
 
 
@@ -56,7 +63,33 @@ class InventoryStore:
         return None if obj is None else Inventory.parse(obj.get("data") or {})
 
     def write(self, inventory: Inventory) -> None:
-        self.client.apply(self._object(inventory), self.manager)
+        try:
+            self.client.apply(self._object(inventory), self.manager)
+        except NotFound:
+            if not self.ensure_namespace():
+                raise
+            self.client.apply(self._object(inventory), self.manager)
+
+    def ensure_namespace(self) -> bool:
+        """Create the reconciler's namespace when it does not exist; whether it did not."""
+        ref = ObjectRef("v1", "Namespace", "", self.ref.namespace)
+        if self.client.get(ref) is not None:
+            return False
+        namespace = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {
+                "name": ref.name,
+                "labels": {"app.kubernetes.io/managed-by": "gitops-sched"},
+            },
+        }
+        try:
+            self.client.create(namespace, self.manager)
+        except ApiFailure as exc:
+            if exc.reason != "AlreadyExists":  # created meanwhile: as good
+                raise
+        log.info("created namespace %s for the inventory (it did not exist)", ref.name)
+        return True
 
     def _object(self, inventory: Inventory) -> dict[str, Any]:
         return {

@@ -57,7 +57,9 @@ class Outcome:
 
     @property
     def ok(self) -> bool:
-        return self.result is not None and not self.result.errors and not self.errors
+        """Synced: nothing failed, and no replacement still waits for its old object."""
+        result = self.result
+        return result is not None and not result.errors and not result.waiting and not self.errors
 
 
 class Reconciler:
@@ -139,12 +141,15 @@ class Reconciler:
         m = self.metrics
         m.sync_duration.observe(seconds)
         m.applied.inc(result.applied)
+        m.replaced.inc(len(result.replaced))
+        m.replacing.set(len(result.waiting))
         m.pruned.inc(len(result.pruned))
         m.drift.set(len(result.drift))
         m.errors.inc(len(result.errors))
         m.managed.set(result.objects)
-        m.syncs.labels(outcome="failed" if result.errors else "synced").inc()
-        if not result.errors and not self.settings.dry_run:
+        outcome = "failed" if result.errors else "replacing" if result.waiting else "synced"
+        m.syncs.labels(outcome=outcome).inc()
+        if outcome == "synced" and not self.settings.dry_run:
             m.last_sync.set(time.time())
             m.synced_commit(result.revision)
 
@@ -177,14 +182,18 @@ def _log_outcome(outcome: Outcome) -> None:
         log.error("commit %s not synced: %s", outcome.revision[:12], "; ".join(outcome.errors[:10]))
         return
     log.info(
-        "commit %s: %d objects, %d created, %d updated, %d pruned, %d drifted, %d errors",
+        "commit %s: %d objects, %d created, %d updated, %d replaced, %d pruned, %d drifted, "
+        "%d errors",
         outcome.revision[:12],
         result.objects,
         len(result.created),
         len(result.updated),
+        len(result.replaced),
         len(result.pruned),
         len(result.drift),
         len(result.errors),
     )
+    for waiting in result.waiting:
+        log.warning("%s", waiting)
     for error in result.errors:
         log.error("%s", error)

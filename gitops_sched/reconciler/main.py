@@ -9,6 +9,7 @@ import threading
 
 from gitops_sched.cluster.client import ClusterClient
 from gitops_sched.cluster.config import load_configuration
+from gitops_sched.cluster.errors import ApiFailure
 from gitops_sched.cluster.leader import LeaderElector, default_identity
 from gitops_sched.cluster.serving import Health, serve
 from gitops_sched.reconciler.loop import Reconciler, Settings
@@ -64,6 +65,10 @@ def run_reconciler(
         host, _, port = listen.rpartition(":")
         serve(metrics.registry, health, host or "0.0.0.0", int(port))
     if elector is not None:
+        try:  # the Lease lives there: a candidate on a new cluster would wait for ever
+            reconciler.syncer.inventory_store.ensure_namespace()
+        except ApiFailure as exc:
+            log.warning("could not make sure namespace %s exists: %s", namespace, exc)
         elector.start()
     try:
         outcome = reconciler.run(stop, once=once)

@@ -22,6 +22,17 @@ class Metrics:
         self.applied = Counter(
             "gitops_sched_reconcile_objects_applied", "Objects applied.", registry=r
         )
+        self.replaced = Counter(
+            "gitops_sched_reconcile_objects_replaced",
+            "Objects deleted and created again: a field fixed at creation changed (also "
+            "counted as applied).",
+            registry=r,
+        )
+        self.replacing = Gauge(
+            "gitops_sched_reconcile_replacing_objects",
+            "Replacements waiting, after the last sync, for the old object to go.",
+            registry=r,
+        )
         self.pruned = Counter(
             "gitops_sched_reconcile_objects_pruned", "Objects pruned.", registry=r
         )

@@ -3,7 +3,8 @@ Events, written only when there is news (a new commit, objects applied or pruned
 errors that changed), so a sync with nothing to do makes no request at all.
 
 Status (`kubectl get clusters` shows the synced commit): syncedCommit, lastAttemptedCommit,
-lastSyncTime, objects, applied, pruned, drift, errors, and a `Synced` condition.
+lastSyncTime, objects, applied, replaced, pruned, drift, replacing, errors, and a `Synced`
+condition (False while a replacement waits for its old object to go: reason Replacing).
 """
 
 from __future__ import annotations
@@ -48,30 +49,35 @@ class Reporter:
         """After a sync of a valid commit."""
         live = result.live.get(cluster) if cluster else None
         old = (live or {}).get("status") or {}
+        ok = not result.errors and not result.waiting
         news = (
             result.changed
-            or old.get("syncedCommit") != result.revision
+            or old.get("lastAttemptedCommit") != result.revision
+            or (ok and old.get("syncedCommit") != result.revision)
             or old.get("errors", []) != result.errors[:MAX_LISTED]
+            or old.get("replacing", []) != result.waiting[:MAX_LISTED]
         )
         if not news or self.dry_run:
             return
-        ok = not result.errors
+        reason = "ApplyFailed" if result.errors else "Replacing" if result.waiting else "Synced"
         status = {
             "syncedCommit": result.revision if ok else old.get("syncedCommit", ""),
             "lastAttemptedCommit": result.revision,
             "lastSyncTime": _now(),
             "objects": result.objects,
             "applied": result.applied,
+            "replaced": len(result.replaced),
             "pruned": len(result.pruned),
             "drift": result.drift[:MAX_LISTED],
+            "replacing": result.waiting[:MAX_LISTED],
             "errors": result.errors[:MAX_LISTED],
-            "conditions": [_condition(ok, "Synced" if ok else "ApplyFailed", _summary(result))],
+            "conditions": [_condition(ok, reason, _summary(result))],
         }
         self._write_status(cluster, status)
         self._event(
             cluster,
-            "Normal" if ok else "Warning",
-            "Synced" if ok else "SyncFailed",
+            "Warning" if result.errors else "Normal",
+            {"ApplyFailed": "SyncFailed"}.get(reason, reason),
             _summary(result),
         )
         if result.drift:
@@ -158,10 +164,16 @@ def _summary(result: SyncResult) -> str:
         f"{result.objects} objects",
         f"{len(result.created)} created",
         f"{len(result.updated)} updated",
-        f"{len(result.pruned)} pruned",
     ]
+    if result.replaced:
+        parts.append(f"{len(result.replaced)} replaced")
+    parts.append(f"{len(result.pruned)} pruned")
     if result.drift:
         parts.append(f"{len(result.drift)} drifted")
+    if result.waiting:
+        parts.append(
+            f"{len(result.waiting)} waiting to be created again: " + "; ".join(result.waiting[:5])
+        )
     if result.errors:
         parts.append(f"{len(result.errors)} errors: " + "; ".join(result.errors[:5]))
     return ", ".join(parts)

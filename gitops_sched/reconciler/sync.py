@@ -3,12 +3,16 @@
 1. read the inventory; list each kind once, by the owner label (one request per kind);
 2. decide per object: unchanged (no request at all), to apply (changed in the repo, or
    drifted in the cluster), or to prune (in the inventory or labelled ours, not rendered);
-3. record new objects in the inventory before creating them;
+3. record new objects in the inventory before creating them (the inventory's namespace,
+   the reconciler's own, is created first when it does not exist);
 4. apply with server-side apply (field manager `gitops-sched`, forced: the repo wins) in
    stages: CRDs, then wait until they are Established; namespaces; everything else;
-5. prune, custom resources and namespaced objects first, namespaces (when empty of objects
-   we do not manage) and CRDs last;
-6. write the inventory when it changed.
+5. replace what cannot change in place (`replace`: a Job whose pod template changed): delete
+   in the foreground, wait until the old object and its pods are gone, create it again; one
+   still terminating after `replace_timeout` is created by a later sync;
+6. prune, custom resources and namespaced objects first, namespaces (when empty of objects
+   we do not manage) and CRDs last; never the reconciler's own namespace;
+7. write the inventory when it changed.
 
 Objects carrying another reconciler's owner label are never touched, whatever their other
 labels say. A failed object is reported and the others go on; the inventory keeps listing
@@ -18,6 +22,7 @@ anything that may exist, so a sync cut off at any request is finished by the nex
 from __future__ import annotations
 
 import difflib
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,8 +33,24 @@ import yaml
 from gitops_sched.cluster.client import ClusterClient, ObjectRef
 from gitops_sched.cluster.errors import ApiFailure
 from gitops_sched.compiler.storage import NO_PRUNE
-from gitops_sched.reconciler.diff import FIELD_MANAGER, compared, content_hash, why_apply
+from gitops_sched.reconciler.diff import (
+    FIELD_MANAGER,
+    compared,
+    content_hash,
+    differences,
+    value_changes,
+    why_apply,
+)
 from gitops_sched.reconciler.inventory import UNKNOWN, Inventory, InventoryStore
+from gitops_sched.reconciler.replace import (
+    FOREGROUND,
+    immutable_fields,
+    refused_as_immutable,
+    replaceable,
+    terminating,
+)
+
+log = logging.getLogger(__name__)
 
 OWNER_LABEL = "gitops-sched.io/reconciler"
 CRD_KIND = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
@@ -67,6 +88,11 @@ class SyncResult:
     objects: int = 0
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
+    # deleted and created again: a field fixed at creation changed (a Job's pod template)
+    replaced: list[str] = field(default_factory=list)
+    # replacements whose old object is still being deleted (its pods stopping): "ref: why";
+    # a later sync creates them
+    waiting: list[str] = field(default_factory=list)
     pruned: list[str] = field(default_factory=list)
     # left in place when the repo dropped them (they carry a no-prune annotation: claims)
     orphaned: list[str] = field(default_factory=list)
@@ -77,11 +103,26 @@ class SyncResult:
 
     @property
     def applied(self) -> int:
-        return len(self.created) + len(self.updated)
+        return len(self.created) + len(self.updated) + len(self.replaced)
 
     @property
     def changed(self) -> bool:
         return bool(self.applied or self.pruned)
+
+
+@dataclass
+class _Pass:
+    """What one sync knows and has done so far."""
+
+    desired: dict[ObjectRef, dict[str, Any]]
+    digests: dict[ObjectRef, str]
+    inventory: Inventory
+    live: dict[ObjectRef, dict[str, Any]]
+    todo: dict[ObjectRef, list[str]]  # ref -> why it is applied
+    result: SyncResult
+    done: set[ObjectRef] = field(default_factory=set)  # applied (or replaced) this sync
+    # ref -> the fields that cannot change in place: deleted and created again
+    replace: dict[ObjectRef, list[str]] = field(default_factory=dict)
 
 
 class Syncer:
@@ -93,6 +134,7 @@ class Syncer:
         source: str,
         prune_namespaces: str = "empty",
         crd_timeout: float = 60.0,
+        replace_timeout: float = 60.0,
         poll: float = 0.5,
         sleep: Callable[[float], None] = time.sleep,
     ):
@@ -103,6 +145,7 @@ class Syncer:
         self.source = source
         self.prune_namespaces = prune_namespaces
         self.crd_timeout, self.poll, self.sleep = crd_timeout, poll, sleep
+        self.replace_timeout = replace_timeout
         self.inventory_store = InventoryStore(client, namespace, name, FIELD_MANAGER)
         self.selector = f"{OWNER_LABEL}={name}"
 
@@ -154,29 +197,51 @@ class Syncer:
             if reasons:
                 todo[ref] = reasons
         prune = sorted({*inventory.entries, *live} - desired.keys(), key=lambda r: (-stage(r), r))
+        own = ObjectRef(*NAMESPACE_KIND, "", self.inventory_store.ref.namespace)
+        if own in prune and own in live:
+            prune.remove(own)  # its inventory, Lease and Events (and maybe itself) live there
+            result.orphaned.append(str(own))
         foreign = self._foreign_owners([r for r in todo if r not in live])
         for ref, owner in foreign.items():
             result.errors.append(f"{ref}: owned by reconciler {owner!r}; left untouched")
             del todo[ref]
+        p = _Pass(desired, digests, inventory, live, todo, result)
+        p.replace = self._replacements(p)
         if dry_run:
-            self._dry_run(desired, live, todo, prune, result)
+            self._dry_run(p, prune)
             return result
         new = [r for r in todo if r not in inventory.entries]
         if new:
             grown = Inventory(self.source, inventory.revision, dict(inventory.entries))
             grown.entries.update({r: UNKNOWN for r in new})
             self.inventory_store.write(grown)
-        done = self._apply_stages(desired, todo, inventory, digests, live, result)
+        self._apply_stages(p)
+        self._replace(p)
         kept = self._prune(prune, live, result)
-        entries = {ref: digests[ref] for ref in desired if ref in done or ref not in todo}
+        entries = {ref: digests[ref] for ref in desired if ref in p.done or ref not in todo}
         for ref in todo:
-            if ref not in done:  # failed: keep what we knew (it may exist)
+            if ref not in p.done:  # failed or waiting: keep what we knew (it may exist)
                 entries[ref] = inventory.entries.get(ref, UNKNOWN)
         entries.update({ref: inventory.entries.get(ref, UNKNOWN) for ref in kept})
         final = Inventory(self.source, revision, entries)
         if final != inventory:
             self.inventory_store.write(final)
         return result
+
+    def _replacements(self, p: _Pass) -> dict[ObjectRef, list[str]]:
+        """What cannot be applied in place: objects of a replaceable kind whose change
+        touches a field fixed at creation, or that are already being deleted (created again
+        once gone); ref -> the fields (or why)."""
+        out = {}
+        for ref in p.todo:
+            want, current = p.desired[ref], p.live.get(ref)
+            if current is None or not replaceable(want):
+                continue
+            if terminating(current):
+                out[ref] = ["being deleted"]
+            elif fields := immutable_fields(want, value_changes(want, current)):
+                out[ref] = fields
+        return out
 
     def _foreign_owners(self, refs: list[ObjectRef]) -> dict[ObjectRef, str]:
         """New objects that already exist under another reconciler's owner label (one
@@ -191,39 +256,104 @@ class Syncer:
                     owners[ref] = owner
         return owners
 
-    def _apply_stages(self, desired, todo, inventory, digests, live, result) -> set[ObjectRef]:
-        """Apply what changed, CRDs first; the refs applied."""
-        done: set[ObjectRef] = set()
-        ordered = sorted(todo, key=lambda r: (stage(r), r))
+    def _apply_stages(self, p: _Pass) -> None:
+        """Apply what changed in place, CRDs first (replacements are left to `_replace`)."""
+        ordered = sorted((r for r in p.todo if r not in p.replace), key=lambda r: (stage(r), r))
         crds = [r for r in ordered if stage(r) == 0]
         rest = [r for r in ordered if stage(r) > 0]
         for ref in crds:
-            self._apply_one(ref, desired, todo, inventory, digests, live, result, done)
-        blocked = self._wait_for_crds(desired, live) if rest else {}
+            self._apply_one(p, ref)
+        blocked = self._wait_for_crds(p.desired, p.live) if rest else {}
         for ref in rest:
             why = blocked.get((ref.api_version, ref.kind))
             if why:
-                result.errors.append(f"{ref}: {why}")
+                p.result.errors.append(f"{ref}: {why}")
                 continue
-            self._apply_one(ref, desired, todo, inventory, digests, live, result, done)
-        return done
+            self._apply_one(p, ref)
 
-    def _apply_one(self, ref, desired, todo, inventory, digests, live, result, done) -> None:
+    def _apply_one(self, p: _Pass, ref: ObjectRef) -> None:
         try:
-            self.client.apply(desired[ref], FIELD_MANAGER, force=True)
+            self.client.apply(p.desired[ref], FIELD_MANAGER, force=True)
         except ApiFailure as exc:
-            result.errors.append(f"{ref}: {exc.message or exc}")
+            fields = refused_as_immutable(exc)
+            if fields and replaceable(p.desired[ref]):
+                p.replace[ref] = fields  # a rule we do not know of: replaced all the same
+            elif fields:
+                p.result.errors.append(
+                    f"{ref}: {exc.message or exc}; gitops-sched does not replace a {ref.kind} "
+                    "(what it holds would go with it): delete it and the next sync creates it"
+                )
+            else:
+                p.result.errors.append(f"{ref}: {exc.message or exc}")
             return
-        done.add(ref)
-        unchanged_in_repo = inventory.entries.get(ref) == digests[ref]
-        if ref not in live:
+        p.done.add(ref)
+        unchanged_in_repo = p.inventory.entries.get(ref) == p.digests[ref]
+        if ref not in p.live:
             if unchanged_in_repo:
-                result.drift.append(f"{ref}: deleted")
-            result.created.append(str(ref))
+                p.result.drift.append(f"{ref}: deleted")
+            p.result.created.append(str(ref))
         else:
             if unchanged_in_repo:
-                result.drift.append(f"{ref}: {', '.join(todo[ref])}")
-            result.updated.append(str(ref))
+                p.result.drift.append(f"{ref}: {', '.join(p.todo[ref])}")
+            p.result.updated.append(str(ref))
+
+    def _replace(self, p: _Pass) -> None:
+        """Delete each object to replace in the foreground (it goes once its pods are gone),
+        wait for all of them together up to `replace_timeout`, create again those gone; the
+        others are listed as waiting and created by a later sync."""
+        deleted: dict[ObjectRef, str] = {}
+        for ref in sorted(p.replace):
+            current = p.live.get(ref) or {}
+            why = ", ".join(p.replace[ref])
+            if not terminating(current):
+                try:
+                    self.client.delete(ref, propagation=FOREGROUND)
+                except ApiFailure as exc:
+                    p.result.errors.append(
+                        f"{ref}: not replaced ({why} cannot change in place): the delete "
+                        f"failed: {exc.message or exc}"
+                    )
+                    continue
+                log.info("replacing %s: %s cannot change in place", ref, why)
+            deleted[ref] = current.get("metadata", {}).get("uid", "")
+        gone = self._wait_until_gone(deleted)
+        for ref in deleted:
+            if ref not in gone:
+                p.result.waiting.append(
+                    f"{ref}: the old object is still being deleted (its pods are stopping); "
+                    "a later sync creates it"
+                )
+                continue
+            try:
+                self.client.apply(p.desired[ref], FIELD_MANAGER, force=True)
+            except ApiFailure as exc:
+                p.result.errors.append(f"{ref}: {exc.message or exc}")
+                continue
+            p.done.add(ref)
+            p.result.replaced.append(str(ref))
+            if p.inventory.entries.get(ref) == p.digests[ref]:
+                p.result.drift.append(f"{ref}: {', '.join(p.replace[ref])} (replaced)")
+
+    def _wait_until_gone(self, deleted: dict[ObjectRef, str]) -> set[ObjectRef]:
+        """The refs no longer there (or there as another object, by uid) within
+        `replace_timeout`: one list per kind and round, the pause between rounds doubling."""
+        pending = dict(deleted)
+        deadline = time.monotonic() + self.replace_timeout
+        pause = self.poll
+        while pending:
+            for api_version, kind in sorted({(r.api_version, r.kind) for r in pending}):
+                there = {
+                    ObjectRef.of(o): o["metadata"].get("uid", "")
+                    for o in self.client.list(api_version, kind, self.selector) or []
+                }
+                for ref in [r for r in pending if (r.api_version, r.kind) == (api_version, kind)]:
+                    if there.get(ref) != pending[ref]:
+                        del pending[ref]
+            if not pending or time.monotonic() >= deadline:
+                break
+            self.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+            pause = min(pause * 2, 5.0)
+        return set(deleted) - set(pending)
 
     def _wait_for_crds(self, desired, live) -> dict[tuple[str, str], str]:
         """Wait until every rendered CRD is Established; the kinds of those that are not."""
@@ -291,28 +421,53 @@ class Syncer:
                 return f"it holds {kind}/{meta['name']}, which gitops-sched does not manage"
         return None
 
-    def _dry_run(self, desired, live, todo, prune, result) -> None:
-        for ref in sorted(todo, key=lambda r: (stage(r), r)):
-            before = live.get(ref)
-            try:
-                after = self.client.apply(desired[ref], FIELD_MANAGER, force=True, dry_run=True)
-            except ApiFailure as exc:
-                if exc.status == 404 and before is None:
-                    after = desired[ref]  # its namespace or CRD does not exist yet
-                else:
-                    result.errors.append(f"{ref}: {exc.message or exc}")
-                    continue
+    def _dry_run(self, p: _Pass, prune: list[ObjectRef]) -> None:
+        result = p.result
+        for ref in sorted(p.todo, key=lambda r: (stage(r), r)):
+            before = p.live.get(ref)
+            if ref in p.replace:
+                after = p.desired[ref]  # a server dry run would refuse the change in place
+            else:
+                try:
+                    after = self.client.apply(
+                        p.desired[ref], FIELD_MANAGER, force=True, dry_run=True
+                    )
+                except ApiFailure as exc:
+                    if exc.status == 404 and before is None:
+                        after = p.desired[ref]  # its namespace or CRD does not exist yet
+                    elif refused_as_immutable(exc) and replaceable(p.desired[ref]):
+                        p.replace[ref] = refused_as_immutable(exc)
+                        after = p.desired[ref]
+                    else:
+                        result.errors.append(f"{ref}: {exc.message or exc}")
+                        continue
+            if ref in p.replace:
+                result.replaced.append(str(ref))
+                note = f"# {ref}: replaced, {', '.join(p.replace[ref])} cannot change in place"
+                shown = _shaped(before, after)  # what the server added is no difference
+                result.diff.append(f"{note}\n{_unified(ref, shown, after)}")
+                continue
             (result.created if before is None else result.updated).append(str(ref))
             result.diff.append(_unified(ref, before, after))
         for ref in prune:
-            if ref in live:
+            if ref in p.live:
                 result.pruned.append(str(ref))
-                result.diff.append(_unified(ref, live[ref], None))
+                result.diff.append(_unified(ref, p.live[ref], None))
 
 
 def _established(crd: dict[str, Any] | None) -> bool:
     conditions = ((crd or {}).get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+
+def _shaped(have: Any, want: Any, path: tuple[str, ...] = ()) -> Any:
+    """`have` cut to the fields `want` has (lists item by item when as long), with `want`'s
+    spelling of the values equal by value (`12` for `12000m`)."""
+    if isinstance(have, dict) and isinstance(want, dict):
+        return {k: _shaped(have[k], want[k], (*path, k)) for k in want if k in have}
+    if isinstance(have, list) and isinstance(want, list) and len(have) == len(want):
+        return [_shaped(h, w, (*path, str(i))) for i, (h, w) in enumerate(zip(have, want))]
+    return want if not differences(want, have, path) else have
 
 
 def _unified(ref: ObjectRef, before: dict[str, Any] | None, after: dict[str, Any] | None) -> str:

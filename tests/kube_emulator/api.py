@@ -13,7 +13,10 @@ every request is counted as discovery, read or write.
 Pods as a scheduler meets them (`pods.py`, `disruption.py`): the binding and eviction
 subresources, PodDisruptionBudgets whose status follows their pods, graceful deletion
 (`pod_termination="graceful"`, `finish_terminating`), finalizers, the few pod fields an
-update may change, priority admission, field selectors per kind. Watches (`watch.py`) stream
+update may change, priority admission, field selectors per kind. Jobs (`jobs.py`): the spec
+fields an update may not change (422 "field is immutable"). A deletion with
+propagationPolicy Foreground keeps the object, marked, until its dependents that block it
+are gone (the garbage collector's part, played at once). Watches (`watch.py`) stream
 every change from a bounded history. `call` serves the tests' stand-ins in-process.
 """
 
@@ -35,7 +38,7 @@ from typing import Any
 import yaml
 from jsonschema import Draft4Validator
 
-from tests.kube_emulator import disruption, fields, pods
+from tests.kube_emulator import disruption, fields, jobs, pods
 from tests.kube_emulator.defaults import apply_defaults, prune_unknown
 from tests.kube_emulator.errors import ApiError
 from tests.kube_emulator.quantity import QuantityError, parse
@@ -55,6 +58,7 @@ LEGACY_BINDINGS = re.compile(r"^/api/v1/namespaces/[^/]+/bindings/?$")
 DELETION_FIELDS = ("deletionTimestamp", "deletionGracePeriodSeconds")
 # what a disruption budget's status is computed from
 BUDGET_INPUTS = {("", "Pod"), ("policy", "PodDisruptionBudget"), *disruption.SCALABLE}
+FOREGROUND = "foregroundDeletion"  # the finalizer of an object deleted in the foreground
 SUCCESS = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
 
@@ -600,6 +604,9 @@ class Api:
             pods.admit(obj, self._priority_classes())
         elif rtype.kind == "Pod" and route.subresource is None:
             pods.check_update(old, obj)
+        is_job = (rtype.group, rtype.kind) == ("batch", "Job")
+        if is_job and old is not None and route.subresource is None:
+            jobs.check_update(old, obj)
         self._validate(rtype, obj)
         if old is not None and _content(obj) == _content(old):
             return copy.deepcopy(old)  # a no-op write keeps its resourceVersion
@@ -643,6 +650,7 @@ class Api:
             Change(self.resource_version, "DELETED", rtype.key, copy.deepcopy(gone), None)
         )
         self._changed(rtype, meta.get("namespace", ""))
+        self._owner_released(gone)
         return gone
 
     def _changed(self, rtype: ResourceType, namespace: str) -> None:
@@ -818,7 +826,81 @@ class Api:
                     self._remove(rtype, store[key])
         if route.type.kind == "CustomResourceDefinition":
             self._crd_removed(obj)
+        if options.get("propagationPolicy") == "Foreground" and route.type.kind != "Pod":
+            return self._delete_foreground(route.type, obj)
         return self._delete_object(route.type, obj, options)
+
+    def _delete_foreground(self, rtype: ResourceType, obj: dict[str, Any]) -> dict[str, Any]:
+        """propagationPolicy Foreground: the server marks the object (a deletionTimestamp and
+        the foregroundDeletion finalizer); the garbage collector deletes its dependents and
+        removes the finalizer once no dependent that blocks its owner's deletion is left.
+        The emulator plays the collector at once, so the object goes with its last blocking
+        dependent (a pod, in graceful mode, once its kubelet has stopped it)."""
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp"):
+            return copy.deepcopy(obj)  # already on its way
+        marked = copy.deepcopy(obj)
+        marked["metadata"]["finalizers"] = [*(meta.get("finalizers") or []), FOREGROUND]
+        marked["metadata"]["deletionTimestamp"] = fields.now()
+        marked["metadata"]["deletionGracePeriodSeconds"] = 0
+        self._put(rtype, marked, obj)
+        for dependent_type, dependent in self._dependents(marked):
+            if not dependent["metadata"].get("deletionTimestamp"):
+                self._delete_object(dependent_type, dependent, {})
+        return self._collect(rtype, marked)
+
+    def _dependents(self, owner: dict[str, Any]) -> list[tuple[ResourceType, dict[str, Any]]]:
+        """The objects whose ownerReferences name `owner` (by uid)."""
+        uid, namespace = owner["metadata"]["uid"], owner["metadata"].get("namespace")
+        found = []
+        for rtype in {t.key: t for t in self.types.values()}.values():
+            store = self.store[rtype.key]
+            for key in sorted(store):
+                if namespace and key[0] != namespace:
+                    continue
+                references = store[key]["metadata"].get("ownerReferences") or []
+                if any(r.get("uid") == uid for r in references):
+                    found.append((rtype, store[key]))
+        return found
+
+    def _collect(self, rtype: ResourceType, owner: dict[str, Any]) -> dict[str, Any]:
+        """The garbage collector's last step for an owner deleted in the foreground: once no
+        dependent with blockOwnerDeletion is left, the foregroundDeletion finalizer goes,
+        and the object with it when it was the last finalizer."""
+        meta = owner["metadata"]
+        current = self.store[rtype.key].get((meta.get("namespace", ""), meta["name"]))
+        if current is None or current["metadata"]["uid"] != meta["uid"]:
+            return copy.deepcopy(owner)  # gone already
+        finalizers = current["metadata"].get("finalizers") or []
+        blocked = any(
+            r.get("uid") == meta["uid"] and r.get("blockOwnerDeletion")
+            for _, dependent in self._dependents(current)
+            for r in dependent["metadata"].get("ownerReferences") or []
+        )
+        if FOREGROUND not in finalizers or blocked:
+            return copy.deepcopy(current)
+        released = copy.deepcopy(current)
+        rest = [f for f in finalizers if f != FOREGROUND]
+        if rest:
+            released["metadata"]["finalizers"] = rest
+            self._put(rtype, released, current)
+            return copy.deepcopy(released)
+        del released["metadata"]["finalizers"]
+        return self._remove(rtype, released)
+
+    def _owner_released(self, dependent: dict[str, Any]) -> None:
+        """A dependent is gone: its owners deleted in the foreground may go now."""
+        namespace = dependent["metadata"].get("namespace", "")
+        for reference in dependent["metadata"].get("ownerReferences") or []:
+            try:
+                rtype = self.type_for(reference.get("apiVersion", ""), reference.get("kind", ""))
+            except KeyError:
+                continue
+            key = (namespace if rtype.namespaced else "", reference.get("name", ""))
+            owner = self.store[rtype.key].get(key) or {"metadata": {}}
+            same = owner["metadata"].get("uid") == reference.get("uid")
+            if same and FOREGROUND in (owner["metadata"].get("finalizers") or []):
+                self._collect(rtype, owner)
 
     def _delete_object(self, rtype: ResourceType, obj: dict[str, Any], options: dict[str, Any]):
         """Remove `obj` now, or mark it terminating: a pod the kubelet must stop first (in
