@@ -2,13 +2,23 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install test thorough fuzz typecheck lint format golden bench
+.PHONY: install test thorough fuzz typecheck lint format golden bench control-plane dev-cluster dev-cluster-down
 
 install:
 	python3 -m venv $(VENV) && $(VENV)/bin/pip install -q -e '.[test]'
 
 test:
 	$(VENV)/bin/pytest
+
+control-plane:  # build (once, cached outside the repo) the control plane the in-cluster tests use
+	bash hack/control-plane.sh
+
+REPO ?= examples/clusters/netapp-dgx
+dev-cluster:  # that control plane outside pytest, kwok GPU nodes from $(REPO)'s NodeGroups
+	$(PY) -m tests.control_plane up --repo $(REPO) --dir .dev-cluster
+
+dev-cluster-down:
+	$(PY) -m tests.control_plane down --dir .dev-cluster
 
 thorough:  # the property tests with ten times the examples (hypothesis profile `thorough`)
 	HYPOTHESIS_PROFILE=thorough $(VENV)/bin/pytest tests/test_engine_properties.py \

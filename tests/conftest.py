@@ -21,3 +21,8 @@ settings.load_profile(PROFILE)
 def examples(n: int) -> int:
     """How many examples a property runs: `n` under `ci`, more under `thorough`."""
     return n * SCALE
+
+
+# the real control plane (kube-apiserver, etcd, kube-controller-manager, kwok) for the
+# in-cluster tests: see tests/control_plane
+from tests.control_plane.fixtures import control_plane, real_client, real_cluster  # noqa: E402, F401

@@ -73,6 +73,12 @@ class _FakeGpu:
     instances: dict[int, GpuInstance] = field(default_factory=dict)  # by start
 
 
+def fake_gpu_uuid(node: str, index: int) -> str:
+    """A fake GPU's UUID: stable per node and index, shaped like NVML's "GPU-<uuid>" (what
+    the device plugin's stand-in in the tests hands out for the same GPU)."""
+    return f"GPU-{uuid.uuid5(uuid.NAMESPACE_URL, f'gitops-sched-fake/{node}/{index}')}"
+
+
 class FakeBackend:
     """GPUs in memory; `run_process`/`end_process` stand in for CUDA programs."""
 
@@ -84,9 +90,7 @@ class FakeBackend:
                 raise ValueError(f"unknown GPU model {spec.model!r}")
             if spec.mig and not gpu.mig_capable:
                 raise ValueError(f"{gpu.name} has no MIG")
-            # stable per node and index, shaped like NVML's "GPU-<uuid>"
-            fake_uuid = uuid.uuid5(uuid.NAMESPACE_URL, f"gitops-sched-fake/{node}/{index}")
-            self._gpus.append(_FakeGpu(index, f"GPU-{fake_uuid}", gpu, spec.mig))
+            self._gpus.append(_FakeGpu(index, fake_gpu_uuid(node, index), gpu, spec.mig))
         self._processes: dict[int, GpuProcess] = {}
         self._closed = False
 

@@ -23,9 +23,7 @@ def folder() -> Path:
     given = os.environ.get("GITOPS_SCHED_CONTROL_PLANE_BIN")
     if given and all((Path(given) / n).is_file() for n in NAMES):
         return Path(given)
-    done = subprocess.run(
-        ["bash", str(SCRIPT)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    done = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True)
     if done.returncode != 0:
         raise BuildFailed(f"{SCRIPT} failed ({done.returncode}):\n{done.stderr[-4000:]}")
     return Path(done.stdout.strip().splitlines()[-1])

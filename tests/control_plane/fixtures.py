@@ -45,11 +45,13 @@ def control_plane(
     started = time.monotonic()
     plane.start()
     reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(
-            f"\nreal control plane: kube-apiserver {plane.version} at {plane.server} "
-            f"(etcd, kube-controller-manager, kwok; up in {time.monotonic() - started:.1f}s)"
-        )
+    capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capture is not None:
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(
+                f"\nreal control plane: kube-apiserver {plane.version} at {plane.server} "
+                f"(etcd, kube-controller-manager, kwok; up in {time.monotonic() - started:.1f}s)"
+            )
     client = connect(plane)
     plane.baseline = _names(client)  # type: ignore[attr-defined]
     client.close()

@@ -1,0 +1,39 @@
+"""Installing the shipped manifests on the test control plane with the real kubectl, as the
+README tells an admin to (`kubectl apply -k reconciler/`, `scheduler/`, `scheduler/agent/`),
+less the Deployments and DaemonSets: the tests run those parts in-process instead of as
+images no kubelet here could start."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import yaml
+
+from tests.control_plane import binaries
+from tests.control_plane.cluster import ControlPlane
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNS_IMAGES = ("Deployment", "DaemonSet")
+
+
+def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None) -> str:
+    done = subprocess.run(
+        [binaries.path("kubectl"), f"--kubeconfig={plane.kubeconfig}", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)}: {done.stderr}")
+    return done.stdout
+
+
+def apply_kustomization(plane: ControlPlane, folder: str) -> list[dict]:
+    """`kubectl apply -k` of a folder of this repository, without what runs an image; the
+    objects applied."""
+    built = kubectl(plane, "kustomize", str(ROOT / folder))
+    objects = [o for o in yaml.safe_load_all(built) if o and o["kind"] not in RUNS_IMAGES]
+    kubectl(plane, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(objects))
+    return objects
