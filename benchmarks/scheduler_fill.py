@@ -180,9 +180,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         thread = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
         thread.start()
         last_bind = None
-        total = bound = running = 0
+        bound = running = 0
         while time.perf_counter() - started < args.timeout:
-            total, bound, running = counts()
+            _, bound, running = counts()
             if bound >= args.pods and last_bind is None:
                 last_bind = time.perf_counter() - started
             if running >= args.pods:

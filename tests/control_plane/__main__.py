@@ -12,6 +12,7 @@ it. `down` stops them and removes `DIR`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -69,10 +70,8 @@ def down(folder: Path) -> int:
     pids_file = folder / "pids.json"
     if pids_file.exists():
         for pid in reversed(list(json.loads(pids_file.read_text()).values())):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
         time.sleep(1)
     shutil.rmtree(folder, ignore_errors=True)
     print(f"dev cluster stopped; {folder} removed")
