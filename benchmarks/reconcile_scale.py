@@ -1,9 +1,11 @@
-"""Reconcile at scale: a repo rendering about 10,000 objects, synced into the API emulator.
+"""Reconcile at scale: a repo rendering about 10,000 objects, synced into the real control
+plane (kube-apiserver, etcd, kube-controller-manager and kwok from `tests/control_plane`,
+local processes on 127.0.0.1; no nodes, so the Jobs' pods stay pending).
 
-Reports, as JSON: the first sync (everything created), a no-op sync (requests by kind: reads
-and writes separately, and its time), and a sync after a commit that changes 1% of the
-objects. The emulator runs in this process on 127.0.0.1 (real HTTP, the official client),
-without the OpenAPI validation of built-in kinds, which is a test-only cost.
+Reports, as JSON: the first sync (everything created), a no-op sync (the reconciler's
+requests, reads and writes apart, and its time), a sync after a commit that changes one
+project's quota, and one after a commit that changes 1% of the workloads (their Jobs'
+pod templates: each such Job is replaced, as Kubernetes will not change a Job's template).
 
     .venv/bin/python benchmarks/reconcile_scale.py [--projects 1000] [--workloads 2500]
 """
@@ -25,19 +27,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gitops_sched.cluster import Backoff, ClusterClient
 from gitops_sched.reconciler import Reconciler, Settings
-from tests.kube_emulator import KubeEmulator
+from tests.control_plane.cluster import ControlPlane
 
 API = "gitops-sched.io/v1alpha1"
-NAMESPACE = b'{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"gitops-sched"}}'
 
 
 def doc(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": API, "kind": kind, "metadata": {"name": name}, "spec": spec}
 
 
-def repo_files(projects: int, workloads: int, changed: int = 0) -> dict[str, list[dict]]:
+def repo_files(projects: int, workloads: int, changed: int = 0, lowered: int = 0) -> dict[str, list[dict]]:
     """Departments of 50 projects (1 GPU each, one member), `workloads` train jobs spread
-    over the projects; the first `changed` workloads get another command."""
+    over the projects; the first `changed` workloads get another command, and the first
+    `lowered` projects a quota of 0."""
     departments = (projects + 49) // 50
     files: dict[str, list[dict]] = {
         "cluster.yaml": [
@@ -82,7 +84,7 @@ def repo_files(projects: int, workloads: int, changed: int = 0) -> dict[str, lis
             f"p{p}",
             {
                 "department": f"d{p // 50}",
-                "quota": {"gpu": 1},
+                "quota": {"gpu": 0 if p < lowered else 1},
                 "members": {"users": [f"user{p}@example.com"]},
             },
         )
@@ -124,21 +126,21 @@ def commit(repo: Path, files: dict[str, list[dict]]) -> None:
     git("commit", "-q", "-m", "change")
 
 
-def timed_sync(kube: KubeEmulator, reconciler: Reconciler) -> dict[str, Any]:
-    kube.api.reset_counts()
+def timed_sync(client: ClusterClient, reconciler: Reconciler) -> dict[str, Any]:
+    """One sync and the requests the reconciler's client sent for it (retries too)."""
+    before = dict(client.requests)
     start = time.perf_counter()
     outcome = reconciler.sync_once()
     seconds = time.perf_counter() - start
     assert outcome.ok, (outcome.errors, outcome.result and outcome.result.errors[:5])
-    counts = kube.api.counts()
     result = outcome.result
     return {
         "seconds": round(seconds, 2),
-        "reads": counts["read"],
-        "writes": counts["write"],
-        "discovery": counts["discovery"],
+        "reads": client.requests["read"] - before.get("read", 0),
+        "writes": client.requests["write"] - before.get("write", 0),
         "created": len(result.created),
         "updated": len(result.updated),
+        "replaced": len(result.replaced),
         "pruned": len(result.pruned),
     }
 
@@ -149,20 +151,22 @@ def main() -> None:
     parser.add_argument("--workloads", type=int, default=2500)
     parser.add_argument("--repeat", type=int, default=3, help="no-op syncs; the best is kept")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, KubeEmulator(validate_builtins=False) as kube:
-        kube.api.handle("POST", "/api/v1/namespaces", {}, {}, NAMESPACE)
+    with tempfile.TemporaryDirectory() as tmp, ControlPlane(Path(tmp) / "cp") as plane:
         repo = Path(tmp) / "repo"
         commit(repo, repo_files(args.projects, args.workloads))
-        client = ClusterClient(kube.configuration(), backoff=Backoff(base=0.05), timeout=300)
+        client = ClusterClient(plane.configuration(), backoff=Backoff(base=0.05), timeout=300)
         reconciler = Reconciler(Settings(repo=str(repo), identity="bench"), client)
-        first = timed_sync(kube, reconciler)
+        first = timed_sync(client, reconciler)
         managed = reconciler.syncer.read_inventory().entries
         noop = min(
-            (timed_sync(kube, reconciler) for _ in range(args.repeat)), key=lambda r: r["seconds"]
+            (timed_sync(client, reconciler) for _ in range(args.repeat)),
+            key=lambda r: r["seconds"],
         )
+        commit(repo, repo_files(args.projects, args.workloads, lowered=1))
+        quota = timed_sync(client, reconciler)
         changed = len(managed) // 100 // 2  # each changed workload is a Workload and a Job
-        commit(repo, repo_files(args.projects, args.workloads, changed=changed))
-        one_percent = timed_sync(kube, reconciler)
+        commit(repo, repo_files(args.projects, args.workloads, changed=changed, lowered=1))
+        one_percent = timed_sync(client, reconciler)
         client.close()
     print(
         json.dumps(
@@ -170,6 +174,7 @@ def main() -> None:
                 "managed_objects": len(managed),
                 "first_sync": first,
                 "noop_sync": noop,
+                "one_quota_changed_sync": quota,
                 "one_percent_sync": {"changed_objects": 2 * changed, **one_percent},
             },
             indent=2,

@@ -50,7 +50,8 @@ def differences(want: Any, have: Any, path: Path = ()) -> list[Path]:
         out: list[Path] = []
         for key, value in want.items():
             if key not in have:
-                out.append((*path, key))
+                if not _omitted(value):
+                    out.append((*path, key))
             else:
                 out += differences(value, have[key], (*path, key))
         return out
@@ -63,6 +64,12 @@ def differences(want: Any, have: Any, path: Path = ()) -> list[Path]:
             for p in differences(w, h, (*path, str(i)))
         ]
     return [] if _same_value(want, have, path) else [path]
+
+
+def _omitted(value: Any) -> bool:
+    """An empty value the server leaves out of what it returns (`omitempty`: false, 0, "",
+    an empty list or map), so its absence from the live object is no difference."""
+    return value in (False, "", [], {})  # 0 == False
 
 
 def _same_value(want: Any, have: Any, path: Path) -> bool:
@@ -131,6 +138,19 @@ def _fields_v1(node: dict[str, Any], path: Path, paths: set[Path]) -> None:
         _fields_v1(node[key], (*path, key[2:]), paths)
 
 
+def field_gaps(want: dict[str, Any], owned: set[Path]) -> tuple[list[Path], list[Path]]:
+    """Where the fields of `want` and those our manager `owned` differ: (fields we render
+    that it does not own: another manager took them; fields it owns that we no longer
+    render: the apply removes them). A struct the server tracks as one field (an atomic
+    one, such as a RoleBinding's roleRef or a pod's required node affinity: FieldsV1 lists
+    it without its children) owns the fields we render inside it."""
+    rendered = field_paths(want)
+    inside = {p[:i] for p in rendered for i in range(1, len(p))}
+    taken = [p for p in rendered - owned if not any(p[:i] in owned for i in range(1, len(p)))]
+    stale = [p for p in owned - rendered if p not in inside]
+    return sorted(taken), sorted(stale)
+
+
 def value_changes(want: dict[str, Any], live: dict[str, Any]) -> list[str]:
     """The dotted fields whose value applying `want` changes in `live`: those that differ,
     and those our field manager applied that `want` no longer has (the apply removes them).
@@ -138,7 +158,7 @@ def value_changes(want: dict[str, Any], live: dict[str, Any]) -> list[str]:
     paths = differences(compared(want), compared(live))
     owned = managed_paths(live)
     if owned is not None:
-        paths += sorted(owned - field_paths(want))
+        paths += field_gaps(want, owned)[1]
     return sorted({".".join(p) for p in paths})
 
 
@@ -151,7 +171,7 @@ def why_apply(want: dict[str, Any], live: dict[str, Any] | None) -> list[str]:
     if owned is None:
         reasons.append("not applied by gitops-sched")
     else:
-        wanted = field_paths(want)
-        reasons += sorted(f"{'.'.join(p)} (owned by another manager)" for p in wanted - owned)
-        reasons += sorted(f"{'.'.join(p)} (to remove)" for p in owned - wanted)
+        taken, stale = field_gaps(want, owned)
+        reasons += [f"{'.'.join(p)} (owned by another manager)" for p in taken]
+        reasons += [f"{'.'.join(p)} (to remove)" for p in stale]
     return sorted(set(reasons))
