@@ -36,7 +36,9 @@ def doc(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": API, "kind": kind, "metadata": {"name": name}, "spec": spec}
 
 
-def repo_files(projects: int, workloads: int, changed: int = 0, lowered: int = 0) -> dict[str, list[dict]]:
+def repo_files(
+    projects: int, workloads: int, changed: int = 0, lowered: int = 0
+) -> dict[str, list[dict]]:
     """Departments of 50 projects (1 GPU each, one member), `workloads` train jobs spread
     over the projects; the first `changed` workloads get another command, and the first
     `lowered` projects a quota of 0."""
