@@ -236,7 +236,6 @@ def gpu_group_doc(group: GroupSpec, nodes: int) -> dict[str, Any]:
                 "gpu.example.com/mig": "enabled" if group.mig else "disabled",
             }
         },
-        "nodeLabel": {"key": "gitops-sched.io/node-group", "value": group.name},
         "nodeCount": nodes,
         "gpusPerNode": GPUS_PER_NODE,
         "gpu": {"model": group.model, "memory": f"{group.memory_gib}Gi"},

@@ -62,7 +62,6 @@ def repo_files(
                 {
                     "role": "gpu-worker",
                     "nodeSelector": {"matchLabels": {"pool": "a100"}},
-                    "nodeLabel": {"key": "gitops-sched.io/node-group", "value": "a100"},
                     "nodeCount": (projects + 7) // 8 + 1,
                     "gpusPerNode": 8,
                     "gpu": {"model": "A100-80GB", "memory": "80Gi"},

@@ -57,7 +57,6 @@ def write_repo(folder: Path, nodes: int, gpus: int, projects: int) -> None:
             "a100",
             role="gpu-worker",
             nodeSelector={"matchLabels": {"pool": "a100"}},
-            nodeLabel={"key": "gitops-sched.io/node-group", "value": "a100"},
             nodeCount=nodes,
             gpusPerNode=gpus,
             gpu={"model": "A100-80GB", "memory": "80Gi"},
@@ -77,7 +76,7 @@ def node(name: str) -> dict[str, Any]:
         "kind": "Node",
         "metadata": {
             "name": name,
-            "labels": {"pool": "a100", "gitops-sched.io/node-group": "a100"},
+            "labels": {"pool": "a100"},
         },
     }
 

@@ -12,6 +12,13 @@ def doc(kind: str, name: str, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": API, "kind": kind, "metadata": {"name": name}, "spec": spec}
 
 
+def node_group(name: str, **spec: Any) -> dict[str, Any]:
+    """A NodeGroup; without a `nodeSelector` in `spec`, one an admin's label would give it
+    (`pool: <name>`), since a group finds its nodes by its selector alone."""
+    spec.setdefault("nodeSelector", {"matchLabels": {"pool": name}})
+    return doc("NodeGroup", name, **spec)
+
+
 def diagnostic_line(diagnostic: Diagnostic) -> str:
     """`FILE:LINE:COL: [Kind/name: ][warning: ]message`: where and what, for the loader's and
     the schema's tests (tests/test_diagnostic_codes.py checks the codes)."""
@@ -20,4 +27,4 @@ def diagnostic_line(diagnostic: Diagnostic) -> str:
     return f"{diagnostic.location}: {obj}{severity}{diagnostic.message}"
 
 
-__all__ = ["API", "diagnostic_line", "doc"]
+__all__ = ["API", "diagnostic_line", "doc", "node_group"]

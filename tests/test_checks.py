@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from config_builders import doc
+from config_builders import doc, node_group
 
 from gitops_sched.cli import main
+from gitops_sched.config import codes
 from gitops_sched.config.baseline import Baseline
 from gitops_sched.config.checks import run_checks
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
@@ -19,15 +20,13 @@ from gitops_sched.config.model import build_repo
 from gitops_sched.config.validate import check_repo
 
 CLUSTER = doc("Cluster", "lab", namespacePrefix="team-")
-A100 = doc(
-    "NodeGroup",
+A100 = node_group(
     "a100",
     nodeCount=2,
     gpusPerNode=8,
     gpu={"model": "A100-SXM4-80GB", "memory": "80Gi"},
 )
-A100_MIG = doc(
-    "NodeGroup",
+A100_MIG = node_group(
     "a100-mig",
     nodeCount=1,
     gpusPerNode=8,
@@ -176,8 +175,8 @@ def test_projects_over_their_department_warn_when_oversubscription_is_allowed(
 
 
 def test_node_group_quotas_inside_node_group_capacity(repo_dir: Path) -> None:
-    small = doc("NodeGroup", "a100", nodeCount=1, gpusPerNode=8, gpu={"model": "A100-80GB"})
-    h100 = doc("NodeGroup", "h100", nodeCount=2, gpusPerNode=8, gpu={"model": "H100"})
+    small = node_group("a100", nodeCount=1, gpusPerNode=8, gpu={"model": "A100-80GB"})
+    h100 = node_group("h100", nodeCount=2, gpusPerNode=8, gpu={"model": "H100"})
     projects = [
         doc("Project", name, department="research", nodeGroupQuotas={"a100": {"gpu": 6}})
         for name in ("vision", "speech")
@@ -212,7 +211,7 @@ def test_gpu_memory_over_the_gpus_memory_points_at_the_template(repo_dir: Path) 
 
 
 def test_unknown_gpu_model_is_a_warning(repo_dir: Path) -> None:
-    group = doc("NodeGroup", "z", nodeCount=1, gpusPerNode=4, gpu={"model": "Z100"})
+    group = node_group("z", nodeCount=1, gpusPerNode=4, gpu={"model": "Z100"})
     diagnostics = check(repo_dir, group)
     assert len(diagnostics) == 1
     assert diagnostics[0].severity.value == "warning"
@@ -221,16 +220,14 @@ def test_unknown_gpu_model_is_a_warning(repo_dir: Path) -> None:
 
 
 def test_mig_on_a_gpu_without_mig(repo_dir: Path) -> None:
-    group = doc(
-        "NodeGroup", "t4", nodeCount=1, gpusPerNode=4, gpu={"model": "T4"}, mig={"enabled": True}
-    )
+    group = node_group("t4", nodeCount=1, gpusPerNode=4, gpu={"model": "T4"}, mig={"enabled": True})
     diagnostics = check(repo_dir, group)
     assert found(diagnostics) == [("NodeGroup/t4", "error", "T4 GPUs do not support MIG")]
     assert key_line(diagnostics[0]) == "enabled: true"
 
 
 def mig_group(name: str = "serve", gpus: int = 8, model: str = "A100-SXM4-80GB", **mig: Any):
-    return doc("NodeGroup", name, nodeCount=1, gpusPerNode=gpus, gpu={"model": model}, mig=mig)
+    return node_group(name, nodeCount=1, gpusPerNode=gpus, gpu={"model": model}, mig=mig)
 
 
 def instances(*pairs: tuple[str, int]) -> list[dict[str, Any]]:
@@ -434,11 +431,40 @@ def test_derived_names_too_long(repo_dir: Path) -> None:
     ]
 
 
-def test_invalid_node_label_value(repo_dir: Path) -> None:
-    group = doc("NodeGroup", "cpu", nodeCount=1, role="cpu-worker", nodeLabel={"value": "cpu pool"})
+def test_invalid_selector_label_value(repo_dir: Path) -> None:
+    selector = {"matchLabels": {"pool": "cpu pool"}}
+    group = node_group("cpu", nodeCount=1, role="cpu-worker", nodeSelector=selector)
     diagnostics = check(repo_dir, group)
     assert [d.message.split(" (")[0] for d in diagnostics] == ["invalid label value 'cpu pool'"]
     assert line_at(diagnostics[0]) == "cpu pool"
+
+
+@pytest.mark.parametrize("selector", [None, {}, {"matchLabels": {}}])
+def test_a_node_group_without_selector_labels_is_an_error(
+    repo_dir: Path, selector: dict[str, Any] | None
+) -> None:
+    group = doc("NodeGroup", "h100", nodeCount=1, gpusPerNode=8, gpu={"model": "H100"})
+    if selector is not None:
+        group["spec"]["nodeSelector"] = selector
+    diagnostics = check(repo_dir, group)
+    assert [(d.obj, d.severity, d.code) for d in diagnostics] == [
+        ("NodeGroup/h100", "error", codes.NO_NODE_SELECTOR)
+    ]
+    assert "would take every node" in diagnostics[0].message
+    assert "nvidia.com/gpu.product: NVIDIA-H100-SXM5-80GB" in diagnostics[0].message
+    key = "matchLabels" if selector else "nodeSelector" if selector == {} else "spec"
+    assert line_at(diagnostics[0]).startswith(key)
+
+
+def test_node_label_is_ignored_with_a_warning_at_its_key(repo_dir: Path) -> None:
+    label = {"key": "gitops-sched.io/node-group", "value": "cpu"}
+    group = node_group("cpu", nodeCount=1, role="cpu-worker", nodeLabel=label)
+    diagnostics = check(repo_dir, group)
+    assert [(d.obj, d.severity, d.code) for d in diagnostics] == [
+        ("NodeGroup/cpu", "warning", codes.IGNORED_FIELD)
+    ]
+    assert "ignored" in diagnostics[0].message and "nodeSelector" in diagnostics[0].message
+    assert line_at(diagnostics[0]).startswith("nodeLabel:")
 
 
 def test_pod_spec_merge_order(repo_dir: Path) -> None:
@@ -542,7 +568,7 @@ def test_one_default_template(repo_dir: Path) -> None:
 
 
 def test_workload_pinned_to_a_node_group_its_project_may_not_use(repo_dir: Path) -> None:
-    h100 = doc("NodeGroup", "h100", nodeCount=1, gpusPerNode=8, gpu={"model": "H100"})
+    h100 = node_group("h100", nodeCount=1, gpusPerNode=8, gpu={"model": "H100"})
     project = doc(
         "Project",
         "vision",
@@ -720,7 +746,7 @@ def validated(repo_dir: Path, *documents: dict[str, Any], base=BASE) -> list[tup
     return [(str(d.code), d.obj) for d in check_repo(Path("."))[1].sorted()]
 
 
-H100 = doc("NodeGroup", "h100", nodeCount=1, gpusPerNode=8, gpu={"model": "H100"})
+H100 = node_group("h100", nodeCount=1, gpusPerNode=8, gpu={"model": "H100"})
 
 
 def test_a_node_group_that_fails_its_schema_has_no_follow_ons(repo_dir: Path) -> None:
@@ -780,7 +806,7 @@ def test_a_duplicate_is_reported_on_the_later_definition_in_path_order(repo_dir:
     (repo_dir / "a" / "b.yaml").write_text(yaml.safe_dump(PROJECT, sort_keys=False))
     problems = [(str(d.location), d.message) for d in check_repo(Path("."))[1].sorted()]
     message = "duplicate Project 'vision' (first defined at a/b.yaml:4:9)"
-    assert problems == [(at, message) for at in ("repo.yaml:30:9", "z.yaml:4:9", "z.yaml:13:9")]
+    assert problems == [(at, message) for at in ("repo.yaml:33:9", "z.yaml:4:9", "z.yaml:13:9")]
 
 
 def test_in_a_plan_the_quota_the_change_raised_is_blamed(repo_dir: Path) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from config_builders import doc
+from config_builders import doc, node_group
 
 from gitops_sched.cli import main
 from gitops_sched.config import codes
@@ -192,7 +192,7 @@ def test_plan_reports_a_duplicate_on_the_definition_the_change_added(
     (repo / "teams").mkdir(parents=True)
     base = [
         doc("Cluster", "lab"),
-        doc("NodeGroup", "a100", nodeCount=1, gpusPerNode=8, gpu={"model": "A100-SXM4-80GB"}),
+        node_group("a100", nodeCount=1, gpusPerNode=8, gpu={"model": "A100-SXM4-80GB"}),
         doc("Department", "research", quota={"gpu": 8}),
     ]
     (repo / "cluster.yaml").write_text(yaml.safe_dump_all(base, sort_keys=False))

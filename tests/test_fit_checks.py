@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from config_builders import API, doc
+from config_builders import API, doc, node_group
 
 from gitops_sched.cli import main
 from gitops_sched.config.checks import run_checks
@@ -20,8 +20,7 @@ from gitops_sched.config.model import build_repo
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "clusters"
 CLUSTER = doc("Cluster", "lab")
-A100 = doc(
-    "NodeGroup",
+A100 = node_group(
     "a100",
     nodeCount=2,
     gpusPerNode=8,
@@ -29,15 +28,14 @@ A100 = doc(
     cpuPerNode="64",
     memoryPerNode="1Ti",
 )
-MIG = doc(
-    "NodeGroup",
+MIG = node_group(
     "mig",
     nodeCount=1,
     gpusPerNode=8,
     gpu={"model": "A100-80GB"},
     mig={"enabled": True},
 )
-CPU = doc("NodeGroup", "cpu", role="cpu-worker", nodeCount=2, gpusPerNode=0, cpuPerNode="32")
+CPU = node_group("cpu", role="cpu-worker", nodeCount=2, gpusPerNode=0, cpuPerNode="32")
 DEPARTMENT = doc("Department", "research", quota={"gpu": 16})
 PROJECT = doc("Project", "vision", department="research", quota={"gpu": 16})
 BASE = (CLUSTER, A100, MIG, CPU, DEPARTMENT, PROJECT)
@@ -142,8 +140,8 @@ def test_cpu_and_memory_beyond_every_declaring_node(repo_dir: Path) -> None:
 
 
 def test_mig_on_a_model_without_known_profiles_is_an_error(repo_dir: Path) -> None:
-    group = doc(
-        "NodeGroup", "z", nodeCount=1, gpusPerNode=4, gpu={"model": "Z100"}, mig={"enabled": True}
+    group = node_group(
+        "z", nodeCount=1, gpusPerNode=4, gpu={"model": "Z100"}, mig={"enabled": True}
     )
     errors = [d for d in check(group) if d.severity.value == "error"]
     code, obj, message, line = only(errors)
@@ -156,15 +154,13 @@ def test_mig_on_a_model_without_known_profiles_is_an_error(repo_dir: Path) -> No
 
 
 def test_node_groups_selecting_the_same_nodes(repo_dir: Path) -> None:
-    wide = doc(
-        "NodeGroup",
+    wide = node_group(
         "gpus",
         nodeCount=1,
         gpusPerNode=8,
         nodeSelector={"matchLabels": {"pool": "gpu"}},
     )
-    narrow = doc(
-        "NodeGroup",
+    narrow = node_group(
         "fast",
         nodeCount=1,
         gpusPerNode=8,
@@ -177,8 +173,7 @@ def test_node_groups_selecting_the_same_nodes(repo_dir: Path) -> None:
         "every node one matches the other matches too, so their GPUs would be counted twice; "
         "give each group a label the other does not have"
     )
-    other = doc(
-        "NodeGroup",
+    other = node_group(
         "slow",
         nodeCount=1,
         gpusPerNode=8,

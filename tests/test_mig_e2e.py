@@ -46,7 +46,6 @@ def cluster():
         labels = {
             "node.kubernetes.io/instance-type": "BM.GPU.A100-v2.8",
             "gpu.example.com/mig": "enabled",
-            "gitops-sched.io/node-group": "a100-mig",
         }
         node = obj("Node", NODE)
         node["metadata"]["labels"] = labels

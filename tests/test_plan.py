@@ -22,7 +22,7 @@ from gitops_sched.cli import main
 from gitops_sched.compiler import render_repo
 from gitops_sched.compiler.unchanged import same
 from gitops_sched.config.validate import check_repo
-from tests.config_builders import doc
+from tests.config_builders import doc, node_group
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "plan"
 GIT_ENV = {
@@ -61,12 +61,10 @@ def base_config() -> dict[str, list[dict[str, Any]]]:
             )
         ],
         "node-groups/dgx.yaml": [
-            doc(
-                "NodeGroup",
+            node_group(
                 "dgx",
                 role="gpu-worker",
                 nodeSelector={"matchLabels": {"pool": "dgx"}},
-                nodeLabel={"key": "gitops-sched.io/node-group", "value": "dgx"},
                 nodeCount=2,
                 gpusPerNode=8,
                 gpu={"model": "A100-SXM4-80GB"},
@@ -108,12 +106,10 @@ def move_project(files: dict) -> None:
 
 def add_node_group(files: dict) -> None:
     files["node-groups/l40s.yaml"] = [
-        doc(
-            "NodeGroup",
+        node_group(
             "l40s",
             role="gpu-worker",
             nodeSelector={"matchLabels": {"pool": "l40s"}},
-            nodeLabel={"key": "gitops-sched.io/node-group", "value": "l40s"},
             nodeCount=1,
             gpusPerNode=4,
             gpu={"model": "L40S"},

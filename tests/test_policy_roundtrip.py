@@ -71,11 +71,7 @@ def test_node_groups_read_back_with_their_selectors_gpus_and_mig_layouts() -> No
     assert list(read) == sorted(read)
     for group in repo.node_groups:
         back = read[group.name]
-        assert (back.role, back.node_selector, back.node_label) == (
-            group.role,
-            group.node_selector,
-            group.node_label,
-        )
+        assert (back.role, back.node_selector) == (group.role, group.node_selector)
         assert (back.gpus_per_node, back.gpu_model, back.topology_label) == (
             group.gpus_per_node,
             group.gpu_model,
@@ -169,6 +165,12 @@ def broken(path: tuple[str | int, ...], value: Any) -> dict[str, Any]:
     return data
 
 
+def test_a_policy_written_with_node_labels_still_reads() -> None:
+    """Policies rendered before nodeLabel was dropped carry one per group: ignored."""
+    old = broken(("nodeGroups", 0, "nodeLabel"), {"key": "gitops-sched.io/node-group"})
+    assert read_policy_document(old) == read_policy_document(document())
+
+
 @pytest.mark.parametrize(
     ("path", "value", "message"),
     [
@@ -186,7 +188,11 @@ def broken(path: tuple[str | int, ...], value: Any) -> dict[str, Any]:
             [{"gpus": ["6"]}],
             "nodeGroups[2].mig.byGpu[0].gpus[0]: expected an integer",
         ),
-        (("nodeGroups", 0, "nodeLabel"), {"key": "k"}, "nodeGroups[0].nodeLabel.value: missing"),
+        (
+            ("nodeGroups", 0, "nodeSelector"),
+            {"pool": 1},
+            "nodeGroups[0].nodeSelector.pool: expected a string",
+        ),
         (("departments", 0), "research", "departments[0]: expected a mapping"),
     ],
 )

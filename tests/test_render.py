@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from config_builders import doc
+from config_builders import doc, node_group
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,19 +20,31 @@ from gitops_sched.compiler.output import HEADER, dump_object, write_directory, w
 from gitops_sched.config.validate import check_repo
 
 READ_VERBS = {"get", "list", "watch"}
+# the node groups' selectors: labels a cloud's node pool and GPU Feature Discovery put
+A100_LABELS = {
+    "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+    "node.kubernetes.io/instance-type": "BM.GPU.A100-v2.8",
+}
+A10_LABELS = {"nvidia.com/gpu.product": "NVIDIA-A10"}
 
 
 BASE = [
     doc("Cluster", "lab", namespacePrefix="team-", schedulerName="gitops-sched"),
-    doc(
-        "NodeGroup",
+    node_group(
         "a100",
+        nodeSelector={"matchLabels": A100_LABELS},
         nodeCount=2,
         gpusPerNode=8,
         gpu={"model": "A100-SXM4-80GB", "memory": "80Gi"},
         mig={"enabled": True, "strategy": "dynamic"},
     ),
-    doc("NodeGroup", "a10", nodeCount=1, gpusPerNode=4, gpu={"model": "A10", "memory": "24Gi"}),
+    node_group(
+        "a10",
+        nodeSelector={"matchLabels": A10_LABELS},
+        nodeCount=1,
+        gpusPerNode=4,
+        gpu={"model": "A10", "memory": "24Gi"},
+    ),
     doc("Department", "research", quota={"gpu": 20}, admins=["boss@example.com"]),
     doc(
         "Project",
@@ -236,16 +248,21 @@ def test_node_affinity_follows_allowed_node_groups(tmp_path: Path) -> None:
         workload("pinned", mig="1g.10gb", nodeGroup="a100"),  # a100's GPUs are all MIG
         workload("anywhere", project="nlp", gpu=1),
     )
-    key = "gitops-sched.io/node-group"
 
-    def expression(values: list[str]) -> list[dict[str, Any]]:
-        return [{"matchExpressions": [{"key": key, "operator": "In", "values": values}]}]
+    def term(labels: dict[str, str]) -> dict[str, Any]:
+        """A group's term: each selector label `In` its value, sorted by key."""
+        expressions = [
+            {"key": key, "operator": "In", "values": [value]}
+            for key, value in sorted(labels.items())
+        ]
+        return {"matchExpressions": expressions}
 
-    assert node_terms(find(objects, "Job", "train")) == expression(["a10", "a100"])
-    assert node_terms(find(objects, "Job", "nb")) == expression(["a10"])
-    assert node_terms(find(objects, "Job", "pinned")) == expression(["a100"])
+    # one term per allowed group (terms are ORed), in a fixed order; no label of ours
+    assert node_terms(find(objects, "Job", "train")) == [term(A100_LABELS), term(A10_LABELS)]
+    assert node_terms(find(objects, "Job", "nb")) == [term(A10_LABELS)]
+    assert node_terms(find(objects, "Job", "pinned")) == [term(A100_LABELS)]
     # unrestricted: every group that runs workloads, so pods stay off system nodes
-    assert node_terms(find(objects, "Job", "anywhere")) == expression(["a10", "a100"])
+    assert node_terms(find(objects, "Job", "anywhere")) == [term(A100_LABELS), term(A10_LABELS)]
 
 
 def test_members_get_least_privilege_in_their_namespace(tmp_path: Path) -> None:

@@ -51,8 +51,8 @@ from gitops_sched.scheduler.view import ClusterView
 
 EXAMPLES = Path(__file__).parent.parent / "examples" / "clusters"
 NOW = 1_700_000_000.0
-# how the dgx1 group finds nodes, and the label the reconciler puts on them
-V100 = {"nvidia.com/gpu.product": "Tesla-V100-SXM2-32GB", "gitops-sched.io/node-group": "dgx1"}
+# how the dgx1 group finds nodes: GPU Feature Discovery's product label, all a node needs
+V100 = {"nvidia.com/gpu.product": "Tesla-V100-SXM2-32GB"}
 
 
 @cache
@@ -429,9 +429,14 @@ def test_the_agents_inventory_wins_over_labels() -> None:
     assert len(fallback.gpus) == 8
 
 
+def selector(group: str, example: str = "oci-a100") -> dict[str, str]:
+    """The labels a node of the group carries for it (its node pool's, an admin's)."""
+    (found,) = [g for g in policy(example).node_groups if g.name == group]
+    return dict(found.node_selector)
+
+
 def oci_node(name: str, group: str, **extra: Any) -> dict[str, Any]:
-    labels = {"gitops-sched.io/node-group": group}
-    return node(name, labels, **extra)
+    return node(name, selector(group), **extra)
 
 
 def test_mig_nodes_static_layout_declared_dynamic_as_reported() -> None:
@@ -450,7 +455,7 @@ def test_mig_nodes_static_layout_declared_dynamic_as_reported() -> None:
     ]
     inventory = {NODE_GPUS: encode_inventory(node_inventory(gpus))}
     mig_counts = {
-        "gitops-sched.io/node-group": "a100-mig",
+        **selector("a100-mig"),
         "nvidia.com/mig-1g.10gb.count": "3",
         "nvidia.com/mig-3g.40gb.count": "2",
     }
@@ -477,7 +482,7 @@ def test_cordoned_and_not_ready_nodes_take_no_new_work() -> None:
 
 def test_nodes_of_no_group_or_a_system_group_are_left_out() -> None:
     nodes = [
-        oci_node("sys", "system"),
+        node("sys", {"node-role.kubernetes.io/control-plane": ""}),
         node("stray", {"kubernetes.io/os": "linux"}),
         oci_node("a10-0", "a10"),
     ]
@@ -494,7 +499,8 @@ def affinity(*terms: list[dict[str, Any]]) -> dict[str, Any]:
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
 
 
-GROUP = "gitops-sched.io/node-group"
+TYPE = "node.kubernetes.io/instance-type"  # how the oci-a100 groups find their nodes
+A10, CPU = "BM.GPU.A10.4", "VM.Standard.E5.Flex"
 
 
 @pytest.mark.parametrize(
@@ -503,14 +509,15 @@ GROUP = "gitops-sched.io/node-group"
         ({}, ("a10", "a100", "a100-mig", "cpu")),  # the project's allowed groups
         (
             {
-                "affinity": affinity(
-                    [{"key": GROUP, "operator": "In", "values": ["a10", "a100-serve"]}]
+                "affinity": affinity(  # a100-serve (static MIG) is not the project's
+                    [{"key": TYPE, "operator": "In", "values": [A10]}],
+                    [{"key": "gpu.example.com/mig", "operator": "In", "values": ["static"]}],
                 )
             },
             ("a10",),
         ),
         (
-            {"affinity": affinity([{"key": GROUP, "operator": "NotIn", "values": ["a10", "cpu"]}])},
+            {"affinity": affinity([{"key": TYPE, "operator": "NotIn", "values": [A10, CPU]}])},
             ("a100", "a100-mig"),
         ),
         (
@@ -524,13 +531,16 @@ GROUP = "gitops-sched.io/node-group"
         (
             {
                 "affinity": affinity(
-                    [{"key": GROUP, "operator": "In", "values": ["cpu"]}],
-                    [{"key": GROUP, "operator": "In", "values": ["a100-mig"]}],
+                    [{"key": TYPE, "operator": "In", "values": [CPU]}],
+                    [{"key": "gpu.example.com/mig", "operator": "In", "values": ["enabled"]}],
                 )
             },
             ("a100-mig", "cpu"),
         ),
         ({"nodeSelector": {"gpu.example.com/mig": "disabled"}}, ("a100",)),
+        # no node yet: a group's nodes would carry GPU Feature Discovery's labels too
+        ({"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A10"}}, ("a10",)),
+        ({"nodeSelector": {"nvidia.com/gpu.count": "8"}}, ("a100", "a100-mig")),
     ],
 )
 def test_node_selector_and_affinity_narrow_the_projects_node_groups(

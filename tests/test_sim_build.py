@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 import yaml
-from config_builders import doc
+from config_builders import doc, node_group
 
 from gitops_sched.bridge.build import job_from_workload, nodes_from_repo, policy_from_repo
 from gitops_sched.config.diagnostics import Diagnostics
@@ -100,8 +100,7 @@ def test_the_stale_gang_grace_reaches_the_engine_in_seconds(
 def test_nodes_per_worker_group_with_topology_domains() -> None:
     repo = repo_of(
         cluster(),
-        doc(
-            "NodeGroup",
+        node_group(
             "dgx",
             nodeCount=5,
             gpusPerNode=8,
@@ -109,10 +108,9 @@ def test_nodes_per_worker_group_with_topology_domains() -> None:
             topology={"label": "rack", "nodesPerDomain": 2},
             nodeSelector={"matchLabels": {"pool": "dgx"}},
         ),
-        doc("NodeGroup", "cpu", role="cpu-worker", nodeCount=2),
-        doc("NodeGroup", "ctl", role="system", nodeCount=3),
-        doc(
-            "NodeGroup",
+        node_group("cpu", role="cpu-worker", nodeCount=2),
+        node_group("ctl", role="system", nodeCount=3),
+        node_group(
             "a100",
             nodeCount=1,
             gpusPerNode=4,
@@ -129,15 +127,40 @@ def test_nodes_per_worker_group_with_topology_domains() -> None:
     assert [(g.index, g.memory_mib, g.mig_enabled) for g in dgx.gpus] == [
         (i, 81559, False) for i in range(8)
     ]
+    # what a real cluster gives a node: GPU Feature Discovery's labels, the group's selector
+    # (an admin's or a node pool's label) and its topology domain; no label of ours
     assert dict(dgx.labels) == {
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.product": "NVIDIA-H100-SXM5-80GB",
+        "nvidia.com/gpu.count": "8",
+        "nvidia.com/gpu.memory": "81559",
+        "nvidia.com/mig.capable": "true",
         "pool": "dgx",
-        "gitops-sched.io/node-group": "dgx",
         "rack": "dgx-d0",
     }
+    assert dict(nodes[5].labels) == {"pool": "cpu"}  # no GPUs, no GFD labels
     assert [len(n.gpus) for n in nodes[5:7]] == [0, 0]  # for workloads without GPUs
     a100 = nodes[7]
     assert (a100.topology, len(a100.gpus)) == ("", 4)
     assert {(g.memory_mib, g.mig_enabled) for g in a100.gpus} == {(40 * 1024, True)}
+
+
+def test_a_selector_naming_a_gfd_label_says_what_the_nodes_carry() -> None:
+    # GFD writes NVML's product name ("NVIDIA-H100-80GB-HBM3" on an H100 SXM); the admin's
+    # selector says it, and the simulated nodes carry it, so they stay in their group
+    product = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    group = node_group(
+        "h100",
+        nodeSelector={"matchLabels": product},
+        nodeCount=1,
+        gpusPerNode=8,
+        gpu={"model": "H100"},
+        mig={"enabled": True},
+    )
+    (node,) = nodes_from_repo(repo_of(cluster(), group))
+    labels = dict(node.labels)
+    assert product.items() <= labels.items()
+    assert (labels["nvidia.com/gpu.count"], labels["nvidia.com/mig.strategy"]) == ("8", "mixed")
 
 
 def test_static_mig_groups_give_fixed_gpus_with_their_declared_instances() -> None:
@@ -147,11 +170,8 @@ def test_static_mig_groups_give_fixed_gpus_with_their_declared_instances() -> No
     static["byGpu"] = [{"gpus": [2], "layout": small}]
     repo = repo_of(
         cluster(),
-        doc(
-            "NodeGroup", "serve", nodeCount=2, gpusPerNode=3, gpu={"model": "A100-80GB"}, mig=static
-        ),
-        doc(
-            "NodeGroup",
+        node_group("serve", nodeCount=2, gpusPerNode=3, gpu={"model": "A100-80GB"}, mig=static),
+        node_group(
             "dyn",
             nodeCount=1,
             gpusPerNode=1,
@@ -171,13 +191,13 @@ def test_static_mig_groups_give_fixed_gpus_with_their_declared_instances() -> No
 
 def test_a_layout_outside_the_static_strategy_makes_no_instances() -> None:
     mig = {"enabled": True, "layout": [{"profile": "7g.80gb", "start": 0}]}  # an error in validate
-    group = doc("NodeGroup", "dyn", nodeCount=1, gpusPerNode=1, gpu={"model": "A100-80GB"}, mig=mig)
+    group = node_group("dyn", nodeCount=1, gpusPerNode=1, gpu={"model": "A100-80GB"}, mig=mig)
     (node,) = nodes_from_repo(repo_of(cluster(), group))
     assert (node.gpus[0].mig_static, node.gpus[0].mig_instances) == (False, ())
 
 
 def test_a_topology_label_without_domain_size_puts_the_group_in_one_domain() -> None:
-    group = doc("NodeGroup", "l4", nodeCount=3, gpusPerNode=1, gpu={"model": "L4"})
+    group = node_group("l4", nodeCount=3, gpusPerNode=1, gpu={"model": "L4"})
     group["spec"]["topology"] = {"label": "zone"}
     nodes = nodes_from_repo(repo_of(cluster(), group))
     assert {n.topology for n in nodes} == {"l4-d0"}

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from config_builders import API, doc
+from config_builders import API, doc, node_group
 
 from gitops_sched.cli import main
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
@@ -36,9 +36,8 @@ EXAMPLE = Path(__file__).parent.parent / "examples" / "clusters" / "netapp-dgx"
 
 REPO = (
     doc("Cluster", "lab"),
-    doc("NodeGroup", "dgx", nodeCount=2, gpusPerNode=8, gpu={"model": "H100-SXM5-80GB"}),
-    doc(
-        "NodeGroup",
+    node_group("dgx", nodeCount=2, gpusPerNode=8, gpu={"model": "H100-SXM5-80GB"}),
+    node_group(
         "mig",
         nodeCount=1,
         gpusPerNode=2,

@@ -20,6 +20,7 @@ from gitops_sched.config.model import (
     gpu_request_of,
 )
 from gitops_sched.engine.types import Gpu, GpuRequest, Job, Node, Policy, QueueSpec, RequestKind
+from gitops_sched.hardware.gfd import gfd_labels
 from gitops_sched.hardware.gpus import MIB, lookup_gpu_model
 from gitops_sched.hardware.mig import MigInstance
 
@@ -138,13 +139,34 @@ def group_gpu(group: MigDeclaration, index: int, memory: int) -> Gpu:
     return Gpu(index, memory, mig_enabled=True, mig_instances=tuple(layout), mig_static=True)
 
 
+def group_node_labels(
+    selector: dict[str, str],
+    gpu_model: str | None,
+    gpus: int,
+    gpu_memory_bytes: Decimal | int | None,
+    mig_enabled: bool,
+) -> dict[str, str]:
+    """The labels a node of a group carries in a real cluster, and nothing more: GPU Feature
+    Discovery's for its GPUs and its group's selector (labels an admin or a cloud's node pool
+    put; where both name one, the selector says what the group's nodes carry)."""
+    memory = gpu_memory_mib(gpu_model, gpu_memory_bytes)
+    return gfd_labels(gpu_model, gpus, memory, mig_enabled) | selector
+
+
 def _group_nodes(group: NodeGroup) -> tuple[Node, ...]:
     memory = gpu_memory_mib(group.gpu_model, group.gpu_memory)
     gpus = tuple(group_gpu(group, i, memory) for i in range(group.gpus_per_node))
     per_domain = group.nodes_per_topology_domain or group.node_count
+    group_labels = group_node_labels(
+        group.node_selector,
+        group.gpu_model,
+        group.gpus_per_node,
+        group.gpu_memory,
+        group.mig_enabled,
+    )
     nodes = []
     for i in range(group.node_count):
-        labels = {**group.node_selector, group.node_label[0]: group.node_label[1]}
+        labels = dict(group_labels)
         topology = ""
         if group.topology_label:
             topology = f"{group.name}-d{i // per_domain}"
@@ -163,7 +185,8 @@ def _group_nodes(group: NodeGroup) -> tuple[Node, ...]:
 
 
 def nodes_from_repo(repo: Repo) -> tuple[Node, ...]:
-    """The nodes each worker node group expects: `<group>-0` .. `<group>-<count-1>`.
+    """The nodes each worker node group expects: `<group>-0` .. `<group>-<count-1>`, with
+    the labels a real cluster gives them (`group_node_labels`) and a topology domain.
 
     With a topology label, consecutive nodes share a domain `<group>-d<k>` of
     `nodesPerDomain` nodes (all in one domain when that is not given).

@@ -8,9 +8,10 @@ The scheduler reads it back with `read_policy_document` (or `policy_from_configm
 engine's Policy through the same queue translation as `bridge.policy_from_repo`, so the
 cluster schedules with exactly the policy `simulate` and `plan` use.
 
-Node labels for node groups: the NodeGroup custom resources (see `resources`) carry the
-selector that finds a group's nodes and the label that marks them; the reconciler labels the
-matching nodes from those, since nodes are not objects a config repo creates.
+Node groups find their nodes by `nodeSelector` alone: labels a real cluster gives its nodes
+(GPU Feature Discovery's, a cloud's node pool, an admin's). Nothing labels nodes for us; the
+scheduler matches live nodes against the selectors written here, and the workloads' pods
+require the same labels (`workloads`).
 """
 
 from __future__ import annotations
@@ -125,13 +126,11 @@ def _project(cluster: Cluster, project: Project) -> dict[str, Any]:
 
 
 def _node_group(group: NodeGroup) -> dict[str, Any]:
-    key, value = group.node_label
     return _compact(
         {
             "name": group.name,
             "role": group.role,
             "nodeSelector": dict(sorted(group.node_selector.items())),
-            "nodeLabel": {"key": key, "value": value},
             "nodeCount": group.node_count,
             "gpusPerNode": group.gpus_per_node,
             "gpuModel": group.gpu_model,
@@ -220,8 +219,7 @@ class PolicyNodeGroup:
 
     name: str
     role: str
-    node_selector: dict[str, str]
-    node_label: tuple[str, str]
+    node_selector: dict[str, str]  # the group's nodes: those with every one of these labels
     gpus_per_node: int
     gpu_model: str | None
     gpu_memory_bytes: int | None
@@ -339,7 +337,6 @@ def _read_project(entry: _Fields, department: str) -> PolicyProject:
 
 
 def _read_node_group(entry: _Fields) -> PolicyNodeGroup:
-    label = entry.mapping("nodeLabel")
     selector = entry.mapping("nodeSelector")
     mig = entry.mapping("mig")
     memory = entry.number("gpuMemoryBytes", None)
@@ -347,7 +344,6 @@ def _read_node_group(entry: _Fields) -> PolicyNodeGroup:
         name=entry.text("name"),
         role=entry.text("role", "gpu-worker"),
         node_selector={key: selector.text(key) for key in sorted(selector.data)},
-        node_label=(label.text("key"), label.text("value")),
         gpus_per_node=entry.integer("gpusPerNode", 0),
         gpu_model=entry.text("gpuModel", None),
         gpu_memory_bytes=None if memory is None else int(memory),

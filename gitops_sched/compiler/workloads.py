@@ -178,19 +178,18 @@ def _pod_annotations(workload: Workload, project: Project, spec: dict[str, Any])
 
 
 def _affinity(node_groups: tuple[NodeGroup, ...]) -> dict[str, Any]:
-    """Required node affinity to the allowed node groups' labels (keeps pods off system nodes)."""
-    values: dict[str, set[str]] = {}
-    for group in node_groups:
-        key, value = group.node_label
-        values.setdefault(key, set()).add(value)
-    if not values:
+    """Required node affinity to the allowed node groups' nodes: one term per group, its
+    `nodeSelector` (every label, `In` its one value); terms are ORed, so any allowed group
+    will do, and a node of no allowed group (a system node) takes none of the pods."""
+    selectors = {tuple(sorted(g.node_selector.items())) for g in node_groups if g.node_selector}
+    if not selectors:
         return {}
     terms = [
-        {"matchExpressions": [{"key": key, "operator": "In", "values": sorted(vals)}]}
-        for key, vals in sorted(values.items())
+        {"matchExpressions": [{"key": k, "operator": "In", "values": [v]} for k, v in labels]}
+        for labels in sorted(selectors)
     ]
     required = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
-    return {"affinity": {"nodeAffinity": required}}  # terms are ORed: any allowed group will do
+    return {"affinity": {"nodeAffinity": required}}
 
 
 def _containers(workload: Workload, spec: dict[str, Any]) -> dict[str, Any]:

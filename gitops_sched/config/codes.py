@@ -97,6 +97,11 @@ CONFLICTING_FIELDS = _code(
     "GS208", "fields that conflict or go together", "set exactly the fields the message names"
 )
 REPEATED_ITEM = _code("GS209", "repeated list item", "remove the repeated item")
+IGNORED_FIELD = _code(
+    "GS210",
+    "deprecated field, ignored",
+    "remove the field (the message says what replaced it)",
+)
 
 # --- GS3xx: references and names --------------------------------------------------------------
 
@@ -119,6 +124,11 @@ TWO_DEFAULT_TEMPLATES = _code(
 NAME_TOO_LONG = _code("GS307", "derived name too long", "shorten the name (or the prefix)")
 BAD_LABEL_VALUE = _code(
     "GS308", "invalid label value", "use at most 63 alphanumerics, '-', '_' and '.'"
+)
+NO_NODE_SELECTOR = _code(
+    "GS309",
+    "node group without a node selector",
+    "add spec.nodeSelector.matchLabels: labels only the group's nodes carry",
 )
 
 # --- GS4xx: quotas and capacity ---------------------------------------------------------------

@@ -19,7 +19,6 @@ from gitops_sched.quantity import parse_quantity
 # Default priorities per workload type, as KAI's priority classes order them:
 # inference outranks interactive (build), which outranks train.
 DEFAULT_PRIORITY = {"train": 50, "interactive": 100, "inference": 125}
-NODE_GROUP_LABEL = "gitops-sched.io/node-group"
 DEFAULT_NAMESPACE_PREFIX = "project-"
 
 
@@ -111,8 +110,9 @@ class MigLayout:
 class NodeGroup:
     name: str
     role: str  # gpu-worker | cpu-worker | system
-    node_selector: dict[str, str]  # matchLabels that find the group's nodes
-    node_label: tuple[str, str]  # the label the reconciler puts on matching nodes
+    # matchLabels: the group's nodes are the nodes with every one of these labels, and its
+    # workloads' pods require them (`nodeLabel`, once a label of ours, is ignored)
+    node_selector: dict[str, str]
     node_count: int
     gpus_per_node: int
     gpu_model: str | None
@@ -460,12 +460,10 @@ def build_node_group(doc: Document) -> NodeGroup:
     gpu = spec.get("gpu", {})
     mig = spec.get("mig", {})
     topology = spec.get("topology", {})
-    label = spec.get("nodeLabel", {})
     return NodeGroup(
         name=doc.name,
         role=spec.get("role", "gpu-worker"),
         node_selector=dict(spec.get("nodeSelector", {}).get("matchLabels", {})),
-        node_label=(label.get("key", NODE_GROUP_LABEL), label.get("value", doc.name)),
         node_count=int(spec.get("nodeCount", 0)),
         gpus_per_node=int(spec.get("gpusPerNode", 0)),
         gpu_model=gpu.get("model"),

@@ -275,6 +275,7 @@ _ANNOTATIONS = frozenset(
         "title",
         "description",
         "default",
+        "deprecated",
         "examples",
         "errorMessage",
         "patternErrorMessage",

@@ -13,31 +13,28 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from gitops_sched.bridge.build import canonical_model, gpu_memory_mib, group_gpu
+from gitops_sched.bridge.build import (
+    canonical_model,
+    gpu_memory_mib,
+    group_gpu,
+    group_node_labels,
+)
 from gitops_sched.compiler.contract import GPU_RESOURCE, MIG_RESOURCE_PREFIX, NODE_GPUS
 from gitops_sched.compiler.policy import PolicyNodeGroup
 from gitops_sched.engine.types import Gpu, Node
+from gitops_sched.hardware.gfd import GFD_COUNT, GFD_MEMORY, GFD_MIG_COUNT, GFD_PRODUCT
 from gitops_sched.hardware.mig import MigInstance, find_placement, mig_profiles
 from gitops_sched.quantity import parse_quantity
-
-# NVIDIA GPU Feature Discovery's node labels
-GFD_COUNT = "nvidia.com/gpu.count"
-GFD_PRODUCT = "nvidia.com/gpu.product"
-GFD_MEMORY = "nvidia.com/gpu.memory"  # MiB
-GFD_MIG_COUNT = ".count"  # nvidia.com/mig-<profile>.count
 
 
 def node_group_of(
     labels: dict[str, str], groups: Iterable[PolicyNodeGroup]
 ) -> PolicyNodeGroup | None:
-    """The first group (by name) whose node selector the labels match, or whose node label
-    the node carries. An empty selector finds no node: it would take every node."""
+    """The first group (by name) whose node selector the labels match: the node carries every
+    label of it. An empty selector finds no node: it would take every node."""
     for group in groups:
         selector = group.node_selector
         if selector and all(labels.get(k) == v for k, v in selector.items()):
-            return group
-        key, value = group.node_label
-        if labels.get(key) == value:
             return group
     return None
 
@@ -200,7 +197,7 @@ def allowed_groups(
 ) -> tuple[str, ...]:
     """The groups (that run workloads) with a node the pod's nodeSelector and required node
     affinity admit (`constraints`, see `pods.node_constraints`); a group with no node yet is
-    judged by the labels it declares (its selector and node label)."""
+    judged by the labels its nodes would carry (`bridge.build.group_node_labels`)."""
     names = [g.name for g in groups if g.runs_workloads]
     if not constraints:
         return tuple(names)
@@ -208,15 +205,20 @@ def allowed_groups(
     by_name = {g.name: g for g in groups}
     allowed = []
     for name in names:
-        nodes = members.get(name) or [_declared_labels(by_name[name])]
+        nodes = members.get(name) or [_expected_labels(by_name[name])]
         if any(_admits(labels, selector, terms) for labels in nodes):
             allowed.append(name)
     return tuple(allowed)
 
 
-def _declared_labels(group: PolicyNodeGroup) -> dict[str, str]:
-    key, value = group.node_label
-    return {**group.node_selector, key: value}
+def _expected_labels(group: PolicyNodeGroup) -> dict[str, str]:
+    return group_node_labels(
+        group.node_selector,
+        group.gpu_model,
+        group.gpus_per_node,
+        group.gpu_memory_bytes,
+        group.mig_enabled,
+    )
 
 
 def _admits(labels: dict[str, str], selector: dict[str, str], terms: list[dict[str, Any]]) -> bool:

@@ -11,17 +11,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gitops_sched.config.model import NodeGroup, Repo
+from gitops_sched.hardware.gfd import gfd_product
 from gitops_sched.hardware.gpus import lookup_gpu_model
-
-# NVML's product names where they differ from "NVIDIA <model>"; GFD writes them with dashes
-_NVML_BRAND = {"V100-SXM2-16GB": "Tesla", "V100-SXM2-32GB": "Tesla", "T4": "Tesla"}
-
-
-def gfd_product(model: str) -> str:
-    """`nvidia.com/gpu.product` as GFD writes it for a model: NVML's name, dashed."""
-    known = lookup_gpu_model(model)
-    name = known.name if known else model
-    return f"{_NVML_BRAND.get(name, 'NVIDIA')}-{name}".replace(" ", "-")
 
 
 def gpu_node(

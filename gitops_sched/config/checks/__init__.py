@@ -13,8 +13,8 @@ over several objects blame the one that tips them over (in `plan`, the one the c
 introduced: `baseline`).
 
 The checks live in modules named for what they check (structure, references, quotas,
-gpus, mig, fit, names, volumes, expressions, policy), with `common` and `pods` holding the
-helpers they share; this module only runs them, in a fixed order.
+gpus, mig, fit, names, volumes, expressions, policy, deprecated), with `common` and `pods`
+holding the helpers they share; this module only runs them, in a fixed order.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from gitops_sched.config.baseline import NO_BASELINE, Baseline
+from gitops_sched.config.checks.deprecated import check_ignored_fields
 from gitops_sched.config.checks.expressions import (
     check_template_expressions,
     check_template_rendering,
@@ -41,7 +42,7 @@ from gitops_sched.config.checks.mig import (
     check_mig_models,
     check_mig_profiles,
 )
-from gitops_sched.config.checks.names import check_derived_names, check_node_labels
+from gitops_sched.config.checks.names import check_derived_names, check_node_selectors
 from gitops_sched.config.checks.policy import check_stale_gang_grace
 from gitops_sched.config.checks.quotas import (
     check_cluster_capacity,
@@ -88,7 +89,8 @@ OWN_CHECKS: tuple[Check, ...] = (
     check_node_group_selectors,
     check_stale_gang_grace,
     check_derived_names,
-    check_node_labels,
+    check_node_selectors,
+    check_ignored_fields,
     check_claim_values,
     check_template_expressions,
 )

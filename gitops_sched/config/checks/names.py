@@ -1,9 +1,10 @@
 """Name checks: names Kubernetes derives from the repo must still be valid Kubernetes names.
 
 A project's namespace (the cluster's prefix and the project's name) is a DNS-1123 label,
-a workload's name becomes its Job's name and so a pod label value, and node group labels
-are put on and matched against nodes. Kubernetes would reject the rendered objects
-otherwise, so these are caught before anything is applied.
+a workload's name becomes its Job's name and so a pod label value, and a node group's
+selector labels are matched against nodes and written into its workloads' node affinity.
+Kubernetes would reject the rendered objects otherwise, so these are caught before anything
+is applied. A group's selector must also name a label at all, or it would take every node.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from gitops_sched.config import codes
-from gitops_sched.config.checks.common import _error
+from gitops_sched.config.checks.common import _error, _key_error
 from gitops_sched.config.diagnostics import Diagnostic
+from gitops_sched.config.loader import Path_
 from gitops_sched.config.model import Repo
+from gitops_sched.hardware.gfd import GFD_PRODUCT, gfd_product
 
 MAX_NAMESPACE_LENGTH = 63  # a namespace is a DNS-1123 label
 # A Job's name becomes the `job-name` label value of its pods (63 characters at most) and
@@ -57,19 +60,45 @@ def _valid_label_value(value: Any) -> bool:
     )
 
 
-def check_node_labels(repo: Repo) -> Iterator[Diagnostic]:
-    """Node group labels are put on and matched against nodes; Kubernetes rejects bad values."""
+def check_node_selectors(repo: Repo) -> Iterator[Diagnostic]:
+    """A node group's nodes are the nodes with every label of its selector, and its workloads'
+    pods require those labels: an empty selector would take every node, and Kubernetes
+    rejects a pod whose affinity names an invalid label value."""
     for group in repo.node_groups:
-        labels = [(("spec", "nodeLabel", "value"), group.node_label[1])] + [
-            (("spec", "nodeSelector", "matchLabels", key), value)
-            for key, value in group.node_selector.items()
-        ]
-        for path, value in labels:
+        if not group.node_selector:
+            yield _key_error(
+                group.doc,
+                _selector_path(group.doc.data),
+                codes.NO_NODE_SELECTOR,
+                "spec.nodeSelector.matchLabels names no label: a node group's nodes are the "
+                "nodes carrying every label of it, and its workloads' pods require them, so "
+                "an empty selector would take every node (system nodes too); add labels only "
+                f"the group's nodes carry, such as {_example_label(group.gpu_model)}",
+            )
+        for key, value in group.node_selector.items():
             if not _valid_label_value(value):
                 yield _error(
                     group.doc,
-                    path,
+                    ("spec", "nodeSelector", "matchLabels", key),
                     codes.BAD_LABEL_VALUE,
                     f"invalid label value '{value}' (at most {MAX_LABEL_VALUE_LENGTH} characters: "
                     "alphanumerics, '-', '_' and '.', beginning and ending with an alphanumeric)",
                 )
+
+
+def _selector_path(data: dict[str, Any]) -> Path_:
+    """The innermost of spec / nodeSelector / matchLabels the document writes."""
+    path: Path_ = ("spec",)
+    value = data.get("spec")
+    for key in ("nodeSelector", "matchLabels"):
+        if not isinstance(value, dict) or key not in value:
+            break
+        path, value = (*path, key), value[key]
+    return path
+
+
+def _example_label(model: str | None) -> str:
+    """A label the group's nodes likely carry: GPU Feature Discovery's product label."""
+    if model:
+        return f"{GFD_PRODUCT}: {gfd_product(model)} (GPU Feature Discovery's)"
+    return "a cloud node pool's label, or one an admin puts on them"
