@@ -473,3 +473,29 @@ def test_deep_block_nesting_is_bounded_too(tmp_path: Path) -> None:
     assert documents == []
     # `k64:` (line 69, indented 128) opens the 65th mapping, the document's being the first
     assert problems == ["c.yaml:69:129: mappings and sequences nested more than 64 deep"]
+
+
+@pytest.mark.parametrize("after", ["@", "[" * 2_000], ids=["bad-character", "libyaml-limit"])
+def test_an_error_the_scanner_reads_ahead_to_does_not_hide_a_level_too_deep_before_it(
+    tmp_path: Path, after: str
+) -> None:
+    # The scanner reads up to 1,024 characters of a line ahead of the events (is this `[` a
+    # key?), so it meets a character no token starts with, or libyaml's own limit of 1,000
+    # flow levels (PyYAML 6.0.4), before the parser gives the event for level 65.
+    text = CLUSTER + "spec: " + "[" * 70 + after + "\n"
+    documents, problems = load(tmp_path, {"c.yaml": text})
+    assert documents == []
+    col = len("spec: ") + loader.MAX_DEPTH
+    assert problems == [f"c.yaml:5:{col}: mappings and sequences nested more than 64 deep"]
+
+
+def test_nesting_past_the_limit_ends_a_document_that_has_already_failed_too(
+    tmp_path: Path,
+) -> None:
+    # a failed document keeps no values, but its events are still read: unbounded, the
+    # duplicate key would leave libyaml minutes of work over 100,000 levels
+    text = CLUSTER + "kind: Cluster\nspec: " + "[" * 100_000 + "]" * 100_000 + "\n"
+    documents, problems = load(tmp_path, {"c.yaml": text})
+    assert documents == []
+    col = len("spec: ") + loader.MAX_DEPTH
+    assert problems == [f"c.yaml:6:{col}: mappings and sequences nested more than 64 deep"]

@@ -181,6 +181,12 @@ class _TooDeep(_LoadError):
     quadratic in the depth of flow nesting: 100,000 levels take minutes)."""
 
 
+# PyYAML's errors from scanning and parsing: the scanner reads ahead of the events (up to
+# 1,024 characters of a line, to learn whether a `[` or `{` starts a key), so one of these
+# may come before the events of the text it has already read (`_too_deep_before`).
+_READ_AHEAD_ERRORS = (yaml.scanner.ScannerError, yaml.parser.ParserError)
+
+
 def _tag(event: yaml.ScalarEvent) -> str:
     """The scalar's tag as PyYAML's composer resolves it (plain scalars by their text)."""
     if event.tag is not None and event.tag != "!":
@@ -267,7 +273,8 @@ class _Builder:
     and is reported once the document's end is reached: PyYAML's composer reads a whole
     document before it is built, so a composer or syntax error later in the same document
     wins, as it did when the loader built from a composed node tree. Nesting past
-    `MAX_DEPTH` is the exception: it ends the file at once (`_TooDeep`).
+    `MAX_DEPTH` is the exception: it ends the file at once (`_TooDeep`), in a document that
+    has already failed too.
     """
 
     def __init__(self) -> None:
@@ -275,6 +282,9 @@ class _Builder:
         self.keys = array(_POSITION)  # 0-based line, column of every mapping key, in order
         self.anchors: dict[str, _Anchor] = {}
         self.stack: list[_Frame] = []
+        # open mappings and sequences, counted on once the document has failed (and `stack`
+        # is dropped): the nesting limit bounds the parser's work in every document
+        self.depth = 0
         self.root: Any = None
         self.root_mark: Any = None  # the root's yaml.Mark, once the root is read
         self.root_text: str | None = None  # the document's text when it is one scalar
@@ -340,25 +350,27 @@ class _Builder:
 
     def start(self, event: yaml.MappingStartEvent | yaml.SequenceStartEvent) -> None:
         anchor = None if event.anchor is None else self._anchor(event, event.tag)
+        mark = event.start_mark
+        self.depth += 1
+        if self.depth > MAX_DEPTH:  # ends the file: the parser is quadratic in depth
+            message = f"mappings and sequences nested more than {MAX_DEPTH} deep"
+            raise _TooDeep(mark, message, codes.TOO_DEEP)
         if self.error is not None:
             return
         frame = self.stack[-1] if self.stack else None
-        mark = event.start_mark
         if frame is not None and frame.awaits_key:
             merge = event.tag == _MERGE_TAG
             self._fail(
                 _LoadError(mark, _MERGE_KEY if merge else _COMPLEX_KEY, codes.UNSUPPORTED_YAML)
             )
             return
-        if len(self.stack) >= MAX_DEPTH:  # ends the file: the parser is quadratic in depth
-            message = f"mappings and sequences nested more than {MAX_DEPTH} deep"
-            raise _TooDeep(mark, message, codes.TOO_DEEP)
         container: dict | list = {} if isinstance(event, yaml.MappingStartEvent) else []
         self._place(frame, container, mark)
         self.stack.append(_Frame(container, anchor, (len(self.values), len(self.keys))))
         self.values.extend((mark.line, mark.column))
 
     def end(self, event: yaml.MappingEndEvent | yaml.SequenceEndEvent) -> None:
+        self.depth -= 1
         if self.error is not None:
             return
         frame = self.stack.pop()
@@ -490,26 +502,68 @@ def _copy(value: Any) -> Any:
     return value
 
 
+def _built(text: str, skip: int = 0) -> Iterator[_Builder]:
+    """Each document of `text` built in turn, but for the first `skip`, only read past.
+
+    Raises what ends the file: `_TooDeep`, or PyYAML's error.
+    """
+    loader = _Loader(text)
+    try:
+        while not isinstance(event := loader.get_event(), yaml.StreamEndEvent | None):
+            if not isinstance(event, yaml.DocumentStartEvent):
+                continue
+            if skip:
+                skip -= 1
+                while not isinstance(loader.get_event(), yaml.DocumentEndEvent):
+                    pass
+                continue
+            builder = _Builder()
+            builder.build(loader.get_event)
+            yield builder
+    finally:
+        loader.dispose()
+
+
+def _too_deep_before(text: str, mark: yaml.Mark | None, built: int) -> _TooDeep | None:
+    """The nesting past `MAX_DEPTH` in the text before a scanning or parsing error, if any.
+
+    The scanner reads a line up to 1,024 characters ahead of the events (to learn whether a
+    `[` or `{` is a key), so an error there ends the file before the events of the levels it
+    has read: libyaml's own limit on flow levels (1,000 in the libyaml of PyYAML 6.0.4, not
+    in earlier ones) or any syntax error. Reading the text again up to the error shows those
+    events; the documents before the `built` one had every event and are only read past.
+    """
+    if mark is None:
+        return None
+    try:
+        for _ in _built(text[: mark.index], skip=built):
+            pass
+    except _TooDeep as exc:
+        return exc
+    except yaml.YAMLError:
+        pass  # the text cut short ends inside a node; nothing too deep before the cut
+    return None
+
+
 def load_text(text: str, file: str, diagnostics: Diagnostics) -> list[Document]:
     """Parse every document of one file; problems go to `diagnostics`."""
     documents: list[Document] = []
-    index, loader = -1, _Loader(text)
+    index = -1
     try:
-        while not isinstance(event := loader.get_event(), yaml.StreamEndEvent | None):
-            if isinstance(event, yaml.DocumentStartEvent):
-                index, builder = index + 1, _Builder()
-                builder.build(loader.get_event)
-                documents.extend(_finish(builder, file, index, diagnostics))
+        for index, builder in enumerate(_built(text)):
+            documents.extend(_finish(builder, file, index, diagnostics))
     except _TooDeep as exc:
         diagnostics.error(_mark_location(file, exc.mark), exc.message, code=exc.code)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        message = f"YAML syntax error: {_yaml_problem(exc)}"
-        diagnostics.error(_mark_location(file, mark), message, code=codes.YAML_SYNTAX)
+        read_ahead = isinstance(exc, _READ_AHEAD_ERRORS)
+        if read_ahead and (deep := _too_deep_before(text, mark, index + 1)) is not None:
+            diagnostics.error(_mark_location(file, deep.mark), deep.message, code=deep.code)
+        else:
+            message = f"YAML syntax error: {_yaml_problem(exc)}"
+            diagnostics.error(_mark_location(file, mark), message, code=codes.YAML_SYNTAX)
     except yaml.YAMLError as exc:
         diagnostics.error(Location(file), f"YAML error: {exc}", code=codes.YAML_SYNTAX)
-    finally:
-        loader.dispose()
     return documents
 
 
