@@ -432,6 +432,7 @@ def test_an_idle_notebook_is_stopped_after_its_projects_idle_timeout(cluster: Cl
     is what the scheduler goes by; its Job is suspended, not re-queued."""
     cluster.submit_repo_workloads()
     cluster.settle()
+    assert cluster.placements() == simulated(simulate(cluster.repo))
     (notebook,) = [p for p in cluster.pods() if labels(p)[WORKLOAD_LABEL] == "notebook-2"]
     meta = notebook["metadata"]
     ref = ObjectRef("v1", "Pod", meta["namespace"], meta["name"])

@@ -9,9 +9,11 @@ waited for), so every test starts on a bare cluster. `real_client`: a ClusterCli
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 
+import kubernetes
 import pytest
 
 from gitops_sched.cluster import Backoff, ClusterClient, ObjectRef
@@ -62,20 +64,34 @@ def control_plane(
 
 
 def wipe(plane: ControlPlane) -> None:
-    """Delete what the session did not start with; wait for namespaces to be gone."""
+    """Delete what the session did not start with; wait for namespaces to be gone. Pods in
+    them are deleted at once (finalizers dropped, no grace): no kubelet here needs the time,
+    and the namespace controller would otherwise wait out its own backoff."""
     client = connect(plane)
+    core = kubernetes.client.CoreV1Api(plane.api_client())
     try:
         baseline = plane.baseline  # type: ignore[attr-defined]
         for kind, names in _names(client).items():
             for name in sorted(names - baseline[kind]):
                 client.delete(ObjectRef(kind[0], kind[1], "", name))
         deadline = time.monotonic() + 120
-        while _names(client)[("v1", "Namespace")] - baseline[("v1", "Namespace")]:
+        while left := _names(client)[("v1", "Namespace")] - baseline[("v1", "Namespace")]:
             if time.monotonic() > deadline:
-                raise AssertionError("namespaces of the last test still terminating after 120s")
-            time.sleep(0.25)
+                raise AssertionError(f"namespaces {sorted(left)} still terminating after 120s")
+            for namespace in left:
+                for pod in core.list_namespaced_pod(namespace).items:
+                    _force_delete(core, namespace, pod.metadata.name)
+            time.sleep(0.1)
     finally:
         client.close()
+        core.api_client.close()
+
+
+def _force_delete(core: kubernetes.client.CoreV1Api, namespace: str, name: str) -> None:
+    with contextlib.suppress(kubernetes.client.ApiException):
+        core.patch_namespaced_pod(name, namespace, {"metadata": {"finalizers": None}})
+    with contextlib.suppress(kubernetes.client.ApiException):
+        core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
 
 
 @pytest.fixture
