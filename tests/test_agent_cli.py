@@ -1,5 +1,6 @@
 """`gitops-sched agent`: the dry run prints the node's inventory; without a driver it says so;
-with a kubeconfig it publishes (or, dry, prints what it would write)."""
+with a kubeconfig it publishes (or, dry, prints what it would write), here to a kwok node of
+the real control plane."""
 
 import io
 import json
@@ -11,8 +12,9 @@ from rich.console import Console
 
 from gitops_sched.agent.main import run_agent
 from gitops_sched.cli import main
+from gitops_sched.cluster import ObjectRef
 from gitops_sched.compiler.contract import NODE_GPUS
-from tests.kube_emulator import KubeEmulator
+from tests.control_plane.nodes import gpu_node
 
 
 def run(*args):
@@ -48,36 +50,36 @@ def test_publishing_without_a_cluster_configuration_is_a_usage_error(monkeypatch
 
 
 @pytest.fixture
-def cluster(tmp_path):
-    """The API emulator with node gpu-7, and a kubeconfig file for it."""
-    with KubeEmulator() as kube:
-        node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-7"}}
-        kube.api.handle("POST", "/api/v1/nodes", {}, {}, json.dumps(node).encode())
-        yield kube, str(kube.kubeconfig(tmp_path / "kubeconfig"))
+def cluster(real_cluster, real_client):
+    """The real control plane with kwok node gpu-7 (two L40S), a client and the path of the
+    cluster's kubeconfig."""
+    real_client.create(gpu_node("gpu-7", "L40S", 2))
+    return real_client, str(real_cluster.kubeconfig)
 
 
-def annotations(kube):
-    return kube.api.find("v1", "Node", "gpu-7")["metadata"].get("annotations") or {}
+def annotations(client):
+    node = client.get(ObjectRef("v1", "Node", "", "gpu-7"))
+    return node["metadata"].get("annotations") or {}
 
 
 def test_once_publishes_the_nodes_inventory_through_the_kubeconfig(cluster):
-    kube, kubeconfig = cluster
+    client, kubeconfig = cluster
     result = run("--once", "--kubeconfig", kubeconfig, "--node", "gpu-7", "--fake", "L40S:2")
     assert result.exit_code == 0, result.output
-    published = json.loads(annotations(kube)[NODE_GPUS])
+    published = json.loads(annotations(client)[NODE_GPUS])
     assert [gpu["model"] for gpu in published["gpus"]] == ["L40S", "L40S"]
     assert f"annotate node/gpu-7 {NODE_GPUS}=" in result.output
     assert "node gpu-7: 2 GPUs" in result.output
 
 
 def test_a_dry_run_with_a_cluster_prints_the_writes_it_would_make_and_makes_none(cluster):
-    kube, kubeconfig = cluster
+    client, kubeconfig = cluster
     result = run(
         "--once", "--dry-run", "--kubeconfig", kubeconfig, "--node", "gpu-7", "--fake", "L40S:1"
     )
     assert result.exit_code == 0, result.output
     assert f"would annotate node/gpu-7 {NODE_GPUS}=" in result.output
-    assert NODE_GPUS not in annotations(kube)
+    assert NODE_GPUS not in annotations(client)
 
 
 def test_a_bad_duration_is_a_usage_error():

@@ -1,25 +1,38 @@
-"""The node agent against the API emulator over HTTP, with fake GPUs (and the recorded NVML
-driver where an NVML error must come from NVML): inventory published on change, MIG
-requests converged and answered, the device plugin restarted, fraction shares enforced,
-idle interactive pods marked."""
+"""The node agent on the real control plane (kube-apiserver, etcd, kube-controller-manager,
+kwok), running as its ServiceAccount with the RBAC `scheduler/agent/` ships, with fake GPUs
+(and the recorded NVML driver where an NVML error must come from NVML): inventory published
+on change, MIG requests converged and answered, the device plugin's pod deleted for a
+restart, fraction shares enforced through real Events and the Eviction API (which refuses
+while a PodDisruptionBudget, counted by the disruption controller, allows no disruption),
+idle interactive pods marked.
+
+The nodes are kwok nodes as GPU Feature Discovery and the device plugin show them; the pods
+are bound to them (`spec.nodeName`) and run by kwok; the device plugin's pods are the
+stand-in's (`tests.control_plane.migplugin`). The namespaces and the agent's manifests are
+made once for the module (a namespace takes kube-controller-manager over five seconds to
+delete); each test starts with no node, pod, Event or budget in them and removes its own.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import kubernetes
 import pynvml
 import pytest
 
 from gitops_sched.agent.cgroups import pod_uid_for_pid
 from gitops_sched.agent.cluster import NodeApi
 from gitops_sched.agent.fake import FakeBackend, FakeGpuSpec
+from gitops_sched.agent.gpus import GpuBackend
 from gitops_sched.agent.inventory import encode_inventory, node_inventory
 from gitops_sched.agent.mig import encode_request, request_digest
 from gitops_sched.agent.node import DEFAULT_POLICY, AgentPolicy, NodeAgent
 from gitops_sched.agent.nvml import NvmlBackend
 from gitops_sched.agent.pods import format_time
-from gitops_sched.cluster import ObjectRef
+from gitops_sched.cluster import ApiFailure, ObjectRef
 from gitops_sched.compiler.contract import (
     FRACTION_POLICY,
     GPU_FRACTION,
@@ -33,14 +46,22 @@ from gitops_sched.compiler.contract import (
 )
 from gitops_sched.compiler.meta import TYPE_LABEL
 from gitops_sched.hardware.mig import MigInstance
-from tests.kube_emulator import KubeEmulator
-from tests.kube_emulator.fixtures import connect
+from tests.control_plane.accounts import account_client, install_agent, make_namespace
+from tests.control_plane.cluster import ControlPlane
+from tests.control_plane.devices import PodLog
+from tests.control_plane.fixtures import connect, wipe
+from tests.control_plane.migplugin import NAMESPACE as PLUGIN_NAMESPACE
+from tests.control_plane.migplugin import MigDevicePlugin
+from tests.control_plane.nodes import gpu_node
+from tests.control_plane.waiting import wait
 from tests.nvml_driver import RecordedNvml, a100_80gb
 
 GIB = 1024**3
-NODE = "gpu-0"
+NODE, OTHER = "gpu-0", "gpu-1"
+TEAM = "team"
 MIG_GPU, PLAIN_GPU = 0, 1  # an A100-80GB in MIG mode, an L40S (48 GB)
 T0 = 1_800_000_000.0
+Obj = dict[str, Any]
 
 
 class Clock:
@@ -51,10 +72,6 @@ class Clock:
         return self.now
 
 
-def node_object(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels or {}}}
-
-
 def pod_object(
     namespace: str,
     name: str,
@@ -63,8 +80,8 @@ def pod_object(
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
     limits: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    container = {"name": "main", "image": "busybox"}
+) -> Obj:
+    container: Obj = {"name": "main", "image": "busybox"}
     if limits:
         container["resources"] = {"limits": limits}
     return {
@@ -80,40 +97,131 @@ def pod_object(
     }
 
 
-class Node:
-    """The emulator with this node, a device plugin pod on it and on another node, an agent
-    with fake GPUs, and the PIDs of pods' processes."""
+def this_node(labels: dict[str, str] | None) -> Obj:
+    """The agent's node: an A100 in MIG mode (no instances yet) and an L40S, which the device
+    plugin's mixed strategy advertises as `nvidia.com/gpu`."""
+    node = gpu_node(NODE, "A100-SXM4-80GB", 2, labels=labels, mig_instances={})
+    node["status"]["allocatable"]["nvidia.com/gpu"] = "1"
+    node["status"]["capacity"]["nvidia.com/gpu"] = "1"
+    return node
 
-    def __init__(self, emulator, backend=None, policy=DEFAULT_POLICY, labels=None):
-        self.kube, self.client = emulator
-        client = self.client
-        for namespace in ("gpu-operator", "team"):
-            client.create(
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-            )
-        client.create(node_object(NODE, labels))
-        client.create(node_object("gpu-1"))
-        for node in (NODE, "gpu-1"):
-            plugin = pod_object(
-                "gpu-operator",
-                f"nvidia-device-plugin-{node}",
-                node,
-                labels={"app": "nvidia-device-plugin-daemonset"},
-            )
-            client.create(plugin)
-        self.backend = backend or FakeBackend(
+
+def phase(obj: Obj | None) -> str:
+    return str(((obj or {}).get("status") or {}).get("phase", ""))
+
+
+def settled(node: Obj) -> bool:
+    """kwok made it Ready, kube-controller-manager's node lifecycle controller took the
+    not-ready taint off and its TTL controller annotated it: nobody but the test and the
+    agent writes it after that."""
+    conditions = (node.get("status") or {}).get("conditions") or ()
+    return (
+        any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+        and not node["spec"].get("taints")
+        and "node.alpha.kubernetes.io/ttl" in (node["metadata"].get("annotations") or {})
+    )
+
+
+@pytest.fixture(scope="module")
+def plane(control_plane: ControlPlane) -> Iterator[ControlPlane]:
+    """The session's control plane with the pods' namespaces and the agent's manifests."""
+    client = connect(control_plane)
+    try:
+        for namespace in (PLUGIN_NAMESPACE, TEAM):
+            make_namespace(client, namespace)
+        install_agent(control_plane)
+        yield control_plane
+    finally:
+        client.close()
+        wipe(control_plane)
+
+
+@pytest.fixture
+def cluster(plane: ControlPlane) -> Iterator[Cluster]:
+    cluster = Cluster(plane)
+    try:
+        yield cluster
+    finally:
+        cluster.clean()
+
+
+class Cluster:
+    """An admin client on the plane; what a test made is removed by `clean()`."""
+
+    def bare(self) -> bool:
+        pods = [self.client.list("v1", "Pod", namespace=ns) for ns in (PLUGIN_NAMESPACE, TEAM)]
+        return not any(pods) and not self.client.list("v1", "Node")
+
+    def __init__(self, plane: ControlPlane):
+        self.plane = plane
+        self.client = connect(plane)
+        self.closing: list[Callable[[], None]] = [self.client.close]
+
+    def clean(self) -> None:
+        """Delete the pods (at once: no kubelet here needs the grace period), Events, budgets
+        and nodes the test made, and close its clients."""
+        with self.plane.api_client() as api:
+            core, policy = kubernetes.client.CoreV1Api(api), kubernetes.client.PolicyV1Api(api)
+            for namespace in (PLUGIN_NAMESPACE, TEAM):
+                core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+            core.delete_collection_namespaced_event(TEAM)
+            policy.delete_collection_namespaced_pod_disruption_budget(TEAM)
+            for name in (NODE, OTHER):
+                try:
+                    core.delete_node(name)
+                except kubernetes.client.ApiException as exc:
+                    if exc.status != 404:
+                        raise
+        wait("the test's pods and nodes gone", self.bare)
+        for close in reversed(self.closing):
+            close()
+
+
+class Node:
+    """Node gpu-0 with an agent on fake GPUs (running as the agent's ServiceAccount), node
+    gpu-1, the device plugin's pod on each, a log of pod events, and the PIDs of pods'
+    processes."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        backend: GpuBackend | None = None,
+        policy: AgentPolicy = DEFAULT_POLICY,
+        labels: dict[str, str] | None = None,
+    ):
+        self.client = client = cluster.client
+        client.create(this_node(labels))
+        client.create(gpu_node(OTHER, "L40S", 1))
+        # pods only once kwok plays the nodes, as a kubelet exists before its node's pods
+        wait("the nodes settled", lambda: all(settled(n) for n in client.list("v1", "Node") or ()))
+        self.backend: Any = backend or FakeBackend(
             [FakeGpuSpec("A100-80GB", mig=True), FakeGpuSpec("L40S")], node=NODE
         )
+        other_gpus = FakeBackend([FakeGpuSpec("L40S")], node=OTHER)
+        for name, gpus in ((NODE, self.backend), (OTHER, other_gpus)):
+            MigDevicePlugin(client, name, gpus).start()
+        wait("the device plugin's pods running", self.plugins_running)
         self.clock = Clock()
         self.lines: list[str] = []
         self.pids: dict[int, str] = {}
-        self.api = NodeApi(client, NODE, dry_run=False, say=self.lines.append, clock=self.clock)
+        self.uids: dict[str, str] = {}  # pod name -> uid
+        self.agent_client = account_client(cluster.plane)
+        cluster.closing.append(self.agent_client.close)
+        self.cluster = cluster
+        self.log: PodLog | None = None  # started with the first pod
+        self.api = NodeApi(
+            self.agent_client, NODE, dry_run=False, say=self.lines.append, clock=self.clock
+        )
         self.agent = NodeAgent(
             self.backend, self.api, policy, pod_of=self.pids.get, clock=self.clock
         )
 
+    def plugins_running(self) -> bool:
+        pods = self.client.list("v1", "Pod", namespace=PLUGIN_NAMESPACE) or []
+        return len(pods) == 2 and all(phase(p) == "Running" for p in pods)
+
     def annotations(self, name: str = NODE) -> dict[str, str]:
-        node = self.client.get(ObjectRef("v1", "Node", "", name))
+        node = self.client.get(ObjectRef("v1", "Node", "", name)) or {}
         return node["metadata"].get("annotations") or {}
 
     def request(self, layouts: dict[int, list[MigInstance]]) -> str:
@@ -128,40 +236,89 @@ class Node:
         return json.loads(self.annotations()[NODE_MIG_STATUS])
 
     def plugin_pods(self) -> list[str]:
-        pods = self.client.list("v1", "Pod", namespace="gpu-operator") or []
-        return sorted(p["spec"]["nodeName"] for p in pods)
+        """The nodes with a device plugin pod not being deleted."""
+        pods = self.client.list("v1", "Pod", namespace=PLUGIN_NAMESPACE) or []
+        return sorted(
+            p["spec"]["nodeName"] for p in pods if not p["metadata"].get("deletionTimestamp")
+        )
+
+    def plugin_pod_name(self, node: str = NODE) -> str:
+        pods = self.client.list("v1", "Pod", namespace=PLUGIN_NAMESPACE) or []
+        (name,) = [p["metadata"]["name"] for p in pods if p["spec"]["nodeName"] == node]
+        return str(name)
 
     def layout(self, gpu: int = MIG_GPU) -> list[tuple[str, int]]:
         return [(i.profile, i.start) for i in self.backend.gpus()[gpu].instances]
 
-    def writes(self) -> int:
-        return self.kube.api.counts()["write"]
+    def kwok_done(self) -> bool:
+        """Every pod started, none being stopped."""
+        pods = [
+            p
+            for ns in (TEAM, PLUGIN_NAMESPACE)
+            for p in self.client.list("v1", "Pod", namespace=ns) or ()
+        ]
+        return all(
+            phase(p) == "Running" and not p["metadata"].get("deletionTimestamp") for p in pods
+        )
 
-    def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def writes(self) -> tuple[int, dict[str, str]]:
+        """The write requests the agent sent, and the resourceVersion of everything it could
+        write (its node, the pods on it, the device plugin's pods, the Events), once kwok is
+        done with the pods: both stay the same while the agent writes nothing."""
+        wait("kwok done with the pods", self.kwok_done)
+        objects = [self.client.get(ObjectRef("v1", "Node", "", NODE)) or {}]
+        for kind, namespace in (("Pod", TEAM), ("Pod", PLUGIN_NAMESPACE), ("Event", TEAM)):
+            objects += self.client.list("v1", kind, namespace=namespace) or []
+        versions = {
+            f"{o.get('kind')}/{o['metadata']['name']}": o["metadata"]["resourceVersion"]
+            for o in objects
+        }
+        return self.agent_client.requests["write"], versions
+
+    def pod(self, namespace: str, name: str) -> Obj | None:
         return self.client.get(ObjectRef("v1", "Pod", namespace, name))
 
-    def run_pod(self, pod: dict[str, Any], pid: int, gpu: int, used: int, sm_util=0.0) -> str:
-        uid = self.client.create(pod)["metadata"]["uid"]
+    def run_pod(self, pod: Obj, pid: int, gpu: int, used: int, sm_util: float = 0.0) -> str:
+        """Create the pod, wait until kwok runs it, and start its process on the GPU."""
+        if self.log is None:
+            self.log = PodLog(connect(self.cluster.plane)).start()
+            self.cluster.closing += [self.log.stop, self.log.client.close]
+        uid = str(self.client.create(pod)["metadata"]["uid"])
+        name = pod["metadata"]["name"]
+        self.uids[name] = uid
+        wait(f"{name} running", lambda: phase(self.pod(TEAM, name)) == "Running")
         self.pids[pid] = uid
         self.backend.run_process(gpu, pid, used, sm_util=sm_util)
         return uid
 
-    def events(self) -> list[dict[str, Any]]:
-        return self.client.list("v1", "Event", namespace="team") or []
+    def events(self) -> list[Obj]:
+        return self.client.list("v1", "Event", namespace=TEAM) or []
+
+    def evicted(self) -> list[str]:
+        """The pods the Eviction API stopped (their DisruptionTarget condition)."""
+        assert self.log is not None, "no pod was run"
+        return [p["metadata"]["name"] for p in self.log.evicted_pods()]
 
 
 @pytest.fixture
-def emulator():
-    """The API emulator and a client connected to it."""
-    with KubeEmulator() as kube:
-        client = connect(kube)
-        yield kube, client
-        client.close()
+def node(cluster: Cluster) -> Node:
+    return Node(cluster)
 
 
-@pytest.fixture
-def node(emulator):
-    return Node(emulator)
+def test_the_agent_runs_with_only_what_its_manifests_grant(node):
+    """The agent's client holds its ServiceAccount's token: every test here passes with the
+    shipped RBAC, which lets it delete pods only in the device plugin's namespace."""
+    node.client.create(pod_object(TEAM, "bystander", NODE))
+    for forbidden in (
+        lambda: node.agent_client.delete(ObjectRef("v1", "Pod", TEAM, "bystander")),
+        lambda: node.agent_client.list("v1", "Secret", namespace=TEAM),
+    ):
+        with pytest.raises(ApiFailure) as refused:
+            forbidden()
+        assert refused.value.status == 403
+    assert node.agent_client.delete(
+        ObjectRef("v1", "Pod", PLUGIN_NAMESPACE, node.plugin_pod_name(OTHER))
+    )
 
 
 # --- inventory -------------------------------------------------------------------------------
@@ -251,10 +408,10 @@ def test_an_instance_in_use_is_not_destroyed_until_its_process_ends(node):
         (pynvml.NVML_ERROR_IN_USE, "NVML_ERROR_IN_USE", "pending"),
     ],
 )
-def test_an_nvml_error_is_reported_by_its_name(emulator, monkeypatch, code, name, state):
+def test_an_nvml_error_is_reported_by_its_name(cluster, monkeypatch, code, name, state):
     driver = RecordedNvml([a100_80gb("GPU-a100-0")])
     driver.install(monkeypatch)
-    node = Node(emulator, backend=NvmlBackend())
+    node = Node(cluster, backend=NvmlBackend())
     node.backend.create_instance(MIG_GPU, "1g.10gb", 6)
     driver.fail(
         "nvmlGpuInstanceDestroy"
@@ -274,11 +431,11 @@ def test_an_nvml_error_is_reported_by_its_name(emulator, monkeypatch, code, name
 
 
 @pytest.mark.parametrize("how", ["label", "flag"])
-def test_a_static_nodes_gpus_are_never_changed(emulator, how):
+def test_a_static_nodes_gpus_are_never_changed(cluster, how):
     if how == "label":
-        node = Node(emulator, labels={MIG_STATIC_LABEL: "true"})
+        node = Node(cluster, labels={MIG_STATIC_LABEL: "true"})
     else:
-        node = Node(emulator, policy=AgentPolicy(mig_static=True))
+        node = Node(cluster, policy=AgentPolicy(mig_static=True))
     node.backend.create_instance(MIG_GPU, "7g.80gb", 0)
     node.request({MIG_GPU: [MigInstance("1g.10gb", 0)]})
     node.agent.tick()
@@ -330,9 +487,9 @@ def test_a_dry_run_prints_each_write_and_changes_nothing(node):
     assert NODE_GPUS not in node.annotations()
     assert "would change MIG instances: GPU 0: create 1g.10gb@0" in node.lines
     assert any(line.startswith(f"would annotate node/{NODE} {NODE_GPUS}=") for line in node.lines)
-    assert "would delete pod/gpu-operator/nvidia-device-plugin-gpu-0 (device plugin restart)" in (
-        node.lines
-    )
+    plugin = node.plugin_pod_name()
+    assert f"would delete pod/{PLUGIN_NAMESPACE}/{plugin} (device plugin restart)" in node.lines
+    assert node.plugin_pods() == [NODE, OTHER]
     printed = len(node.lines)
     node.agent.tick()  # the same writes again: not printed again
     assert len(node.lines) == printed and node.writes() == before
@@ -341,22 +498,34 @@ def test_a_dry_run_prints_each_write_and_changes_nothing(node):
 # --- fractions -------------------------------------------------------------------------------
 
 
-def fraction_pod(node: Node, name: str, gpu: int, share: dict[str, str]) -> dict[str, Any]:
+def fraction_pod(node: Node, name: str, gpu: int, share: dict[str, str]) -> Obj:
     gpu_uuid = node.backend.gpus()[gpu].uuid
-    return pod_object("team", name, NODE, annotations={GPU_UUID: gpu_uuid, **share})
+    return pod_object(TEAM, name, NODE, annotations={GPU_UUID: gpu_uuid, **share})
 
 
 def over_share_events(node: Node) -> list[tuple[str, str, str]]:
-    return [
-        (e["involvedObject"]["name"], e["type"], e["message"])
-        for e in node.events()
-        if e["reason"] == "GpuMemoryOverShare"
-    ]
+    """(pod, type, message) of the agent's over-share Events, each on its pod (by uid, as
+    `kubectl describe pod` finds them) and said by the agent on this node."""
+    found = []
+    for event in node.events():
+        if event["reason"] != "GpuMemoryOverShare":
+            continue
+        about = event["involvedObject"]
+        assert (about["kind"], about["namespace"]) == ("Pod", TEAM)
+        assert about["uid"] == node.uids[about["name"]]
+        assert event["source"] == {"component": "gitops-sched-agent", "host": NODE}
+        found.append((about["name"], event["type"], event["message"]))
+    return found
+
+
+def going(pod: Obj | None) -> bool:
+    """Deleted, or being deleted (kwok stops it, then it is gone)."""
+    return pod is None or bool(pod["metadata"].get("deletionTimestamp"))
 
 
 @pytest.mark.parametrize("policy", ["warn", "evict"])
-def test_a_fraction_pod_over_its_share_gets_one_event_and_under_evict_an_eviction(emulator, policy):
-    node = Node(emulator, policy=AgentPolicy(fraction_policy=policy, grace=30))
+def test_a_fraction_pod_over_its_share_gets_one_event_and_under_evict_an_eviction(cluster, policy):
+    node = Node(cluster, policy=AgentPolicy(fraction_policy=policy, grace=30))
     share = {GPU_MEMORY_LIMIT: str(10 * 1024)}  # 10 GiB
     node.run_pod(fraction_pod(node, "greedy", PLAIN_GPU, share), 100, PLAIN_GPU, 12 * GIB)
     node.run_pod(fraction_pod(node, "modest", PLAIN_GPU, share), 101, PLAIN_GPU, 9 * GIB)
@@ -367,21 +536,21 @@ def test_a_fraction_pod_over_its_share_gets_one_event_and_under_evict_an_evictio
     node.clock.now += 29
     node.agent.tick()
     assert len(over_share_events(node)) == 1  # once per episode
-    assert node.pod("team", "greedy") is not None
+    assert node.pod(TEAM, "greedy") is not None
     node.clock.now += 1
     node.agent.tick()
     assert len(over_share_events(node)) == 1
-    evicted = node.pod("team", "greedy") is None or bool(
-        node.pod("team", "greedy")["metadata"].get("deletionTimestamp")
-    )
-    assert evicted == (policy == "evict")
-    assert node.pod("team", "modest") is not None
+    assert going(node.pod(TEAM, "greedy")) == (policy == "evict")
+    if policy == "evict":  # through the Eviction API, not a plain delete
+        wait("greedy evicted", lambda: node.evicted() == ["greedy"])
+    assert not going(node.pod(TEAM, "modest"))
+    assert node.evicted() == (["greedy"] if policy == "evict" else [])
 
 
-def test_a_projects_fraction_policy_on_the_pod_overrides_the_agents(emulator):
+def test_a_projects_fraction_policy_on_the_pod_overrides_the_agents(cluster):
     """The compiler renders the project's `fractionPolicy` on its fraction pods: a project
     that evicts gets evictions on a node whose agent only warns, and the other way round."""
-    node = Node(emulator, policy=AgentPolicy(fraction_policy="warn", grace=0))
+    node = Node(cluster, policy=AgentPolicy(fraction_policy="warn", grace=0))
     share = {GPU_MEMORY_LIMIT: str(10 * 1024)}
     strict = fraction_pod(node, "strict", PLAIN_GPU, {**share, FRACTION_POLICY: "evict"})
     lenient = fraction_pod(node, "lenient", PLAIN_GPU, {**share, FRACTION_POLICY: "warn"})
@@ -391,9 +560,9 @@ def test_a_projects_fraction_policy_on_the_pod_overrides_the_agents(emulator):
     node.clock.now += 1
     node.agent.tick()
     assert sorted(name for name, _, _ in over_share_events(node)) == ["lenient", "strict"]
-    gone = node.pod("team", "strict")
-    assert gone is None or gone["metadata"].get("deletionTimestamp")
-    assert not node.pod("team", "lenient")["metadata"].get("deletionTimestamp")
+    assert going(node.pod(TEAM, "strict"))
+    wait("strict evicted", lambda: node.evicted() == ["strict"])
+    assert not going(node.pod(TEAM, "lenient"))
 
 
 def test_a_fraction_share_is_the_fraction_of_the_gpus_memory_without_a_memory_limit(node):
@@ -410,16 +579,17 @@ def test_a_fraction_share_is_the_fraction_of_the_gpus_memory_without_a_memory_li
 # --- idleness --------------------------------------------------------------------------------
 
 
-def interactive_pod(name: str, kind: str = "interactive") -> dict[str, Any]:
-    return pod_object("team", name, NODE, labels={TYPE_LABEL: kind}, limits={"nvidia.com/gpu": "1"})
+def interactive_pod(name: str, kind: str = "interactive") -> Obj:
+    return pod_object(TEAM, name, NODE, labels={TYPE_LABEL: kind}, limits={"nvidia.com/gpu": "1"})
 
 
 def idle_annotation(node: Node, name: str) -> str | None:
-    return (node.pod("team", name)["metadata"].get("annotations") or {}).get(IDLE_SINCE)
+    pod = node.pod(TEAM, name) or {}
+    return (pod["metadata"].get("annotations") or {}).get(IDLE_SINCE)
 
 
-def test_an_idle_interactive_pod_is_marked_after_the_window_and_unmarked_when_busy(emulator):
-    node = Node(emulator, policy=AgentPolicy(idle_window=60))
+def test_an_idle_interactive_pod_is_marked_after_the_window_and_unmarked_when_busy(cluster):
+    node = Node(cluster, policy=AgentPolicy(idle_window=60))
     node.run_pod(interactive_pod("notebook"), 200, PLAIN_GPU, GIB, sm_util=0)
     node.run_pod(interactive_pod("trainer", kind="train"), 201, PLAIN_GPU, GIB, sm_util=0)
     node.agent.tick()
@@ -439,8 +609,8 @@ def test_an_idle_interactive_pod_is_marked_after_the_window_and_unmarked_when_bu
     assert idle_annotation(node, "notebook") is None
 
 
-def test_a_restarted_agent_keeps_the_published_idle_time(emulator):
-    node = Node(emulator, policy=AgentPolicy(idle_window=60))
+def test_a_restarted_agent_keeps_the_published_idle_time(cluster):
+    node = Node(cluster, policy=AgentPolicy(idle_window=60))
     node.run_pod(interactive_pod("notebook"), 200, PLAIN_GPU, GIB, sm_util=0)
     node.agent.tick()
     node.clock.now += 60
@@ -454,11 +624,12 @@ def test_a_restarted_agent_keeps_the_published_idle_time(emulator):
     assert node.writes() == before
 
 
-def test_processes_are_mapped_to_pods_through_their_cgroup_in_proc(emulator, tmp_path):
-    node = Node(emulator)
+def test_processes_are_mapped_to_pods_through_their_cgroup_in_proc(cluster, tmp_path):
+    node = Node(cluster)
     node.agent.pod_of = lambda pid: pod_uid_for_pid(pid, tmp_path)
     pod = fraction_pod(node, "greedy", PLAIN_GPU, {GPU_MEMORY_LIMIT: "1024"})
     uid = node.client.create(pod)["metadata"]["uid"]
+    node.uids["greedy"] = uid
     slice_name = f"kubepods-burstable-pod{uid.replace('-', '_')}.slice"
     (tmp_path / "4321").mkdir()
     (tmp_path / "4321" / "cgroup").write_text(
@@ -470,26 +641,38 @@ def test_processes_are_mapped_to_pods_through_their_cgroup_in_proc(emulator, tmp
     assert [name for name, _, _ in over_share_events(node)] == ["greedy"]
 
 
-def test_an_eviction_its_disruption_budget_refuses_is_tried_again_next_tick(emulator):
-    node = Node(emulator, policy=AgentPolicy(fraction_policy="evict", grace=0))
+def test_an_eviction_its_disruption_budget_refuses_is_tried_again_next_tick(cluster):
+    """The disruption controller counts the pod healthy under a budget of minAvailable 1,
+    so the Eviction API answers 429; once the budget is gone the next tick evicts."""
+    node = Node(cluster, policy=AgentPolicy(fraction_policy="evict", grace=0))
     pod = fraction_pod(node, "greedy", PLAIN_GPU, {GPU_MEMORY_LIMIT: "1024"})
     pod["metadata"]["labels"] = {"app": "greedy"}
-    node.run_pod(pod, 100, PLAIN_GPU, 2 * GIB)
-    ready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
-    ref = ObjectRef("v1", "Pod", "team", "greedy")
-    node.client.patch(ref, {"status": ready}, subresource="status")
+    node.run_pod(pod, 100, PLAIN_GPU, 2 * GIB)  # kwok runs it, Ready
     budget = {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": {"name": "keep", "namespace": "team"},
+        "metadata": {"name": "keep", "namespace": TEAM},
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "greedy"}}},
     }
-    node.client.create(budget)
+    created = node.client.create(budget)
+    ref = ObjectRef("policy/v1", "PodDisruptionBudget", TEAM, "keep")
+
+    def counted() -> bool:
+        status = (node.client.get(ref) or {}).get("status") or {}
+        return (
+            status.get("observedGeneration") == created["metadata"]["generation"]
+            and status.get("currentHealthy") == 1
+            and status.get("disruptionsAllowed") == 0
+        )
+
+    wait("the disruption controller to count the budget", counted)
     node.agent.tick()
-    assert node.pod("team", "greedy") is not None
-    assert any(line.startswith("eviction of pod/team/greedy failed: 429") for line in node.lines)
-    node.client.delete(ObjectRef("policy/v1", "PodDisruptionBudget", "team", "keep"))
+    assert not going(node.pod(TEAM, "greedy"))
+    [refused] = [line for line in node.lines if line.startswith("eviction of pod/team/greedy")]
+    assert refused.startswith("eviction of pod/team/greedy failed: 429")
+    assert "disruption budget" in refused
+    node.client.delete(ref)
     node.agent.tick()
-    pod = node.pod("team", "greedy")
-    assert pod is None or pod["metadata"].get("deletionTimestamp")
+    assert going(node.pod(TEAM, "greedy"))
+    wait("greedy evicted", lambda: node.evicted() == ["greedy"])
     assert len(over_share_events(node)) == 1

@@ -6,4 +6,8 @@ modules by `hack/control-plane.sh` and run as local processes on 127.0.0.1.
 - `cluster`: `ControlPlane`, which starts and stops them and hands out a client config.
 - `nodes`: kwok GPU nodes as a real cluster shows them (GPU Feature Discovery's labels,
   the device plugin's allocatable), from a config repo's NodeGroups or given shapes.
+- `migplugin`: the NVIDIA device plugin of a MIG node (its pod, restarted after the node
+  agent deletes it, then advertising the node's MIG instances as the plugin and GFD do).
+- `accounts`: namespaces pods can be made in; clients acting as a ServiceAccount.
+- `waiting`: `wait(what, done, seconds)`, polling with a deadline.
 """
