@@ -93,13 +93,13 @@ class Cluster:
                 raise AssertionError(f"{what}: not after {seconds}s")
             time.sleep(0.1)
 
-    def submit_repo_workloads(self) -> None:
-        """The workloads in repo order, each in a later second than the last (the order
-        `simulate` submits them, which creation times then say to the scheduler)."""
+    def submit_repo_workloads(self, first: int | None = None) -> None:
+        """The (`first`) workloads in repo order, each in a later second than the last (the
+        order `simulate` submits them, which creation times then say to the scheduler)."""
         controllers = {
             o["metadata"]["name"]: o for o in self.rendered if o["kind"] in WORKLOAD_KINDS
         }
-        for workload in self.repo.workloads:
+        for workload in self.repo.workloads[:first]:
             self.submit(controllers[workload.name])
 
     def submit(self, obj: Obj) -> None:
@@ -394,7 +394,7 @@ def test_of_two_schedulers_only_the_leader_writes(cluster: Cluster):
     first, second = elector("first"), elector("second")
     assert first.try_acquire_or_renew() and not second.try_acquire_or_renew()
     leader, follower = cluster.new_scheduler(first), cluster.new_scheduler(second)
-    cluster.submit_repo_workloads()
+    cluster.submit_repo_workloads(first=3)
     for _ in range(6):
         for scheduler in (follower, leader):
             if scheduler.leading():
@@ -451,8 +451,7 @@ def test_an_idle_notebook_is_stopped_after_its_projects_idle_timeout(cluster: Cl
 
 
 def test_a_changed_policy_is_read_again_and_an_unchanged_one_is_not(cluster: Cluster):
-    cluster.submit_repo_workloads()
-    cluster.settle()
+    cluster.scheduler.sync_once()
     first = cluster.scheduler.read_policy()
     assert cluster.scheduler.read_policy() is first  # parsed once per version, not per cycle
     ref = ObjectRef("v1", "ConfigMap", cluster.system, "gitops-sched-policy")

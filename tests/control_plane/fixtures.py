@@ -14,7 +14,9 @@ import time
 from collections.abc import Iterator
 
 import kubernetes
+import kubernetes.dynamic
 import pytest
+from kubernetes.dynamic.resource import ResourceList
 
 from gitops_sched.cluster import Backoff, ClusterClient, ObjectRef
 from tests.control_plane.cluster import ControlPlane
@@ -64,13 +66,21 @@ def control_plane(
 
 
 def wipe(plane: ControlPlane) -> None:
-    """Delete what the session did not start with; wait for namespaces to be gone. Pods in
-    them are deleted at once (finalizers dropped, no grace): no kubelet here needs the time,
-    and the namespace controller would otherwise wait out its own backoff."""
+    """Delete what the session did not start with. A namespace is emptied here (every
+    namespaced kind, finalizers dropped, no grace: no kubelet here needs the time) and then
+    finalized, as the namespace controller would do after its fixed 5 s wait."""
     client = connect(plane)
     core = kubernetes.client.CoreV1Api(plane.api_client())
     try:
         baseline = plane.baseline  # type: ignore[attr-defined]
+        namespaces = _names(client)[("v1", "Namespace")] - baseline[("v1", "Namespace")]
+        for name in sorted(namespaces):
+            client.delete(ObjectRef("v1", "Namespace", "", name))  # no new objects in them
+        _empty(plane, namespaces)
+        for name in sorted(namespaces):
+            with contextlib.suppress(kubernetes.client.ApiException):
+                body = {"metadata": {"name": name}, "spec": {"finalizers": []}}
+                core.replace_namespace_finalize(name, body)
         for kind, names in _names(client).items():
             for name in sorted(names - baseline[kind]):
                 client.delete(ObjectRef(kind[0], kind[1], "", name))
@@ -78,20 +88,49 @@ def wipe(plane: ControlPlane) -> None:
         while left := _names(client)[("v1", "Namespace")] - baseline[("v1", "Namespace")]:
             if time.monotonic() > deadline:
                 raise AssertionError(f"namespaces {sorted(left)} still terminating after 120s")
-            for namespace in left:
-                for pod in core.list_namespaced_pod(namespace).items:
-                    _force_delete(core, namespace, pod.metadata.name)
             time.sleep(0.1)
     finally:
         client.close()
         core.api_client.close()
 
 
-def _force_delete(core: kubernetes.client.CoreV1Api, namespace: str, name: str) -> None:
-    with contextlib.suppress(kubernetes.client.ApiException):
-        core.patch_namespaced_pod(name, namespace, {"metadata": {"finalizers": None}})
-    with contextlib.suppress(kubernetes.client.ApiException):
-        core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+def _empty(plane: ControlPlane, namespaces: set[str], seconds: float = 60) -> None:
+    """Delete every object of every namespaced kind in `namespaces`, until none is left."""
+    dynamic = kubernetes.dynamic.DynamicClient(plane.api_client())
+    kinds = {
+        (r.group, r.kind): r
+        for r in dynamic.resources.search()
+        if not isinstance(r, ResourceList)
+        and r.namespaced
+        and {"list", "delete"} <= set(r.verbs or ())
+        and "/" not in r.name
+    }
+    deadline = time.monotonic() + seconds
+    while namespaces:
+        left = [
+            (resource, item)
+            for resource in kinds.values()
+            for item in resource.get().items
+            if item.metadata.namespace in namespaces
+        ]
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{len(left)} objects left in {sorted(namespaces)}")
+        for resource, item in left:
+            meta = item.metadata
+            with contextlib.suppress(kubernetes.client.ApiException):
+                if meta.finalizers:
+                    patch = {"metadata": {"finalizers": None}}
+                    resource.patch(
+                        name=meta.name,
+                        namespace=meta.namespace,
+                        body=patch,
+                        content_type="application/merge-patch+json",
+                    )
+                resource.delete(
+                    name=meta.name, namespace=meta.namespace, body={"gracePeriodSeconds": 0}
+                )
 
 
 @pytest.fixture
