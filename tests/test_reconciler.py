@@ -1,186 +1,102 @@
-"""The reconciler against the API emulator: the real client over HTTP, a real Git repo."""
+"""The reconciler on a real control plane (kube-apiserver, etcd, kube-controller-manager
+making pods from Jobs, kwok for nodes): the real client, a real Git repo, the real CLI and
+kubectl. Every test starts on a bare cluster (`real_cluster` wipes it after each).
+
+"Writes nothing" is the reconciler's own client's count of write requests; the order of its
+requests is read from the same client (`Harness.sent`). The faults a real server cannot be
+made to produce on demand (injected 409/429/5xx and timeouts, a process killed between any
+two requests) are in `test_reconciler_faults.py`, on the API emulator.
+"""
 
 from __future__ import annotations
 
-import json
 import re
-import shutil
+import signal
 import subprocess
+import sys
 import threading
 import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
-from gitops_sched.cli import main
-from gitops_sched.cluster import ClusterClient, ObjectRef
+from gitops_sched.cluster import ApiFailure, ObjectRef
 from gitops_sched.cluster.leader import LeaderElector
 from gitops_sched.reconciler import OWNER_LABEL, Reconciler, Settings
-from gitops_sched.reconciler.inventory import Inventory
-from tests.kube_emulator import Fault, KubeEmulator
-from tests.kube_emulator.fixtures import connect
+from tests.control_plane.cluster import ControlPlane, free_port
+from tests.control_plane.fixtures import connect
+from tests.control_plane.install import kubectl
+from tests.control_plane.nodes import gpu_node
+from tests.reconciler_harness import API, HOLD, SYSTEM, Harness, commit, config
 
-API = "gitops-sched.io/v1alpha1"
-SYSTEM = "gitops-sched"  # the reconciler's own namespace
-
-
-def doc(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": API, "kind": kind, "metadata": {"name": name}, "spec": spec}
-
-
-def config(
-    projects: dict[str, int],
-    cluster: str = "lab",
-    image: str = "pytorch:2.3",
-    system_namespace: str = "gitops-sched-system",
-) -> dict[str, list[dict[str, Any]]]:
-    """A small config repo: one node group, one department, `projects` (name -> GPU quota),
-    a template (of `image`) with quantities the server normalises, and a train workload per
-    project."""
-    files = {
-        "cluster.yaml": [
-            doc(
-                "Cluster",
-                cluster,
-                {
-                    "kubernetesVersion": "1.32",
-                    "systemNamespace": system_namespace,
-                    "namespacePrefix": "gpu-",
-                    "schedulerName": "gitops-sched",
-                },
-            )
-        ],
-        "node-groups.yaml": [
-            doc(
-                "NodeGroup",
-                "a100",
-                {
-                    "role": "gpu-worker",
-                    "nodeSelector": {"matchLabels": {"pool": "a100"}},
-                    "nodeLabel": {"key": "gitops-sched.io/node-group", "value": "a100"},
-                    "nodeCount": 2,
-                    "gpusPerNode": 8,
-                    "gpu": {"model": "A100-80GB", "memory": "80Gi"},
-                    "cpuPerNode": "128",
-                    "memoryPerNode": "1000Gi",
-                },
-            )
-        ],
-        "departments.yaml": [doc("Department", "research", {"quota": {"gpu": 16}})],
-        "templates.yaml": [
-            doc(
-                "Template",
-                "train",
-                {
-                    "image": image,
-                    "command": ["python", "train.py"],
-                    # canonical on the server as 12 and 1Gi: must never look like drift
-                    "resources": {"cpu": "12000m", "memory": "1024Mi"},
-                },
-            )
-        ],
-    }
-    files["projects.yaml"] = [
-        doc("Project", name, {"department": "research", "quota": {"gpu": gpu}})
-        for name, gpu in projects.items()
-    ]
-    files["workloads.yaml"] = [
-        doc(
-            "Workload",
-            f"{name}-train",
-            {"project": name, "type": "train", "template": "train", "gpu": 1},
-        )
-        for name in projects
-    ]
-    return files
-
-
-def git(repo: Path, *args: str) -> str:
-    result = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return result.stdout.strip()
-
-
-def commit(repo: Path, files: dict[str, Any]) -> str:
-    """Replace the repo's YAML files with `files` (raw text or documents) and commit."""
-    repo.mkdir(exist_ok=True)
-    if not (repo / ".git").exists():
-        git(repo, "init", "-q", "-b", "main")
-    for old in repo.glob("*.yaml"):
-        old.unlink()
-    for name, content in files.items():
-        text = content if isinstance(content, str) else yaml.safe_dump_all(content, sort_keys=False)
-        (repo / name).write_text(text, encoding="utf-8")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "change", "--allow-empty")
-    return git(repo, "rev-parse", "HEAD")
-
-
-class Harness:
-    def __init__(self, kube: KubeEmulator, repo: Path, name: str = "gitops-sched"):
-        self.kube, self.repo, self.name = kube, repo, name
-        self.client = connect(kube)
-        self.reconciler = self.new_reconciler(self.client)
-
-    def new_reconciler(self, client: ClusterClient, **kw: Any) -> Reconciler:
-        settings = Settings(
-            repo=str(self.repo), name=self.name, namespace=SYSTEM, identity="test", **kw
-        )
-        return Reconciler(
-            settings, client, **({"elector": kw["elector"]} if "elector" in kw else {})
-        )
-
-    def sync(self):
-        return self.reconciler.sync_once()
-
-    def live(self, kind_filter: str | None = None) -> dict[str, dict[str, Any]]:
-        """Every stored object carrying our owner label, by "Kind/ns/name"."""
-        out = {}
-        for rtype in {t.key: t for t in self.kube.api.types.values()}.values():
-            for obj in self.kube.api.objects(rtype.api_version, rtype.kind):
-                if obj["metadata"].get("labels", {}).get(OWNER_LABEL) == self.name:
-                    out[str(ObjectRef.of(obj))] = obj
-        return out
-
-    def inventory(self) -> Inventory:
-        cm = self.kube.api.find("v1", "ConfigMap", f"gitops-sched-inventory-{self.name}", SYSTEM)
-        return Inventory.parse(cm["data"])
-
-
-SYSTEM_NAMESPACE = b'{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"gitops-sched"}}'
-
-
-def create_system_namespace(kube: KubeEmulator) -> None:
-    assert kube.api.handle("POST", "/api/v1/namespaces", {}, {}, SYSTEM_NAMESPACE).code == 201
+CLI = str(Path(sys.executable).with_name("gitops-sched"))
+JOB = ("batch/v1", "Job", "vision-train", "gpu-vision")
+SYSTEM_NAMESPACE = {
+    "apiVersion": "v1",
+    "kind": "Namespace",
+    "metadata": {"name": SYSTEM, "labels": {"app.kubernetes.io/managed-by": "gitops-sched"}},
+}
 
 
 @pytest.fixture
-def kube():
-    with KubeEmulator(crd_establish_delay=0.05) as emulator:
-        create_system_namespace(emulator)
-        yield emulator
+def harness(real_cluster: ControlPlane, tmp_path: Path) -> Iterator[Callable[..., Harness]]:
+    """`harness(repo=tmp_path/"repo", name="gitops-sched")`: a Harness on the real cluster."""
+    made: list[Harness] = []
+
+    def make(repo: Path | None = None, name: str = "gitops-sched") -> Harness:
+        made.append(Harness(lambda: connect(real_cluster), repo or tmp_path / "repo", name))
+        return made[-1]
+
+    yield make
+    for h in made:
+        h.close()
 
 
-def writes(kube: KubeEmulator) -> list[str]:
-    return [f"{r.method} {r.path}" for r in kube.api.requests if r.category == "write"]
+def wait_for(what: str, done: Callable[[], Any], seconds: float = 15) -> Any:
+    """Poll `done` until it returns something true; its value."""
+    deadline = time.monotonic() + seconds
+    while not (value := done()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not after {seconds}s")
+        time.sleep(0.05)
+    return value
 
 
-def test_first_sync_creates_everything_in_order_and_the_second_writes_nothing(kube, tmp_path):
-    repo = tmp_path / "repo"
-    revision = commit(repo, config({"vision": 8, "nlp": 4}))
-    h = Harness(kube, repo)
+def versions(live: dict[str, dict[str, Any]], but: str = "Cluster/") -> dict[str, str]:
+    """resourceVersion by object, but the objects whose key starts with `but`."""
+    return {k: v["metadata"]["resourceVersion"] for k, v in live.items() if not k.startswith(but)}
+
+
+def events(h: Harness) -> list[dict[str, Any]]:
+    return h.look.list("v1", "Event", namespace=SYSTEM) or []
+
+
+def job_pods(h: Harness, uid: str) -> list[dict[str, Any]]:
+    pods = h.look.list("v1", "Pod", f"batch.kubernetes.io/controller-uid={uid}", "gpu-vision")
+    return pods or []
+
+
+def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout)
+
+
+# --- creating, changing, pruning ------------------------------------------------------
+
+
+def test_first_sync_creates_everything_in_order_and_the_second_writes_nothing(harness):
+    h = harness()
+    revision = commit(h.repo, config({"vision": 8, "nlp": 4}))
     outcome = h.sync()
     assert outcome.ok, outcome.result.errors
     assert outcome.result.objects == len(outcome.result.created) > 20
-    applied = [w for w in writes(kube) if w.startswith("PATCH") and "inventory" not in w]
+    # the order the reconciler sent its applies in; a real server would have refused a
+    # custom resource before its CRD was served, or an object before its namespace
+    applied = [w for w in h.sent if w.startswith("PATCH") and "inventory" not in w]
     kinds = [w.split("/")[-2] for w in applied if "/status" not in w]
     first_custom = min(i for i, k in enumerate(kinds) if k in ("projects", "clusters", "workloads"))
     last_crd = max(i for i, k in enumerate(kinds) if k == "customresourcedefinitions")
@@ -188,38 +104,42 @@ def test_first_sync_creates_everything_in_order_and_the_second_writes_nothing(ku
     namespaces = [i for i, k in enumerate(kinds) if k == "namespaces"]
     assert last_crd < first_custom
     assert max(namespaces) < min(namespaced)
-    assert set(h.live()) == {f"{r}" for r in h.inventory().entries}
+    assert set(h.live()) == h.listed()
+    # the server took the Event: about the inventory, in the reconciler's namespace
+    told = [(e["reason"], e["involvedObject"]["name"]) for e in events(h)]
+    assert told == [("Synced", "gitops-sched-inventory-gitops-sched")]
 
-    kube.api.reset_counts()
+    h.reset()
     again = h.sync()
     assert again.ok and not again.result.changed
-    counts = kube.api.counts()
-    assert counts["write"] == 0
-    assert counts["read"] <= 20  # the inventory, and one list per kind
+    assert h.writes == 0
+    assert h.client.requests["read"] <= 20  # the inventory, and one list per kind
 
     # the server stored canonical quantities; that is no difference
-    job = kube.api.find("batch/v1", "Job", "vision-train", "gpu-vision")
+    job = h.get(*JOB)
     limits = job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert limits["cpu"] == "12" and limits["memory"] == "1Gi"
-    status = kube.api.find(API, "Cluster", "lab")["status"]
+    status = h.get(API, "Cluster", "lab")["status"]
     assert status["syncedCommit"] == revision and status["errors"] == []
 
 
-def test_a_quota_change_patches_only_what_changed_and_a_removed_project_is_pruned(kube, tmp_path):
-    repo = tmp_path / "repo"
-    commit(repo, config({"vision": 8, "nlp": 4}))
-    h = Harness(kube, repo)
+def test_a_quota_change_patches_only_what_changed_and_a_removed_project_is_pruned(harness):
+    h = harness()
+    commit(h.repo, config({"vision": 8, "nlp": 4}))
     assert h.sync().ok
-    kube.api.handle(
-        "POST",
-        "/api/v1/namespaces/gpu-vision/configmaps",
-        {},
-        {},
-        b'{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"notes",'
-        b'"labels":{"app.kubernetes.io/managed-by":"gitops-sched"}},"data":{}}',
-    )
-    commit(repo, config({"vision": 6, "nlp": 4}))
-    kube.api.reset_counts()
+    notes = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "notes",
+            "namespace": "gpu-vision",
+            "labels": {"app.kubernetes.io/managed-by": "gitops-sched"},
+        },
+        "data": {},
+    }
+    h.look.create(notes)
+    commit(h.repo, config({"vision": 6, "nlp": 4}))
+    h.reset()
     outcome = h.sync()
     assert outcome.ok
     assert sorted(outcome.result.updated) == [
@@ -227,131 +147,304 @@ def test_a_quota_change_patches_only_what_changed_and_a_removed_project_is_prune
         "Project/vision",
     ]
     assert not outcome.result.created and not outcome.result.pruned and not outcome.result.drift
+    # the two applies, the inventory (their new digests), the Cluster's status, an Event
+    assert sorted(h.written()) == [
+        "PATCH /api/v1/namespaces/gitops-sched-system/configmaps/gitops-sched-policy",
+        "PATCH /api/v1/namespaces/gitops-sched/configmaps/gitops-sched-inventory-gitops-sched",
+        "PATCH /apis/gitops-sched.io/v1alpha1/clusters/lab/status",
+        "PATCH /apis/gitops-sched.io/v1alpha1/projects/vision",
+        "POST /api/v1/namespaces/gitops-sched/events",
+    ]
 
-    commit(repo, config({"vision": 6}))
+    commit(h.repo, config({"vision": 6}))
     outcome = h.sync()
     assert outcome.ok, outcome.result.errors
     pruned = set(outcome.result.pruned)
     assert {"Project/nlp", "Namespace/gpu-nlp", "Workload/gpu-nlp/nlp-train"} <= pruned
     assert "Job/gpu-nlp/nlp-train" in pruned
+    # the namespace is finalised by kube-controller-manager: wait until it has gone
+    wait_for("gpu-nlp gone", lambda: h.get("v1", "Namespace", "gpu-nlp") is None)
     assert not [k for k in h.live() if "nlp" in k]
     # carries our generic managed-by label, but not this reconciler's owner label: untouched
-    assert kube.api.find("v1", "ConfigMap", "notes", "gpu-vision") is not None
-    assert set(h.live()) == {str(r) for r in h.inventory().entries}
+    assert h.get("v1", "ConfigMap", "notes", "gpu-vision") is not None
+    assert set(h.live()) == h.listed()
+    h.reset()
+    assert not h.sync().result.changed and h.writes == 0
 
 
-JOB = ("batch/v1", "Job", "vision-train", "gpu-vision")
-
-
-def test_a_changed_pod_template_replaces_the_job_and_the_next_sync_writes_nothing(kube, tmp_path):
-    """A Job's pod template is fixed at creation (a real server answers 422 "field is
-    immutable"): the reconciler deletes the Job and creates it again in the same sync."""
-    repo = tmp_path / "repo"
-    commit(repo, config({"vision": 8}))
-    h = Harness(kube, repo)
+def test_a_namespace_being_deleted_is_not_pruned_again(harness):
+    """A pruned namespace stays Terminating until kube-controller-manager has emptied it
+    and every finalizer is done (minutes, on a busy cluster): the syncs meanwhile neither
+    delete it again nor report it as pruned."""
+    h = harness()
+    commit(h.repo, config({"vision": 8, "nlp": 4}))
     assert h.sync().ok
-    old_uid = kube.api.find(*JOB)["metadata"]["uid"]
-    revision = commit(repo, config({"vision": 8}, image="pytorch:2.4"))
-    kube.api.reset_counts()
+    namespace = ObjectRef("v1", "Namespace", "", "gpu-nlp")
+    h.hold(namespace)  # keeps it Terminating until released
+    commit(h.repo, config({"vision": 8}))
+    first = h.sync()
+    assert first.ok, first.result.errors
+    assert "Namespace/gpu-nlp" in first.result.pruned
+    assert h.look.get(namespace)["metadata"]["deletionTimestamp"]
+    h.reset()
+    again = h.sync()
+    assert again.ok, again.result.errors
+    assert not again.result.pruned and not again.result.changed
+    assert h.writes == 0, h.written()
+    assert "Namespace/gpu-nlp" not in h.listed()
+
+
+def test_a_namespace_holding_foreign_objects_is_not_pruned(harness):
+    h = harness()
+    commit(h.repo, config({"vision": 8, "nlp": 4}))
+    assert h.sync().ok
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data", "namespace": "gpu-nlp"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Ti"}}},
+    }
+    h.look.create(claim)
+    commit(h.repo, config({"vision": 8}))
     outcome = h.sync()
-    assert outcome.ok, (outcome.result.errors, outcome.result.waiting)
+    assert any("Namespace/gpu-nlp: not pruned" in e for e in outcome.result.errors)
+    namespace = h.get("v1", "Namespace", "gpu-nlp")
+    assert namespace is not None and not namespace["metadata"].get("deletionTimestamp")
+    assert h.get("v1", "PersistentVolumeClaim", "data", "gpu-nlp") is not None
+    assert "Job/gpu-nlp/nlp-train" in outcome.result.pruned
+
+
+def test_a_claim_the_repo_drops_is_left_in_place_with_its_data(harness):
+    h = harness()
+    files = config({"vision": 8})
+    claim = {"name": "data", "mountPath": "/data", "claim": {"size": "1Ti"}}
+    files["templates.yaml"][0]["spec"]["volumes"] = [claim]
+    commit(h.repo, files)
+    assert h.sync().ok
+    assert h.get("v1", "PersistentVolumeClaim", "data", "gpu-vision") is not None
+    commit(h.repo, config({"vision": 8}))
+    outcome = h.sync()
+    assert outcome.ok, outcome.result.errors
+    assert outcome.result.orphaned == ["PersistentVolumeClaim/gpu-vision/data"]
+    assert h.get("v1", "PersistentVolumeClaim", "data", "gpu-vision") is not None
+    assert "PersistentVolumeClaim/gpu-vision/data" not in h.listed()
+    h.reset()
+    again = h.sync()  # no longer ours: not reported again, never deleted
+    assert again.ok and not again.result.orphaned and not again.result.errors
+    assert h.writes == 0
+    assert h.get("v1", "PersistentVolumeClaim", "data", "gpu-vision") is not None
+
+
+def test_a_second_repos_reconciler_never_prunes_or_takes_our_objects(harness, tmp_path):
+    ours = harness(tmp_path / "ours")
+    commit(ours.repo, config({"vision": 8}))
+    assert ours.sync().ok
+    before = ours.live()
+    theirs = harness(tmp_path / "theirs", name="other")
+    commit(theirs.repo, config({"speech": 2}, cluster="lab2"))
+    outcome = theirs.sync()
+    # shared cluster-wide objects (the CRDs) belong to us: reported, not taken
+    assert any("owned by reconciler 'gitops-sched'" in e for e in outcome.result.errors)
+    assert not outcome.result.pruned
+    after = ours.live()
+    assert after.keys() == before.keys()
+    assert versions(after) == versions(before)
+    assert "Namespace/gpu-speech" in theirs.live()
+    # and ours sees nothing to do afterwards
+    ours.reset()
+    assert not ours.sync().result.changed and ours.writes == 0
+
+
+def test_a_hand_edit_is_repaired_and_reported_as_drift(harness, real_cluster):
+    h = harness()
+    commit(h.repo, config({"vision": 8}))
+    assert h.sync().ok
+    # someone opens the namespace to everything, and deletes the members' Role
+    kubectl(
+        real_cluster,
+        "-n",
+        "gpu-vision",
+        "patch",
+        "networkpolicy",
+        "gitops-sched-isolation",
+        "--type=merge",
+        "-p",
+        '{"spec":{"ingress":[{}]}}',
+    )
+    kubectl(real_cluster, "-n", "gpu-vision", "delete", "role", "gitops-sched-member")
+    outcome = h.sync()
+    assert outcome.ok
+    drift = outcome.result.drift
+    assert any(
+        d.startswith("NetworkPolicy/gpu-vision/gitops-sched-isolation: spec.ingress") for d in drift
+    ), drift
+    assert "Role/gpu-vision/gitops-sched-member: deleted" in drift
+    repaired = h.get(
+        "networking.k8s.io/v1", "NetworkPolicy", "gitops-sched-isolation", "gpu-vision"
+    )
+    assert repaired["spec"].get("ingress") != [{}]
+    assert h.get(API, "Cluster", "lab")["status"]["drift"] == drift
+    assert any(e["reason"] == "DriftRepaired" for e in events(h))
+    h.reset()
+    assert h.sync().ok and h.writes == 0
+
+
+def test_an_invalid_commit_applies_nothing_and_reports_the_errors(harness):
+    h = harness()
+    good = commit(h.repo, config({"vision": 8}))
+    assert h.sync().ok
+    before = h.live()
+    broken = config({"vision": 8})
+    broken["projects.yaml"][0]["spec"]["department"] = "nowhere"
+    bad = commit(h.repo, broken)
+    h.reset()
+    outcome = h.sync()
+    assert not outcome.ok and outcome.result is None
+    assert any("nowhere" in e for e in outcome.errors)
+    assert [w for w in h.written() if "/status" not in w and "/events" not in w] == []
+    assert versions(h.live()) == versions(before)
+    status = h.get(API, "Cluster", "lab")["status"]
+    assert status["syncedCommit"] == good and status["lastAttemptedCommit"] == bad
+    assert status["conditions"][0]["reason"] == "InvalidConfig"
+    assert any(e["reason"] == "InvalidConfig" for e in events(h))
+    h.reset()
+    h.sync()  # the same bad commit again: reported once
+    assert h.writes == 0
+
+
+# --- replacing what Kubernetes will not change in place ---------------------------------
+
+
+def bind_the_jobs_pod(h: Harness) -> dict[str, Any]:
+    """A kwok GPU node of the group, and the Job's pod (made by kube-controller-manager)
+    bound to it by hand, as our scheduler would: kwok starts it. The running pod."""
+    h.look.create(gpu_node("a100-0", "A100-80GB", 8, labels={"pool": "a100"}))
+    uid = h.get(*JOB)["metadata"]["uid"]
+    [pod] = wait_for("the Job's pod", lambda: job_pods(h, uid))
+    name = pod["metadata"]["name"]
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": name, "namespace": "gpu-vision"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "a100-0"},
+    }
+    ref = ObjectRef("v1", "Pod", "gpu-vision", name)
+    h.look.post(ref, "binding", binding)
+    return wait_for(
+        "the pod running",
+        lambda: (p := h.look.get(ref)) and p["status"].get("phase") == "Running" and p,
+    )
+
+
+def test_a_changed_image_replaces_the_job_its_pods_stop_and_the_next_sync_writes_nothing(
+    harness,
+):
+    """A Job's pod template is fixed at creation: the API server answers an apply that
+    changes the image with 422 "field is immutable". The reconciler deletes the Job (its
+    running pod stops first) and creates it again from the repo, in the same sync."""
+    h = harness()
+    h.look.create(SYSTEM_NAMESPACE)  # installed, as `kubectl apply -k reconciler/` leaves it
+    commit(h.repo, config({"vision": 8}))
+    assert h.sync().ok
+    old_uid = h.get(*JOB)["metadata"]["uid"]
+    running = bind_the_jobs_pod(h)
+    revision = commit(h.repo, config({"vision": 8}, image="pytorch:2.4"))
+    # what the server says of the change made in place
+    container = h.get(*JOB)["spec"]["template"]["spec"]["containers"][0]["name"]
+    in_place = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "vision-train", "namespace": "gpu-vision"},
+        "spec": {"template": {"spec": {"containers": [{"name": container, "image": "x:2"}]}}},
+    }
+    with pytest.raises(ApiFailure) as refused:
+        h.look.apply(in_place, "hand-edit", force=True, dry_run=True)
+    assert refused.value.status == 422 and "field is immutable" in refused.value.message
+    assert "spec.template: Invalid value" in refused.value.message
+
+    h.reconciler.syncer.poll = 0.05
+    h.reset()
+    outcome = h.sync()
+    assert outcome.ok, outcome.result.errors
     assert outcome.result.replaced == ["Job/gpu-vision/vision-train"]
     assert not outcome.result.errors and not outcome.result.drift
-    job = kube.api.find(*JOB)
+    assert "DELETE /apis/batch/v1/namespaces/gpu-vision/jobs/vision-train" in h.sent
+    job = h.get(*JOB)
     assert job["metadata"]["uid"] != old_uid
     assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "pytorch:2.4"
-    assert "DELETE /apis/batch/v1/namespaces/gpu-vision/jobs/vision-train" in writes(kube)
-    status = kube.api.find(API, "Cluster", "lab")["status"]
+    # the old pod stopped before the new Job was made: the two never ran side by side
+    assert h.look.get(ObjectRef.of(running)) is None
+    assert job_pods(h, old_uid) == []
+    new_pods = wait_for("the new Job's pod", lambda: job_pods(h, job["metadata"]["uid"]))
+    assert all(p["spec"]["containers"][0]["image"] == "pytorch:2.4" for p in new_pods)
+    status = h.get(API, "Cluster", "lab")["status"]
     assert status["syncedCommit"] == revision and status["replaced"] == 1
     assert status["replacing"] == [] and status["conditions"][0]["reason"] == "Synced"
     assert h.reconciler.metrics.replaced._value.get() == 1
-    assert set(h.live()) == {str(r) for r in h.inventory().entries}
+    assert set(h.live()) == h.listed()
 
-    kube.api.reset_counts()
+    h.reset()
     again = h.sync()
     assert again.ok and not again.result.changed
-    assert kube.api.counts()["write"] == 0
+    assert h.writes == 0
 
 
-def test_a_replaced_job_waits_for_its_pods_to_stop_then_a_later_sync_creates_it(tmp_path):
-    """Deleted in the foreground, the old Job stays until its pods have stopped, so the two
+def test_a_replaced_job_waits_for_its_pods_to_stop_then_a_later_sync_creates_it(harness):
+    """Deleted in the foreground, the old Job stays until its pods are gone, so the two
     generations never hold GPUs together; a sync that cannot wait longer says so, writes
-    nothing more while it waits, and the next one creates the Job."""
-    repo = tmp_path / "repo"
-    commit(repo, config({"vision": 8}))
-    with KubeEmulator(pod_termination="graceful") as kube:
-        create_system_namespace(kube)
-        h = Harness(kube, repo)
-        h.reconciler.syncer.replace_timeout = 0.2
-        assert h.sync().ok
-        owner = kube.api.find(*JOB)
-        reference = {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "name": "vision-train",
-            "uid": owner["metadata"]["uid"],
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "vision-train-0-abcde", "ownerReferences": [reference]},
-            "spec": {"containers": [{"name": "main", "image": "pytorch:2.3"}]},
-        }
-        kube.api.call("POST", "/api/v1/namespaces/gpu-vision/pods", pod)
-        binding = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": "vision-train-0-abcde"},
-            "target": {"kind": "Node", "name": "gpu-1"},
-        }
-        kube.api.call(
-            "POST", "/api/v1/namespaces/gpu-vision/pods/vision-train-0-abcde/binding", binding
-        )
-        revision = commit(repo, config({"vision": 8}, image="pytorch:2.4"))
-        outcome = h.sync()
-        assert not outcome.ok and not outcome.result.errors
-        assert [w.split(":")[0] for w in outcome.result.waiting] == ["Job/gpu-vision/vision-train"]
-        assert kube.api.find(*JOB)["metadata"]["deletionTimestamp"]  # its pod is stopping
-        status = kube.api.find(API, "Cluster", "lab")["status"]
-        assert status["conditions"][0]["reason"] == "Replacing"
-        assert status["syncedCommit"] != revision and status["replacing"]
-        assert h.inventory().entries  # the Job is still listed: it may exist
+    nothing more while it waits, and the next one creates the Job. (The pod is held by a
+    finalizer, as a kubelet still stopping its containers would hold it.)"""
+    h = harness()
+    commit(h.repo, config({"vision": 8}))
+    assert h.sync().ok
+    running = bind_the_jobs_pod(h)
+    pod = ObjectRef.of(running)
+    h.hold(pod)  # as a kubelet still stopping its containers would hold it
+    revision = commit(h.repo, config({"vision": 8}, image="pytorch:2.4"))
+    h.reconciler.syncer.replace_timeout = 0.2
+    outcome = h.sync()
+    assert not outcome.ok and not outcome.result.errors
+    assert [w.split(":")[0] for w in outcome.result.waiting] == ["Job/gpu-vision/vision-train"]
+    assert h.get(*JOB)["metadata"]["deletionTimestamp"]  # its pod is stopping
+    status = h.get(API, "Cluster", "lab")["status"]
+    assert status["conditions"][0]["reason"] == "Replacing"
+    assert status["syncedCommit"] != revision and status["replacing"]
+    assert "Job/gpu-vision/vision-train" in h.listed()  # still listed: it may exist
 
-        kube.api.reset_counts()
-        waiting = h.sync()
-        assert waiting.result.waiting and kube.api.counts()["write"] == 0
+    h.reset()
+    waiting = h.sync()
+    assert waiting.result.waiting and h.writes == 0
 
-        assert kube.api.finish_terminating() == ["gpu-vision/vision-train-0-abcde"]
-        assert kube.api.find(*JOB) is None  # gone with its last pod
-        done = h.sync()
-        assert done.ok, (done.result.errors, done.result.waiting)
-        assert done.result.created == ["Job/gpu-vision/vision-train"] and not done.result.drift
-        job = kube.api.find(*JOB)
-        assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "pytorch:2.4"
-        status = kube.api.find(API, "Cluster", "lab")["status"]
-        assert status["syncedCommit"] == revision and status["replacing"] == []
-        kube.api.reset_counts()
-        assert not h.sync().result.changed and kube.api.counts()["write"] == 0
+    # the pod's containers have stopped (kwok marked it Failed; the Job controller took
+    # its own finalizer off): let it go, and the garbage collector removes the Job
+    wait_for("only our finalizer left", lambda: h.look.get(pod)["metadata"]["finalizers"] == [HOLD])
+    h.release(pod)
+    wait_for("the old Job gone", lambda: h.get(*JOB) is None)
+    done = h.sync()
+    assert done.ok, (done.result.errors, done.result.waiting)
+    assert done.result.created == ["Job/gpu-vision/vision-train"] and not done.result.drift
+    job = h.get(*JOB)
+    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "pytorch:2.4"
+    status = h.get(API, "Cluster", "lab")["status"]
+    assert status["syncedCommit"] == revision and status["replacing"] == []
+    h.reset()
+    assert not h.sync().result.changed and h.writes == 0
 
 
-def test_a_refusal_for_a_field_the_reconciler_does_not_know_is_replaced_too(
-    kube, tmp_path, monkeypatch
-):
+def test_a_refusal_for_a_field_the_reconciler_does_not_know_is_replaced_too(harness, monkeypatch):
     """A later Kubernetes may fix more fields: the server's 422 leads to a replacement."""
     from gitops_sched.reconciler import replace
 
     monkeypatch.setitem(replace.IMMUTABLE, ("batch", "Job"), ())
-    repo = tmp_path / "repo"
-    commit(repo, config({"vision": 8}))
-    h = Harness(kube, repo)
+    h = harness()
+    commit(h.repo, config({"vision": 8}))
     assert h.sync().ok
-    commit(repo, config({"vision": 8}, image="pytorch:2.4"))
+    commit(h.repo, config({"vision": 8}, image="pytorch:2.4"))
+    h.reconciler.syncer.poll = 0.05
     outcome = h.sync()
     assert outcome.ok, outcome.result.errors
     assert outcome.result.replaced == ["Job/gpu-vision/vision-train"]
-    job = kube.api.find(*JOB)
+    job = h.get(*JOB)
     assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "pytorch:2.4"
 
 
@@ -391,227 +484,204 @@ def test_which_changes_need_a_replacement_and_which_refusals_mean_one():
     assert refused_as_immutable(ApiFailure(409, "Conflict", "field is immutable")) == []
 
 
-def test_a_dry_run_shows_a_replacement_and_writes_nothing(kube, tmp_path):
-    repo = tmp_path / "repo"
-    commit(repo, config({"vision": 8}))
-    h = Harness(kube, repo)
+def test_the_servers_own_refusals_are_read_as_immutable_fields(real_client):
+    """What a real kube-apiserver answers a change of a RoleBinding's roleRef and of a
+    PriorityClass's value (a Job's pod template: above) is read as those fields being fixed
+    at creation."""
+    from gitops_sched.reconciler.replace import refused_as_immutable
+
+    rbac = "rbac.authorization.k8s.io/v1"
+    binding = {
+        "apiVersion": rbac,
+        "kind": "RoleBinding",
+        "metadata": {"name": "members", "namespace": "default"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "a"},
+        "subjects": [{"kind": "Group", "name": "team", "apiGroup": "rbac.authorization.k8s.io"}],
+    }
+    priority = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "gitops-sched-test"},
+        "value": 50,
+    }
+
+    def refused(obj: dict[str, Any], change: dict[str, Any]) -> list[str]:
+        real_client.apply(obj, "gitops-sched")
+        with pytest.raises(ApiFailure) as error:
+            real_client.apply({**obj, **change}, "gitops-sched", dry_run=True)
+        return refused_as_immutable(error.value)
+
+    try:
+        assert refused(binding, {"roleRef": {**binding["roleRef"], "name": "b"}}) == ["roleRef"]
+        assert refused(priority, {"value": 51}) == ["value"]
+    finally:
+        real_client.delete(ObjectRef.of(binding))  # in default, which the wipe keeps
+
+
+def test_a_dry_run_shows_a_replacement_and_writes_nothing(harness):
+    h = harness()
+    commit(h.repo, config({"vision": 8}))
     assert h.sync().ok
-    commit(repo, config({"vision": 8}, image="pytorch:2.4"))
-    kube.api.reset_counts()
+    before = h.live()
+    commit(h.repo, config({"vision": 8}, image="pytorch:2.4"))
     outcome = h.new_reconciler(h.client, dry_run=True).sync_once()
-    assert [r for r in kube.api.requests if r.category == "write" and "dryRun" not in r.query] == []
     assert outcome.result.replaced == ["Job/gpu-vision/vision-train"]
     [text] = [d for d in outcome.result.diff if "jobs" in d.lower() or "Job/" in d]
     assert text.startswith("# Job/gpu-vision/vision-train: replaced, spec.template cannot")
     assert "-        image: pytorch:2.3\n+        image: pytorch:2.4\n" in text
     assert "terminationMessagePath" not in text  # server defaults are no difference
     assert "cpu" not in text  # nor is the server's spelling of a quantity
-
-
-def test_a_namespace_holding_foreign_objects_is_not_pruned(kube, tmp_path):
-    repo = tmp_path / "repo"
-    commit(repo, config({"vision": 8, "nlp": 4}))
-    h = Harness(kube, repo)
-    assert h.sync().ok
-    kube.api.handle(
-        "POST",
-        "/api/v1/namespaces/gpu-nlp/persistentvolumeclaims",
-        {},
-        {},
-        b'{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"data"},'
-        b'"spec":{"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"1Ti"}}}}',
-    )
-    commit(repo, config({"vision": 8}))
-    outcome = h.sync()
-    assert any("Namespace/gpu-nlp: not pruned" in e for e in outcome.result.errors)
-    assert kube.api.find("v1", "Namespace", "gpu-nlp") is not None
-    assert kube.api.find("v1", "PersistentVolumeClaim", "data", "gpu-nlp") is not None
-    assert "Job/gpu-nlp/nlp-train" in outcome.result.pruned
-
-
-def test_a_claim_the_repo_drops_is_left_in_place_with_its_data(kube, tmp_path):
-    repo = tmp_path / "repo"
-    files = config({"vision": 8})
-    claim = {"name": "data", "mountPath": "/data", "claim": {"size": "1Ti"}}
-    files["templates.yaml"][0]["spec"]["volumes"] = [claim]
-    commit(repo, files)
-    h = Harness(kube, repo)
-    assert h.sync().ok
-    assert kube.api.find("v1", "PersistentVolumeClaim", "data", "gpu-vision") is not None
-    commit(repo, config({"vision": 8}))
-    outcome = h.sync()
-    assert outcome.ok, outcome.result.errors
-    assert outcome.result.orphaned == ["PersistentVolumeClaim/gpu-vision/data"]
-    assert kube.api.find("v1", "PersistentVolumeClaim", "data", "gpu-vision") is not None
-    assert "PersistentVolumeClaim/gpu-vision/data" not in {str(r) for r in h.inventory().entries}
-    again = h.sync()  # no longer ours: not reported again, never deleted
-    assert again.ok and not again.result.orphaned and not again.result.errors
-
-
-def test_a_second_repos_reconciler_never_prunes_or_takes_our_objects(kube, tmp_path):
-    ours = Harness(kube, tmp_path / "ours")
-    commit(ours.repo, config({"vision": 8}))
-    assert ours.sync().ok
-    before = ours.live()
-    theirs = Harness(kube, tmp_path / "theirs", name="other")
-    commit(theirs.repo, config({"speech": 2}, cluster="lab2"))
-    outcome = theirs.sync()
-    # shared cluster-wide objects (the CRDs) belong to us: reported, not taken
-    assert any("owned by reconciler 'gitops-sched'" in e for e in outcome.result.errors)
-    assert not outcome.result.pruned
-    after = ours.live()
-    assert after.keys() == before.keys()
-    assert all(
-        after[k]["metadata"]["resourceVersion"] == before[k]["metadata"]["resourceVersion"]
-        for k in before
-        if not k.startswith("Cluster/")
-    )
-    assert "Namespace/gpu-speech" in theirs.live()
-    # and ours sees nothing to do afterwards
-    kube.api.reset_counts()
-    assert not ours.sync().result.changed
-
-
-def test_a_hand_edit_is_repaired_and_reported_as_drift(kube, tmp_path):
-    repo = tmp_path / "repo"
-    commit(repo, config({"vision": 8}))
-    h = Harness(kube, repo)
-    assert h.sync().ok
-    policy = kube.api.find(
-        "networking.k8s.io/v1", "NetworkPolicy", "gitops-sched-isolation", "gpu-vision"
-    )
-    policy["spec"]["ingress"] = [{}]  # someone opened the namespace to everything
-    response = kube.api.handle(
-        "PUT",
-        "/apis/networking.k8s.io/v1/namespaces/gpu-vision/networkpolicies/gitops-sched-isolation",
-        {"fieldManager": "kubectl-edit"},
-        {},
-        json.dumps(policy).encode(),
-    )
-    assert response.code == 200
-    assert h.client.delete(
-        ObjectRef("rbac.authorization.k8s.io/v1", "Role", "gpu-vision", "gitops-sched-member")
-    )
-    outcome = h.sync()
-    assert outcome.ok
-    drift = outcome.result.drift
-    assert any(
-        d.startswith("NetworkPolicy/gpu-vision/gitops-sched-isolation: spec.ingress") for d in drift
-    )
-    assert "Role/gpu-vision/gitops-sched-member: deleted" in drift
-    repaired = kube.api.find(
-        "networking.k8s.io/v1", "NetworkPolicy", "gitops-sched-isolation", "gpu-vision"
-    )
-    assert repaired["spec"]["ingress"] != [{}]
-    assert kube.api.find(API, "Cluster", "lab")["status"]["drift"] == drift
-    events = kube.api.objects("v1", "Event")
-    assert any(e["reason"] == "DriftRepaired" for e in events)
-    kube.api.reset_counts()
-    assert h.sync().ok and kube.api.counts()["write"] == 0
-
-
-def test_an_invalid_commit_applies_nothing_and_reports_the_errors(kube, tmp_path):
-    repo = tmp_path / "repo"
-    good = commit(repo, config({"vision": 8}))
-    h = Harness(kube, repo)
-    assert h.sync().ok
-    before = h.live()
-    broken = config({"vision": 8})
-    broken["projects.yaml"][0]["spec"]["department"] = "nowhere"
-    bad = commit(repo, broken)
-    kube.api.reset_counts()
-    outcome = h.sync()
-    assert not outcome.ok and outcome.result is None
-    assert any("nowhere" in e for e in outcome.errors)
-    assert [w for w in writes(kube) if "/status" not in w and "/events" not in w] == []
     after = h.live()
-    assert {
-        k: v["metadata"]["resourceVersion"] for k, v in after.items() if k != "Cluster/lab"
-    } == {k: v["metadata"]["resourceVersion"] for k, v in before.items() if k != "Cluster/lab"}
-    status = kube.api.find(API, "Cluster", "lab")["status"]
-    assert status["syncedCommit"] == good and status["lastAttemptedCommit"] == bad
-    assert status["conditions"][0]["reason"] == "InvalidConfig"
-    assert any(e["reason"] == "InvalidConfig" for e in kube.api.objects("v1", "Event"))
-    kube.api.reset_counts()
-    h.sync()  # the same bad commit again: reported once
-    assert kube.api.counts()["write"] == 0
+    assert versions(after, but="-") == versions(before, but="-")  # not even the status
+    assert h.get(*JOB)["spec"]["template"]["spec"]["containers"][0]["image"] == "pytorch:2.3"
 
 
-def test_injected_conflicts_throttling_errors_and_timeouts_do_not_stop_a_sync(kube, tmp_path):
-    repo = tmp_path / "repo"
-    commit(repo, config({"vision": 8, "nlp": 4}))
-    h = Harness(kube, repo)
-    h.client.timeout = 0.5
-    kube.api.add_fault(Fault(409, method="PATCH", times=2))
-    kube.api.add_fault(Fault(429, method="GET", path="/configmaps", retry_after=0))
-    kube.api.add_fault(Fault(500, method="PATCH", path="/jobs/"))
-    kube.api.add_fault(Fault(503, method="PATCH", path="/namespaces/gpu-nlp$"))
-    kube.api.add_fault(Fault("timeout", method="PATCH", path="/roles/", after=True, delay=1.0))
-    kube.api.add_fault(Fault("timeout", method="GET", path="/projects", delay=1.0))
+def test_dry_run_prints_the_diff_and_writes_nothing(harness):
+    h = harness()
+    commit(h.repo, config({"vision": 8}))
+    assert h.sync().ok
+    before, told = h.live(), len(events(h))
+    commit(h.repo, config({"vision": 6}))
+    dry = h.new_reconciler(h.client, dry_run=True)
+    outcome = dry.sync_once()
+    text = "".join(outcome.result.diff)
+    assert "-    gpu: 8" in text and "+    gpu: 6" in text
+    # the server ran the applies as dry runs: no object changed, no Event
+    assert versions(h.live(), but="-") == versions(before, but="-")
+    assert len(events(h)) == told
+    assert h.get(API, "Project", "vision")["spec"]["quota"]["gpu"] == 8
+
+
+# --- the reconciler's own namespace ----------------------------------------------------
+
+
+def test_the_reconcilers_own_namespace_is_never_pruned(harness):
+    """The repo once named it (its system namespace) and then another: it stays, with the
+    inventory in it."""
+    h = harness()
+    commit(h.repo, config({"vision": 8}, system_namespace=SYSTEM))
+    assert h.sync().ok
+    assert f"Namespace/{SYSTEM}" in h.listed()
+    commit(h.repo, config({"vision": 8}))
     outcome = h.sync()
     assert outcome.ok, outcome.result.errors
-    assert all(f.times == 0 for f in kube.api.faults)
-    assert set(h.live()) == {str(r) for r in h.inventory().entries}
-    kube.api.reset_counts()
-    assert not h.sync().result.changed and kube.api.counts()["write"] == 0
+    assert f"Namespace/{SYSTEM}" in outcome.result.orphaned
+    assert f"Namespace/{SYSTEM}" not in outcome.result.pruned
+    namespace = h.get("v1", "Namespace", SYSTEM)
+    assert namespace is not None and not namespace["metadata"].get("deletionTimestamp")
+    assert h.inventory().entries
+    h.reset()
+    assert not h.sync().result.changed and h.writes == 0
 
 
-class Killed(BaseException):
-    """The process died (not an Exception: nothing in the reconciler may catch it)."""
+# --- the command ------------------------------------------------------------------------
 
 
-def test_a_kill_between_any_two_requests_then_a_restart_converges(tmp_path):
-    repo = tmp_path / "repo"
-    commit(repo, config({"vision": 8, "nlp": 4}))
-    with KubeEmulator(validate_builtins=False) as kube:
-        create_system_namespace(kube)
-        h = Harness(kube, repo)
-        assert h.sync().ok
-        start = kube.api.snapshot()
-        # the change: a project added, one removed, one changed, and the Jobs' image (the
-        # Jobs that stay are replaced)
-        commit(repo, config({"vision": 6, "speech": 2}, image="pytorch:2.4"))
-        counter = [0]
-        h.client.before_request.append(lambda *_: counter.__setitem__(0, counter[0] + 1))
-        h.reconciler = h.new_reconciler(h.client)
-        changed = h.sync()
-        assert changed.ok and changed.result.replaced == ["Job/gpu-vision/vision-train"]
-        expected = set(h.live())
-        requests = counter[0]
-        assert requests > 20
-        for kill_at in range(requests):
-            kube.api.restore(start)
-            client = connect(kube)
-            seen = [0]
-
-            def hook(method: str, path: str, seen=seen, kill_at=kill_at) -> None:
-                if seen[0] == kill_at:
-                    raise Killed
-                seen[0] += 1
-
-            client.before_request.append(hook)
-            with pytest.raises(Killed):
-                h.new_reconciler(client).sync_once()
-            # whatever was created is listed: nothing can be orphaned
-            inventory = {str(r) for r in h.inventory().entries}
-            assert set(h.live()) <= inventory, kill_at
-            restarted = connect(kube)
-            outcome = h.new_reconciler(restarted).sync_once()
-            assert outcome.ok, (kill_at, outcome.result.errors)
-            assert set(h.live()) == expected, kill_at
-            assert {str(r) for r in h.inventory().entries} == expected, kill_at
-            client.close()
-            restarted.close()
+def test_the_reconcile_command_syncs_once(harness, real_cluster):
+    h = harness()
+    commit(h.repo, config({"vision": 8}))
+    base = ["reconcile", "--repo", str(h.repo), "--kubeconfig", str(real_cluster.kubeconfig)]
+    done = run_cli(*base, "--once", "--namespace", SYSTEM)
+    assert done.returncode == 0, done.stderr
+    assert h.get(API, "Project", "vision") is not None
+    assert set(h.live()) == h.listed()
+    commit(h.repo, config({"vision": 6}))
+    dry = run_cli(*base, "--dry-run", "--namespace", SYSTEM)
+    assert dry.returncode == 0, dry.stderr
+    assert "+    gpu: 6" in dry.stdout
+    assert h.get(API, "Project", "vision")["spec"]["quota"]["gpu"] == 8
 
 
-def test_only_the_leader_writes_and_the_other_takes_over_when_it_stops(kube, tmp_path):
-    repo = tmp_path / "repo"
-    commit(repo, config({"vision": 8}))
+def test_reconcile_once_on_a_bare_cluster_creates_its_namespace_and_writes_the_inventory(
+    harness, real_cluster
+):
+    """Nothing installed yet (no gitops-sched namespace): the inventory's namespace is
+    created, labelled as ours but never pruned, and the sync succeeds."""
+    h = harness()
+    commit(h.repo, config({"vision": 8}))
+    assert h.get("v1", "Namespace", SYSTEM) is None
+    base = ["reconcile", "--repo", str(h.repo), "--kubeconfig", str(real_cluster.kubeconfig)]
+    dry = run_cli(*base, "--dry-run", "--namespace", SYSTEM)
+    assert dry.returncode == 0, dry.stderr
+    assert h.get("v1", "Namespace", SYSTEM) is None  # a dry run writes nothing
+    done = run_cli(*base, "--once", "--namespace", SYSTEM)
+    assert done.returncode == 0, done.stderr
+    namespace = h.get("v1", "Namespace", SYSTEM)
+    assert namespace["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gitops-sched"
+    assert OWNER_LABEL not in namespace["metadata"]["labels"]
+    assert h.inventory().entries
+    assert set(h.live()) == h.listed()
+    h.reset()
+    assert not h.sync().result.changed and h.writes == 0
+
+
+def test_the_reconcile_process_on_a_bare_cluster_takes_the_lease_syncs_and_serves_probes(
+    harness, real_cluster
+):
+    """The long-running command, leader election on (the default): on a cluster without its
+    namespace it creates it, takes the Lease, syncs, answers /healthz, /readyz and /metrics,
+    and gives the Lease back when stopped."""
+    h = harness()
+    revision = commit(h.repo, config({"vision": 8}))
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            CLI,
+            *("reconcile", "--repo", str(h.repo), "--kubeconfig", str(real_cluster.kubeconfig)),
+            *("--namespace", SYSTEM, "--interval", "60s", "--listen", f"127.0.0.1:{port}"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+
+        def get(path: str) -> tuple[int, str]:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
+                    return r.status, r.read().decode()
+            except urllib.error.HTTPError as error:
+                return error.code, ""
+            except OSError:
+                assert process.poll() is None, process.communicate()[0]
+                return 0, ""
+
+        def synced() -> bool:
+            assert process.poll() is None, process.communicate()[0]
+            status = (h.get(API, "Cluster", "lab") or {}).get("status") or {}
+            return status.get("syncedCommit") == revision
+
+        wait_for("the commit synced", synced, 20)
+        assert get("/healthz")[0] == 200
+        assert get("/readyz")[0] == 200
+        metrics = get("/metrics")[1]
+        assert f'gitops_sched_reconcile_synced_commit_info{{commit="{revision}"}} 1.0' in metrics
+        assert "gitops_sched_reconcile_leader 1.0" in metrics
+        lease = h.get(
+            "coordination.k8s.io/v1", "Lease", "gitops-sched-reconciler-gitops-sched", SYSTEM
+        )
+        holder = lease["spec"]["holderIdentity"]
+        assert holder
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output = process.communicate(timeout=20)[0]
+    assert process.returncode == 0, output
+    lease = h.get("coordination.k8s.io/v1", "Lease", "gitops-sched-reconciler-gitops-sched", SYSTEM)
+    assert lease["spec"].get("holderIdentity", "") == ""  # given back
+
+
+# --- leader election, probes, kubectl --------------------------------------------------
+
+
+def test_only_the_leader_writes_and_the_other_takes_over_when_it_stops(harness):
+    h = harness()
+    commit(h.repo, config({"vision": 8}))
+    h.look.create(SYSTEM_NAMESPACE)  # as `gitops-sched reconcile` makes sure of first
     replicas = []
     for identity in ("a", "b"):
-        client = connect(kube)
+        client = h.new_client()
         elector = LeaderElector(
-            connect(kube),
+            h.new_client(),
             SYSTEM,
             "gitops-sched-reconciler",
             identity,
@@ -619,7 +689,7 @@ def test_only_the_leader_writes_and_the_other_takes_over_when_it_stops(kube, tmp
             renew_deadline=0.6,
             retry_period=0.1,
         )
-        settings = Settings(repo=str(repo), namespace=SYSTEM, interval=0.2, identity=identity)
+        settings = Settings(repo=str(h.repo), namespace=SYSTEM, interval=0.2, identity=identity)
         replicas.append((Reconciler(settings, client, elector), client, elector, threading.Event()))
     first = replicas[0]
     first[2].try_acquire_or_renew()
@@ -628,158 +698,37 @@ def test_only_the_leader_writes_and_the_other_takes_over_when_it_stops(kube, tmp
         elector.start()
         threads.append(threading.Thread(target=reconciler.run, args=(stop,), daemon=True))
         threads[-1].start()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and kube.api.find(API, "Cluster", "lab") is None:
-        time.sleep(0.05)
-    time.sleep(0.5)
-    leader = next(r for r in replicas if r[2].is_leader())
-    follower = next(r for r in replicas if r is not leader)
-    assert leader[1].requests["write"] > 0
-    assert follower[1].requests["write"] == 0  # never wrote: not even its status or events
+    try:
+        wait_for("the first sync", lambda: h.get(API, "Cluster", "lab") is not None)
+        leader = next(r for r in replicas if r[2].is_leader())
+        follower = next(r for r in replicas if r is not leader)
+        wait_for("the leader's status", lambda: (h.get(API, "Cluster", "lab") or {}).get("status"))
+        assert leader[1].requests["write"] > 0
+        assert follower[1].requests["write"] == 0  # never wrote: not even its status or events
 
-    # the leader dies without giving the Lease back; the follower takes over and syncs
-    leader[3].set()
-    leader[2].stop(release=False)
-    commit(repo, config({"vision": 8, "nlp": 2}))
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and kube.api.find(API, "Project", "nlp") is None:
-        time.sleep(0.05)
-    assert follower[2].is_leader()
-    assert kube.api.find(API, "Project", "nlp") is not None
-    lease = kube.api.find("coordination.k8s.io/v1", "Lease", "gitops-sched-reconciler", SYSTEM)
-    assert lease["spec"]["holderIdentity"] == follower[2].identity
-    assert lease["spec"]["leaseTransitions"] >= 1
-    follower[3].set()
-    follower[2].stop()
-    for thread in threads:
-        thread.join(timeout=5)
+        # the leader dies without giving the Lease back; the follower takes over and syncs
+        leader[3].set()
+        leader[2].stop(release=False)
+        commit(h.repo, config({"vision": 8, "nlp": 2}))
+        wait_for("nlp created", lambda: h.get(API, "Project", "nlp") is not None)
+        assert follower[2].is_leader()
+        lease = h.get("coordination.k8s.io/v1", "Lease", "gitops-sched-reconciler", SYSTEM)
+        assert lease["spec"]["holderIdentity"] == follower[2].identity
+        assert lease["spec"]["leaseTransitions"] >= 1
+    finally:
+        for _, _, elector, stop in replicas:
+            stop.set()
+            elector.stop()
+        for thread in threads:
+            thread.join(timeout=5)
 
 
-def test_dry_run_prints_the_diff_and_writes_nothing(kube, tmp_path):
-    repo = tmp_path / "repo"
-    commit(repo, config({"vision": 8}))
-    h = Harness(kube, repo)
-    assert h.sync().ok
-    commit(repo, config({"vision": 6}))
-    dry = h.new_reconciler(h.client, dry_run=True)
-    kube.api.reset_counts()
-    outcome = dry.sync_once()
-    assert [r for r in kube.api.requests if r.category == "write" and "dryRun" not in r.query] == []
-    text = "".join(outcome.result.diff)
-    assert "-    gpu: 8" in text and "+    gpu: 6" in text
-    assert kube.api.find(API, "Project", "vision")["spec"]["quota"]["gpu"] == 8
-
-
-def test_the_reconcile_command_syncs_once(kube, tmp_path):
-    repo = tmp_path / "repo"
-    commit(repo, config({"vision": 8}))
-    kubeconfig = kube.kubeconfig(tmp_path / "kubeconfig")
-    args = [
-        "reconcile",
-        "--repo",
-        str(repo),
-        "--once",
-        "--kubeconfig",
-        str(kubeconfig),
-        "--namespace",
-        SYSTEM,
-    ]
-    result = CliRunner().invoke(main, args)
-    assert result.exit_code == 0, result.output
-    assert kube.api.find(API, "Project", "vision") is not None
-    dry = CliRunner().invoke(
-        main,
-        [
-            "reconcile",
-            "--repo",
-            str(repo),
-            "--dry-run",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--namespace",
-            SYSTEM,
-        ],
-    )
-    assert dry.exit_code == 0, dry.output
-
-
-def test_reconcile_once_on_a_new_cluster_creates_its_own_namespace(tmp_path):
-    """Nothing installed yet: the inventory's namespace is created, never pruned."""
-    repo = tmp_path / "repo"
-    commit(repo, config({"vision": 8}))
-    with KubeEmulator(crd_establish_delay=0.05) as kube:
-        kubeconfig = str(kube.kubeconfig(tmp_path / "kubeconfig"))
-        base = ["reconcile", "--repo", str(repo), "--kubeconfig", kubeconfig]
-        dry = CliRunner().invoke(main, [*base, "--dry-run", "--namespace", SYSTEM])
-        assert dry.exit_code == 0, dry.output
-        assert kube.api.find("v1", "Namespace", SYSTEM) is None  # a dry run writes nothing
-        result = CliRunner().invoke(main, [*base, "--once", "--namespace", SYSTEM])
-        assert result.exit_code == 0, result.output
-        namespace = kube.api.find("v1", "Namespace", SYSTEM)
-        assert namespace["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "gitops-sched"
-        assert OWNER_LABEL not in namespace["metadata"]["labels"]
-        h = Harness(kube, repo)
-        assert h.inventory().entries
-        assert set(h.live()) == {str(r) for r in h.inventory().entries}
-        kube.api.reset_counts()
-        assert not h.sync().result.changed and kube.api.counts()["write"] == 0
-
-
-def test_the_reconcilers_own_namespace_is_never_pruned(kube, tmp_path):
-    """The repo once named it (its system namespace) and then another: it stays, with the
-    inventory in it."""
-    repo = tmp_path / "repo"
-    commit(repo, config({"vision": 8}, system_namespace=SYSTEM))
-    h = Harness(kube, repo)
-    assert h.sync().ok
-    assert f"Namespace/{SYSTEM}" in {str(r) for r in h.inventory().entries}
-    commit(repo, config({"vision": 8}))
-    outcome = h.sync()
-    assert outcome.ok, outcome.result.errors
-    assert f"Namespace/{SYSTEM}" in outcome.result.orphaned
-    assert f"Namespace/{SYSTEM}" not in outcome.result.pruned
-    assert kube.api.find("v1", "Namespace", SYSTEM) is not None
-    assert h.inventory().entries
-    kube.api.reset_counts()
-    assert not h.sync().result.changed and kube.api.counts()["write"] == 0
-
-
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
-def test_the_rendered_folder_applies_in_one_pass_crds_first(kube, tmp_path):
-    from gitops_sched.compiler import render_repo
-    from gitops_sched.compiler.output import write_directory
-    from gitops_sched.config.validate import check_repo
-    from gitops_sched.reconciler import Syncer
-
-    repo, _ = check_repo(Path(__file__).resolve().parent.parent / "examples/clusters/netapp-dgx")
-    write_directory(render_repo(repo), tmp_path / "out")
-    built = subprocess.run(
-        ["kubectl", "kustomize", str(tmp_path / "out")], capture_output=True, text=True, check=True
-    ).stdout
-    objects = list(yaml.safe_load_all(built))
-    crds = subprocess.run(
-        ["kubectl", "kustomize", str(tmp_path / "out" / "crds")],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert {o["kind"] for o in yaml.safe_load_all(crds)} == {"CustomResourceDefinition"}
-    client = connect(kube)
-    result = Syncer(client, "gitops-sched", SYSTEM, "rendered").sync(objects, "r1")
-    assert result.errors == []
-    assert len(result.created) == len(objects)
-    client.close()
-
-
-def test_health_readiness_and_metrics_endpoints(kube, tmp_path):
-    import urllib.error
-    import urllib.request
-
+def test_health_readiness_and_metrics_endpoints(harness):
     from gitops_sched.cluster.serving import Health, serve
     from gitops_sched.reconciler.metrics import Metrics
 
-    repo = tmp_path / "repo"
-    revision = commit(repo, config({"vision": 8}))
+    h = harness()
+    revision = commit(h.repo, config({"vision": 8}))
     metrics, health = Metrics(), Health(stale_after=60)
     server = serve(metrics.registry, health, "127.0.0.1", 0)
     base = f"http://127.0.0.1:{server.server_address[1]}"
@@ -791,19 +740,52 @@ def test_health_readiness_and_metrics_endpoints(kube, tmp_path):
         except urllib.error.HTTPError as error:
             return error.code, ""
 
-    assert get("/healthz")[0] == 200
-    assert get("/readyz")[0] == 503  # nothing fetched yet
-    settings = Settings(repo=str(repo), namespace=SYSTEM, identity="m")
-    outcome = Reconciler(settings, connect(kube), metrics=metrics, health=health).sync_once()
-    assert outcome.ok
-    assert get("/readyz")[0] == 200
-    text = get("/metrics")[1]
-    assert f'gitops_sched_reconcile_synced_commit_info{{commit="{revision}"}} 1.0' in text
-    applied = next(
-        line
-        for line in text.splitlines()
-        if line.startswith("gitops_sched_reconcile_objects_applied_total")
-    )
-    assert float(applied.split()[-1]) == outcome.result.objects
-    assert "gitops_sched_reconcile_duration_seconds_count 1.0" in text
-    server.shutdown()
+    try:
+        assert get("/healthz")[0] == 200
+        assert get("/readyz")[0] == 503  # nothing fetched yet
+        settings = Settings(repo=str(h.repo), namespace=SYSTEM, identity="m")
+        outcome = Reconciler(settings, h.client, metrics=metrics, health=health).sync_once()
+        assert outcome.ok, outcome.result.errors
+        assert get("/readyz")[0] == 200
+        text = get("/metrics")[1]
+        assert f'gitops_sched_reconcile_synced_commit_info{{commit="{revision}"}} 1.0' in text
+        applied = next(
+            line
+            for line in text.splitlines()
+            if line.startswith("gitops_sched_reconcile_objects_applied_total")
+        )
+        assert float(applied.split()[-1]) == outcome.result.objects
+        assert "gitops_sched_reconcile_duration_seconds_count 1.0" in text
+    finally:
+        server.shutdown()
+
+
+def test_the_rendered_folder_applies_with_kubectl_crds_first(real_cluster, tmp_path):
+    """`render -o DIR` on a bare cluster: `kubectl apply -k DIR/crds`, then (the CRDs
+    Established) `kubectl apply -k DIR` applies every object; and the reconciler applies the
+    same objects in one pass, CRDs first."""
+    from gitops_sched.compiler import render_repo
+    from gitops_sched.compiler.output import write_directory
+    from gitops_sched.config.validate import check_repo
+    from gitops_sched.reconciler import Syncer
+
+    repo, _ = check_repo(Path(__file__).resolve().parent.parent / "examples/clusters/netapp-dgx")
+    out = tmp_path / "out"
+    write_directory(render_repo(repo), out)
+    objects = [o for o in yaml.safe_load_all(kubectl(real_cluster, "kustomize", str(out))) if o]
+    crds = list(yaml.safe_load_all(kubectl(real_cluster, "kustomize", str(out / "crds"))))
+    assert {o["kind"] for o in crds} == {"CustomResourceDefinition"}
+
+    kubectl(real_cluster, "apply", "--server-side", "-k", str(out / "crds"))
+    kubectl(real_cluster, "wait", "--for=condition=Established", "crd", "--all", "--timeout=30s")
+    applied = kubectl(real_cluster, "apply", "--server-side", "-k", str(out)).splitlines()
+    assert len(applied) == len(objects)
+    assert all(line.endswith("serverside-applied") for line in applied), applied
+
+    client = connect(real_cluster)
+    try:
+        result = Syncer(client, "gitops-sched", SYSTEM, "rendered", poll=0.05).sync(objects, "r1")
+        assert result.errors == []
+        assert len(result.updated) + len(result.created) == len(objects)
+    finally:
+        client.close()

@@ -86,7 +86,8 @@ class Reconciler:
             prune_namespaces=settings.prune_namespaces,
         )
         identity = settings.identity or default_identity()
-        self.reporter = Reporter(client, settings.namespace, identity, settings.dry_run)
+        inventory = self.syncer.inventory_store.ref
+        self.reporter = Reporter(client, inventory, identity, settings.dry_run)
         self._compiled: tuple[str, list[dict[str, Any]] | tuple[str, ...]] | None = None
         if elector is not None:
             elector.guard_writes(client)

@@ -12,6 +12,8 @@ from gitops_sched.cluster.config import load_configuration
 from gitops_sched.cluster.errors import ApiFailure
 from gitops_sched.cluster.leader import LeaderElector, default_identity
 from gitops_sched.cluster.serving import Health, serve
+from gitops_sched.reconciler.diff import FIELD_MANAGER
+from gitops_sched.reconciler.inventory import InventoryStore
 from gitops_sched.reconciler.loop import Reconciler, Settings
 from gitops_sched.reconciler.metrics import Metrics
 
@@ -65,8 +67,11 @@ def run_reconciler(
         host, _, port = listen.rpartition(":")
         serve(metrics.registry, health, host or "0.0.0.0", int(port))
     if elector is not None:
-        try:  # the Lease lives there: a candidate on a new cluster would wait for ever
-            reconciler.syncer.inventory_store.ensure_namespace()
+        # the Lease lives there: a candidate on a new cluster would wait for ever. Made
+        # through the elector's client: the reconciler's own writes wait for the Lease
+        store = InventoryStore(elector.client, namespace, name, FIELD_MANAGER)
+        try:
+            store.ensure_namespace()
         except ApiFailure as exc:
             log.warning("could not make sure namespace %s exists: %s", namespace, exc)
         elector.start()

@@ -5,6 +5,12 @@ errors that changed), so a sync with nothing to do makes no request at all.
 Status (`kubectl get clusters` shows the synced commit): syncedCommit, lastAttemptedCommit,
 lastSyncTime, objects, applied, replaced, pruned, drift, replacing, errors, and a `Synced`
 condition (False while a replacement waits for its old object to go: reason Replacing).
+
+Events are about this reconciler's inventory ConfigMap, in its own namespace
+(`kubectl -n gitops-sched get events`, or `describe configmap gitops-sched-inventory-<name>`).
+Not about the Cluster object: the API server refuses (422) an Event in a namespace about a
+cluster-scoped object, which client-go's recorder writes in `default` instead, where the
+reconciler has no right to write.
 """
 
 from __future__ import annotations
@@ -39,9 +45,11 @@ def cluster_ref(rendered_or_live: list[dict[str, Any]] | dict[ObjectRef, Any]) -
 
 
 class Reporter:
-    def __init__(self, client: ClusterClient, namespace: str, identity: str, dry_run: bool = False):
+    def __init__(
+        self, client: ClusterClient, inventory: ObjectRef, identity: str, dry_run: bool = False
+    ):
         self.client = client
-        self.namespace = namespace
+        self.inventory = inventory  # what the Events are about (in the reconciler's namespace)
         self.identity = identity
         self.dry_run = dry_run
 
@@ -75,14 +83,13 @@ class Reporter:
         }
         self._write_status(cluster, status)
         self._event(
-            cluster,
             "Warning" if result.errors else "Normal",
             {"ApplyFailed": "SyncFailed"}.get(reason, reason),
             _summary(result),
         )
         if result.drift:
             text = "; ".join(result.drift[:MAX_LISTED])
-            self._event(cluster, "Warning", "DriftRepaired", f"{len(result.drift)} drifted: {text}")
+            self._event("Warning", "DriftRepaired", f"{len(result.drift)} drifted: {text}")
 
     def invalid(
         self, revision: str, errors: list[str], live_cluster: dict[str, Any] | None
@@ -104,7 +111,7 @@ class Reporter:
         }
         if ref is not None:
             self._write_status(ref, status)
-        self._event(ref, "Warning", "InvalidConfig", message + ": " + "; ".join(errors[:5]))
+        self._event("Warning", "InvalidConfig", message + ": " + "; ".join(errors[:5]))
 
     def _write_status(self, cluster: ObjectRef | None, status: dict[str, Any]) -> None:
         if cluster is None:
@@ -119,19 +126,21 @@ class Reporter:
         with contextlib.suppress(ApiFailure):
             self.client.apply(body, FIELD_MANAGER, force=True, subresource="status")
 
-    def _event(self, about: ObjectRef | None, kind: str, reason: str, message: str) -> None:
-        involved = (
-            {"apiVersion": about.api_version, "kind": about.kind, "name": about.name}
-            if about
-            else {"apiVersion": "v1", "kind": "Namespace", "name": self.namespace}
-        )
+    def _event(self, kind: str, reason: str, message: str) -> None:
+        about = self.inventory
+        involved = {
+            "apiVersion": about.api_version,
+            "kind": about.kind,
+            "namespace": about.namespace,
+            "name": about.name,
+        }
         stamp = _now()
         event = {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {
                 "name": f"gitops-sched.{uuid.uuid4().hex[:16]}",
-                "namespace": self.namespace,
+                "namespace": about.namespace,
             },
             "involvedObject": involved,
             "reason": reason,

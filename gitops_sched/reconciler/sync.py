@@ -11,7 +11,8 @@
    in the foreground, wait until the old object and its pods are gone, create it again; one
    still terminating after `replace_timeout` is created by a later sync;
 6. prune, custom resources and namespaced objects first, namespaces (when empty of objects
-   we do not manage) and CRDs last; never the reconciler's own namespace;
+   we do not manage) and CRDs last; never the reconciler's own namespace; an object already
+   being deleted (a namespace kube-controller-manager is emptying) is left to go;
 7. write the inventory when it changed.
 
 Objects carrying another reconciler's owner label are never touched, whatever their other
@@ -386,6 +387,10 @@ class Syncer:
             obj = live.get(ref)
             if obj is None:
                 continue  # gone already, or no longer labelled ours: not ours to delete
+            if terminating(obj):
+                # being deleted already (a namespace being emptied, an object waiting for
+                # its finalizers): deleting it again would be a write every sync until it goes
+                continue
             annotations = obj["metadata"].get("annotations") or {}
             if any(annotations.get(key) == value for key, value in NO_PRUNE.items()):
                 result.orphaned.append(str(ref))  # its data outlives the repo's mention
