@@ -18,8 +18,6 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -114,18 +112,20 @@ class DevicePlugin:
         pods = self.client.list("v1", "Pod") or []
         live = {p["metadata"]["uid"]: p for p in pods if holds_devices(p)}
         changed = False
+        has: dict[str, int] | None = None
         for uid in [u for u in self.given if u not in live]:
             del self.given[uid]
             changed |= self._stop(uid)
         for uid, pod in sorted(live.items(), key=lambda item: _created(item[1])):
             if uid in self.given or pod["status"].get("phase") != "Running":
                 continue
-            self.given[uid] = self._allocate(pod, live)
+            has = has if has is not None else self._node_gpus()
+            self.given[uid] = self._allocate(pod, live, has)
             changed = True
             self._start(pod)
         return changed
 
-    def _allocate(self, pod: Obj, live: dict[str, Obj]) -> list[str]:
+    def _allocate(self, pod: Obj, live: dict[str, Obj], has: dict[str, int]) -> list[str]:
         node = pod["spec"]["nodeName"]
         taken = {
             u
@@ -133,15 +133,18 @@ class DevicePlugin:
             if live.get(uid, {}).get("spec", {}).get("nodeName") == node
             for u in given
         }
-        count = int(self._node_gpus(node))
+        count = has.get(node, 0)
         free = [fake_gpu_uuid(node, i) for i in range(count) if fake_gpu_uuid(node, i) not in taken]
         return free[: gpus_asked(pod)]
 
-    def _node_gpus(self, node: str) -> int:
-        from gitops_sched.cluster import ObjectRef
-
-        obj = self.client.get(ObjectRef("v1", "Node", "", node)) or {}
-        return int((obj.get("status") or {}).get("allocatable", {}).get(GPU_RESOURCE, 0))
+    def _node_gpus(self) -> dict[str, int]:
+        """Each node's allocatable `nvidia.com/gpu`, from one list."""
+        return {
+            n["metadata"]["name"]: int(
+                (n.get("status") or {}).get("allocatable", {}).get(GPU_RESOURCE, 0)
+            )
+            for n in self.client.list("v1", "Node") or ()
+        }
 
     def _start(self, pod: Obj) -> None:
         """Run the container's command when it is ours (`gitops-sched ...`)."""
@@ -184,20 +187,12 @@ class DevicePlugin:
             if holds_devices(pod):
                 node = pod["spec"]["nodeName"]
                 asked[node] = asked.get(node, 0) + gpus_asked(pod)
+        has = self._node_gpus()
         return sorted(
-            f"{node}: {n} GPUs asked of {self._node_gpus(node)}"
+            f"{node}: {n} GPUs asked of {has.get(node, 0)}"
             for node, n in asked.items()
-            if n > self._node_gpus(node)
+            if n > has.get(node, 0)
         )
-
-
-@contextmanager
-def device_plugin(client: ClusterClient, kubeconfig: Path) -> Iterator[DevicePlugin]:
-    plugin = DevicePlugin(client, kubeconfig)
-    try:
-        yield plugin
-    finally:
-        plugin.close()
 
 
 def _created(pod: Obj) -> tuple[str, str]:
