@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -32,6 +31,7 @@ from tests.control_plane.cluster import ControlPlane, free_port
 from tests.control_plane.fixtures import connect
 from tests.control_plane.install import kubectl
 from tests.control_plane.nodes import gpu_node
+from tests.control_plane.waiting import wait as wait_for
 from tests.reconciler_harness import API, HOLD, SYSTEM, Harness, commit, config
 
 CLI = str(Path(sys.executable).with_name("gitops-sched"))
@@ -55,16 +55,6 @@ def harness(real_cluster: ControlPlane, tmp_path: Path) -> Iterator[Callable[...
     yield make
     for h in made:
         h.close()
-
-
-def wait_for(what: str, done: Callable[[], Any], seconds: float = 15) -> Any:
-    """Poll `done` until it returns something true; its value."""
-    deadline = time.monotonic() + seconds
-    while not (value := done()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not after {seconds}s")
-        time.sleep(0.05)
-    return value
 
 
 def versions(live: dict[str, dict[str, Any]], but: str = "Cluster/") -> dict[str, str]:
@@ -651,7 +641,7 @@ def test_the_reconcile_process_on_a_bare_cluster_takes_the_lease_syncs_and_serve
             status = (h.get(API, "Cluster", "lab") or {}).get("status") or {}
             return status.get("syncedCommit") == revision
 
-        wait_for("the commit synced", synced, 20)
+        wait_for("the commit synced", synced, 90)
         assert get("/healthz")[0] == 200
         assert get("/readyz")[0] == 200
         metrics = get("/metrics")[1]

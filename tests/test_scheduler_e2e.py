@@ -42,6 +42,7 @@ from tests.control_plane.devices import DevicePlugin, PodLog
 from tests.control_plane.fixtures import connect
 from tests.control_plane.install import apply_kustomization
 from tests.control_plane.nodes import repo_nodes
+from tests.control_plane.waiting import wait
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "clusters" / "netapp-dgx"
 WORKLOAD_KINDS = ("Job", "Deployment")
@@ -86,12 +87,8 @@ class Cluster:
             self.client.create(node)
         self.wait("nodes Ready", lambda: all(ready(n) for n in self.client.list("v1", "Node")))
 
-    def wait(self, what: str, done: Any, seconds: float = 60) -> None:
-        deadline = time.monotonic() + seconds
-        while not done():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{what}: not after {seconds}s")
-            time.sleep(0.1)
+    def wait(self, what: str, done: Any) -> None:
+        wait(what, done, seconds=60)
 
     def submit_repo_workloads(self, first: int | None = None) -> None:
         """The (`first`) workloads in repo order, each in a later second than the last (the
@@ -135,11 +132,12 @@ class Cluster:
         return True
 
     def quiet(self) -> bool:
-        """Nothing in flight: bound pods started, devices handed out, controllers done."""
+        """Nothing in flight: bound pods started, devices handed out, their commands started,
+        controllers done."""
         self.devices.step()
         pods = self.all_pods()
         started = all(phase(p) != "Pending" for p in pods if p["spec"].get("nodeName"))
-        return started and self.controllers_done()
+        return started and self.devices.started() and self.controllers_done()
 
     def fingerprint(self) -> list[tuple[str, ...]]:
         return sorted(
@@ -163,6 +161,7 @@ class Cluster:
             acted = report.outcome.bound or report.outcome.evicted
             self.wait("the cluster to act on the cycle", self.quiet)
             assert self.devices.overbooked() == []
+            assert self.devices.failures() == []
             if not acted and not report.outcome.waiting and self.fingerprint() == before:
                 return cycles
         raise AssertionError(f"the cluster still changes after {limit} cycles")
@@ -427,9 +426,13 @@ def hand_made_pod(namespace: str, gpus: int) -> Obj:
     }
 
 
-def test_an_idle_notebook_is_stopped_after_its_projects_idle_timeout(cluster: Cluster):
+def test_interactive_work_is_stopped_idle_after_an_hour_and_by_all_after_eight(
+    cluster: Cluster,
+):
     """team-c stops interactive work idle for an hour: the node agent's IDLE_SINCE on the pod
-    is what the scheduler goes by; its Job is suspended, not re-queued."""
+    is what the scheduler goes by; its Job is suspended, not re-queued. team-b and team-c
+    stop any interactive work at its `interactiveTimeLimit` (8h) from the pod's start, busy
+    or not; train work is never stopped by either rule."""
     cluster.submit_repo_workloads()
     cluster.settle()
     (notebook,) = [p for p in cluster.pods() if labels(p)[WORKLOAD_LABEL] == "notebook-2"]
@@ -448,6 +451,20 @@ def test_an_idle_notebook_is_stopped_after_its_projects_idle_timeout(cluster: Cl
     assert "notebook-2" not in cluster.placements()
     assert "notebook-2" not in cluster.evicted_workloads()  # stopped through its Job
     assert "notebook-4" in cluster.placements()  # its busy neighbour stays
+
+    trains = {w for w in cluster.placements() if "train" in w}
+    cluster.offset += 8 * 3600
+    cluster.settle()
+    placed = cluster.placements()
+    interactive = [w for w in cluster.repo.workloads if w.type == "interactive"]
+    assert len(interactive) == 5
+    for workload in interactive:
+        namespace = cluster.repo.project_namespace(workload.project)
+        job = cluster.client.get(ObjectRef("batch/v1", "Job", namespace, workload.name))
+        assert job is not None and job["spec"]["suspend"] is True, workload.name
+        assert workload.name not in placed
+    assert cluster.evicted_workloads() == []  # stopped through their Jobs, never evicted
+    assert trains and trains <= set(placed)
 
 
 def test_a_changed_policy_is_read_again_and_an_unchanged_one_is_not(cluster: Cluster):

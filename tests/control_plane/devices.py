@@ -6,7 +6,9 @@ not, and only that:
 - `DevicePlugin` gives each running pod that asks for `nvidia.com/gpu` free GPUs of its
   node (by UUID, as the fake NVML backend names them) and runs a container command of
   ours (the reservation pod's `gitops-sched reserve`) with the pod's environment and
-  `NVIDIA_VISIBLE_DEVICES`, stopping it when the pod goes. `overbooked()` lists the nodes
+  `NVIDIA_VISIBLE_DEVICES`, stopping it when the pod goes (`started()`: each such command
+  has said its first line or exited, as a startup probe would tell; `failures()`: those that
+  exited non-zero, with what they said). `overbooked()` lists the nodes
   whose running pods hold more GPUs than the node has: where a kubelet would have refused
   a pod (the double booking a scheduler must never make).
 """
@@ -96,6 +98,40 @@ def _evicted(pod: Obj) -> bool:
     )
 
 
+class Container:
+    """A started container command, its output read by a thread as the runtime logs it."""
+
+    def __init__(self, command: list[str], env: dict[str, str]):
+        self.process = subprocess.Popen(
+            command,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self.spoke = threading.Event()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip())
+            self.spoke.set()
+
+    def started(self) -> bool:
+        return self.spoke.is_set() or self.process.poll() is not None
+
+    def failure(self) -> str | None:
+        code = self.process.poll()
+        return None if code in (None, 0) else f"exit {code}: {' | '.join(self.lines)}"
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+
 class DevicePlugin:
     """Call `step()` to hand out devices and start or stop our containers; `close()` at the
     end. `kubeconfig` is what a started command uses to reach the API server (in a pod it
@@ -105,7 +141,7 @@ class DevicePlugin:
         self.client = client
         self.kubeconfig = kubeconfig
         self.given: dict[str, list[str]] = {}  # pod uid -> GPU UUIDs
-        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.processes: dict[str, Container] = {}
 
     def step(self) -> bool:
         """One pass over the pods; whether anything was started or stopped."""
@@ -159,21 +195,24 @@ class DevicePlugin:
             VISIBLE_DEVICES_ENV: ",".join(self.given[pod["metadata"]["uid"]]),
             **_container_env(pod, container),
         }
-        self.processes[pod["metadata"]["uid"]] = subprocess.Popen(
-            [executable or "gitops-sched", *command[1:]],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        self.processes[pod["metadata"]["uid"]] = Container(
+            [executable or "gitops-sched", *command[1:]], env
         )
 
     def _stop(self, uid: str) -> bool:
-        process = self.processes.pop(uid, None)
-        if process is None:
+        container = self.processes.pop(uid, None)
+        if container is None:
             return False
-        process.terminate()
-        process.wait(10)
+        container.stop()
         return True
+
+    def started(self) -> bool:
+        """Every command it ran has started (said its first line) or exited."""
+        return all(c.started() for c in self.processes.values())
+
+    def failures(self) -> list[str]:
+        """The commands that exited non-zero, with what they said."""
+        return sorted(f for c in self.processes.values() if (f := c.failure()))
 
     def close(self) -> None:
         for uid in list(self.processes):

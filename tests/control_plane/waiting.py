@@ -10,7 +10,7 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def wait(what: str, done: Callable[[], T], seconds: float = 30.0, every: float = 0.05) -> T:
+def wait(what: str, done: Callable[[], T], seconds: float = 60.0, every: float = 0.05) -> T:
     """`done()`'s first true value, polled every `every` seconds; AssertionError naming
     `what` when it is still false after `seconds`."""
     deadline = time.monotonic() + seconds
