@@ -118,6 +118,14 @@ def test_not_a_pull_request_event_fails_with_a_message(
     assert "not a pull_request event" in capsys.readouterr().err
 
 
+def test_an_empty_plan_is_not_posted(github: type[FakeGitHub], tmp_path: Path, capsys) -> None:
+    empty = tmp_path / "plan.md"
+    empty.write_text("\n")
+    assert comment_main([str(empty)]) == 1
+    assert github.calls == []
+    assert f"{empty} is empty (did plan fail?): nothing posted" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("schema", "files"),
     [

@@ -88,7 +88,8 @@ def _rules(folder: GitFolder, blob: str | None, excludes: Iterable[str]) -> Igno
 
 def _listed(folder: GitFolder, commit: str, excludes: Iterable[str]) -> list[tuple[str, str]]:
     """(path below the folder, blob id) of the YAML files a folder load would read."""
-    listing = _git(folder.top, "ls-tree", "-r", "-z", "--full-tree", commit, "--", folder.prefix)
+    below = [folder.prefix] if folder.prefix else []  # the repo's root: no pathspec at all
+    listing = _git(folder.top, "ls-tree", "-r", "-z", "--full-tree", commit, "--", *below)
     if listing.returncode != 0:
         raise GitError(f"git ls-tree {commit}: {listing.stderr.decode().strip()}")
     files, ignore_file = [], None
