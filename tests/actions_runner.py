@@ -59,10 +59,6 @@ class ActionRun:
         (found,) = [s for s in self.steps if s.name == name]
         return found
 
-    @property
-    def succeeded(self) -> bool:
-        return all(s.outcome != "failure" for s in self.steps)
-
 
 # --- expressions ---------------------------------------------------------------------------
 
