@@ -127,7 +127,16 @@ def render(path: Path, output: str, excludes: tuple[str, ...]) -> None:
     """Compile a config repo to Kubernetes YAML."""
     from gitops_sched.compiler import render_repo
     from gitops_sched.compiler.output import write_directory, write_stream
+    from gitops_sched.config.ignore import IGNORE_FILE
+    from gitops_sched.config.loader import loaded_folder
 
+    inside = None if output == "-" else loaded_folder(path, Path(output))
+    if inside is not None:  # rendered objects share our apiVersion: they would load as config
+        ignore = "" if inside == "." else f", or add `/{inside}/` to {path / IGNORE_FILE}"
+        raise click.UsageError(
+            f"the output folder {output} is inside the config folder {path}: validate, plan "
+            f"and render would read the rendered files as config; render elsewhere{ignore}"
+        )
     repo = load_or_exit(path, excludes)
     objects = render_repo(repo)
     if output == "-":

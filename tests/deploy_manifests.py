@@ -8,9 +8,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import click
 import kubernetes_validate
 import pytest
 import yaml
+
+from gitops_sched.cli import main as cli
 
 ROOT = Path(__file__).resolve().parent.parent
 KUBERNETES_VERSION = "1.32"
@@ -58,3 +61,10 @@ def assert_nothing_broad(objects: list[dict]) -> None:
             assert "*" not in rule.get(field, []), rule
         assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), rule
         assert "secrets" not in rule["resources"], rule
+
+
+def parse_cli(args: list[str]) -> click.Context:
+    """The context the CLI would run `args` with (a usage error raises)."""
+    command = cli.get_command(click.Context(cli), args[0])
+    assert command is not None, args[0]
+    return command.make_context(args[0], list(args[1:]))

@@ -139,27 +139,32 @@ CHANGES = {
 }
 
 
+def init_repo(repo: Path, folder: str = "cfg") -> Path:
+    """A Git repo at `repo` whose `main` holds the base config in `folder` ("": the root)."""
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    write(repo / folder, base_config())
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    return repo
+
+
 @pytest.fixture
 def config_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A Git repo whose `main` holds the base config in `cfg/`; the cwd is the repo."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    write(repo / "cfg", base_config())
-    git(repo, "add", "cfg")
-    git(repo, "commit", "-q", "-m", "base")
+    repo = init_repo(tmp_path / "repo")
     monkeypatch.chdir(repo)
     return repo
 
 
-def change(repo: Path, name: str, commit: bool = False) -> None:
+def change(repo: Path, name: str, commit: bool = False, folder: str = "cfg") -> None:
     files = base_config()
     CHANGES[name](files)
-    for path in (repo / "cfg").rglob("*.yaml"):
+    for path in (repo / folder).rglob("*.yaml"):
         path.unlink()
-    write(repo / "cfg", files)
+    write(repo / folder, files)
     if commit:
-        git(repo, "add", "-A", "cfg")
+        git(repo, "add", "-A")
         git(repo, "commit", "-q", "-m", name)
 
 
@@ -497,6 +502,41 @@ def _greedy(repo: Any, project: str) -> Any:
 
     data = doc("Workload", f"{project}-all", project=project, type="train", gpu=8, replicas=2)
     return build_workload(Document("greedy.yaml", 0, data, {(): (1, 1)}))
+
+
+# --- where the config folder is and how it is named ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("folder", "cwd", "given"),
+    [
+        pytest.param("", "", ".", id="root-dot"),  # the usual config repo: the config is the repo
+        pytest.param("", "", "./", id="root-dot-slash"),
+        pytest.param("", "", "<absolute>", id="root-absolute"),
+        pytest.param("cfg", "", "cfg", id="subfolder"),
+        pytest.param("cfg", "", "./cfg/", id="subfolder-dot-slash"),
+        pytest.param("cfg", "", "<absolute>", id="subfolder-absolute"),
+        pytest.param("cfg", "cfg", ".", id="inside-the-subfolder"),
+    ],
+)
+@pytest.mark.parametrize("head", [None, "HEAD"])
+def test_the_config_may_be_the_repo_root_or_a_subfolder_named_any_way(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    folder: str,
+    cwd: str,
+    given: str,
+    head: str | None,
+) -> None:
+    repo = init_repo(tmp_path / "repo", folder)
+    git(repo, "checkout", "-q", "-b", "pull-request")
+    change(repo, "raise-quota", commit=head is not None, folder=folder)
+    monkeypatch.chdir(repo / cwd)
+    path = str(repo / folder) if given == "<absolute>" else given
+    code, data = plan_json(path, *(["--head", head] if head else []), "--base", "main")
+    assert code == 0, data
+    assert data["base"]["valid"] and data["head"]["valid"] and data["compared"]
+    assert quotas(data)["Project/team-b"]["quotaGpu"] == pair(2, 4)
 
 
 # --- bad input -------------------------------------------------------------------------------

@@ -6,78 +6,29 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from gitops_sched.plan.comment import main as comment_main
 from gitops_sched.plan.markdown import MARKER
+from tests.fake_github import TOKEN, FakeGitHub, fake_github
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-class FakeGitHub(BaseHTTPRequestHandler):
-    comments: list[dict] = []
-    calls: list[tuple[str, str, dict | None]] = []
-
-    def _reply(self, status: int, body: object) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _body(self) -> dict | None:
-        length = int(self.headers.get("Content-Length") or 0)
-        return json.loads(self.rfile.read(length)) if length else None
-
-    def do_GET(self) -> None:
-        self.calls.append(("GET", self.path, None))
-        assert self.headers["Authorization"] == "Bearer secret"
-        query = parse_qs(urlsplit(self.path).query)
-        page = int(query.get("page", ["1"])[0])
-        self._reply(200, self.comments[(page - 1) * 100 : page * 100])
-
-    def do_PATCH(self) -> None:
-        body = self._body()
-        self.calls.append(("PATCH", self.path, body))
-        comment_id = int(self.path.rsplit("/", 1)[1])
-        for comment in self.comments:
-            if comment["id"] == comment_id:
-                comment["body"] = body["body"]
-        self._reply(200, {"id": comment_id})
-
-    def do_POST(self) -> None:
-        body = self._body()
-        self.calls.append(("POST", self.path, body))
-        new = {"id": 1000 + len(self.comments), "body": body["body"]}
-        self.comments.append(new)
-        self._reply(201, new)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def github(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[type[FakeGitHub]]:
-    FakeGitHub.comments = [{"id": i, "body": f"looks good {i}"} for i in range(1, 151)]
-    FakeGitHub.calls = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeGitHub)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    event = tmp_path / "event.json"
-    event.write_text(json.dumps({"action": "synchronize", "pull_request": {"number": 42}}))
-    monkeypatch.setenv("GITHUB_EVENT_PATH", str(event))
-    monkeypatch.setenv("GITHUB_REPOSITORY", "org/cluster-config")
-    monkeypatch.setenv("GITHUB_TOKEN", "secret")
-    monkeypatch.setenv("GITHUB_API_URL", f"http://127.0.0.1:{server.server_port}")
-    yield FakeGitHub
-    server.shutdown()
+    comments = [{"id": i, "body": f"looks good {i}"} for i in range(1, 151)]
+    with fake_github(comments) as (url, server):
+        event = tmp_path / "event.json"
+        event.write_text(json.dumps({"action": "synchronize", "pull_request": {"number": 42}}))
+        monkeypatch.setenv("GITHUB_EVENT_PATH", str(event))
+        monkeypatch.setenv("GITHUB_REPOSITORY", "org/cluster-config")
+        monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+        monkeypatch.setenv("GITHUB_API_URL", url)
+        yield server
 
 
 def plan_file(tmp_path: Path, text: str) -> str:
@@ -118,6 +69,14 @@ def test_not_a_pull_request_event_fails_with_a_message(
     assert "not a pull_request event" in capsys.readouterr().err
 
 
+def test_an_empty_plan_is_not_posted(github: type[FakeGitHub], tmp_path: Path, capsys) -> None:
+    empty = tmp_path / "plan.md"
+    empty.write_text("\n")
+    assert comment_main([str(empty)]) == 1
+    assert github.calls == []
+    assert f"{empty} is empty (did plan fail?): nothing posted" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("schema", "files"),
     [
@@ -137,14 +96,24 @@ def test_workflow_and_action_validate_against_githubs_schemas(
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_the_reusable_workflow_is_called_and_may_comment() -> None:
+def test_the_reusable_workflow_runs_the_action_of_the_gitops_sched_ref_it_is_given() -> None:
     import yaml
 
     workflow = yaml.safe_load((ROOT / ".github/workflows/config-repo.yml").read_text())
-    assert "workflow_call" in workflow[True]  # `on:` reads as True in YAML 1.1
+    action = yaml.safe_load((ROOT / "action.yml").read_text())
+    inputs = workflow[True]["workflow_call"]["inputs"]  # `on:` reads as True in YAML 1.1
     job = workflow["jobs"]["gitops-sched"]
     assert job["permissions"] == {"contents": "read", "pull-requests": "write"}
-    runs = " ".join(step.get("run", "") for step in job["steps"])
-    assert "validate" in runs and "--format github" in runs and "plan" in runs
-    assert "gitops_sched.plan.comment" in runs
-    assert 'gitops-sched test "$CONFIG_PATH" --junit' in runs
+    config, tool, run = job["steps"][:3]
+    assert config["uses"].startswith("actions/checkout@") and config["with"] == {"fetch-depth": 0}
+    assert tool["uses"].startswith("actions/checkout@")
+    assert tool["with"] == {
+        "repository": "${{ inputs.gitops-sched-repository }}",
+        "ref": "${{ inputs.gitops-sched-ref }}",
+        "path": ".gitops-sched",  # hidden: a config at the repo's root does not load it
+    }
+    assert inputs["gitops-sched-repository"]["required"] and inputs["gitops-sched-ref"]["required"]
+    assert run["uses"] == "./.gitops-sched"
+    assert set(run["with"]) <= set(action["inputs"])
+    assert run["with"]["path"] == "${{ inputs.path }}"
+    assert inputs["python-version"]["default"] == action["inputs"]["python-version"]["default"]

@@ -593,6 +593,34 @@ def test_render_refuses_to_replace_what_it_did_not_write(tmp_path: Path) -> None
     assert a_file.read_text() == "x: 1\n"
 
 
+def test_render_writes_into_the_config_folder_only_where_the_load_leaves_it_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "repo.yaml").write_text(yaml.safe_dump_all(BASE, sort_keys=False))
+    monkeypatch.chdir(tmp_path)
+    for output, extra in [("rendered", ()), ("./out/rendered", ("--exclude", "out/"))]:
+        result = CliRunner().invoke(main, ["render", ".", "-o", output, *extra])
+        assert result.exit_code == 2, result.output
+        inside = output.removeprefix("./")
+        assert (
+            f"Error: the output folder {output} is inside the config folder .: validate, plan "
+            "and render would read the rendered files as config; render elsewhere, or add "
+            f"`/{inside}/` to .gitops-schedignore\n"
+        ) in result.stderr
+    result = CliRunner().invoke(main, ["render", str(tmp_path), "-o", str(tmp_path)])
+    assert result.exit_code == 2 and result.stderr.endswith("; render elsewhere\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["repo.yaml"]  # nothing written
+    # left out by the ignore file, or hidden: the render is written and never loads
+    valid = CliRunner().invoke(main, ["validate", "."]).output
+    (tmp_path / ".gitops-schedignore").write_text("/rendered/\nout/\n")
+    for output in ("rendered", "out/rendered", ".rendered"):
+        result = CliRunner().invoke(main, ["render", ".", "-o", output])
+        assert result.exit_code == 0, result.output
+        assert (tmp_path / output / "kustomization.yaml").is_file()
+        after = CliRunner().invoke(main, ["validate", "."])
+        assert (after.exit_code, after.output) == (0, valid)
+
+
 def test_stream_parses_back_to_the_same_objects(tmp_path: Path) -> None:
     objects = render(tmp_path, workload("api", type="inference", gpu=1, args=["--lr", "3e-4"]))
     result = CliRunner().invoke(main, ["render", str(tmp_path), "-o", "-"])

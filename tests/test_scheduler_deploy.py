@@ -8,9 +8,6 @@ from __future__ import annotations
 import json
 import re
 
-import click
-
-from gitops_sched.cli import main as cli
 from gitops_sched.scheduler.loop import DEFAULT_NAMESPACE
 from gitops_sched.scheduler.main import LEASE_NAME
 from gitops_sched.scheduler.metrics import SchedulerMetrics
@@ -23,6 +20,7 @@ from tests.deploy_manifests import (
     manifests,
     needs_kubectl,
     one,
+    parse_cli,
     validate,
 )
 
@@ -51,13 +49,6 @@ def core(resource: str, *verbs: str) -> set[tuple[str, str, str, str]]:
 def container(workload: dict) -> dict:
     (only,) = workload["spec"]["template"]["spec"]["containers"]
     return only
-
-
-def parse_cli(args: list[str]) -> click.Context:
-    """The context the CLI would run `args` with (a usage error raises)."""
-    command = cli.get_command(click.Context(cli), args[0])
-    assert command is not None, args[0]
-    return command.make_context(args[0], list(args[1:]))
 
 
 def env(workload: dict) -> dict[str, dict]:

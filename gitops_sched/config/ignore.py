@@ -30,5 +30,11 @@ class IgnoreRules:
         """Whether the file (or folder) at `relative`, below the repo root, is left out."""
         return self.spec.match_file(f"{relative}/" if folder else relative)
 
+    def leaves_out(self, relative: str, folder: bool = False) -> bool:
+        """As a folder walk decides: the path, or any folder above it, left out."""
+        parts = relative.split("/")
+        above = ("/".join(parts[: i + 1]) for i in range(len(parts) - 1))
+        return any(self.ignores(f, folder=True) for f in above) or self.ignores(relative, folder)
+
 
 NO_RULES = IgnoreRules.of()

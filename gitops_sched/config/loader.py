@@ -709,6 +709,23 @@ def folder_rules(root: Path, excludes: Iterable[str] = ()) -> IgnoreRules | Unre
         return Unreadable(f"bad pattern: {exc}", codes.BAD_IGNORE_FILE)
 
 
+def loaded_folder(root: Path, folder: Path) -> str | None:
+    """`folder` relative to the config folder `root` ("." for `root` itself) when a load of
+    `root` reads the files written in it, else None: a folder outside `root`, hidden, or left
+    out by the repo's own `.gitops-schedignore` (an `--exclude` lasts one command: it does
+    not count)."""
+    try:
+        relative = folder.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return None
+    if any(part.startswith(".") for part in relative.split("/") if part != "."):
+        return None
+    rules = folder_rules(root)
+    if relative != "." and isinstance(rules, IgnoreRules) and rules.leaves_out(relative, True):
+        return None
+    return relative
+
+
 def _unreadable_folders(failed: list[OSError]) -> Iterator[tuple[str, Unreadable]]:
     """The folders os.walk could not list (its `onerror`), each once; the list is emptied."""
     for exc in failed:

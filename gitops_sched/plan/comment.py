@@ -110,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         github = GitHub(api, env["GITHUB_REPOSITORY"], env["GITHUB_TOKEN"])
         number = pull_request_number(env["GITHUB_EVENT_PATH"])
         markdown = Path(args[0]).read_text(encoding="utf-8")
+        if not markdown.strip():  # plan failed before writing: a bare marker tells nobody why
+            raise CommentError(f"{args[0]} is empty (did plan fail?): nothing posted")
         action, comment = upsert(github, number, markdown)
     except (CommentError, OSError, json.JSONDecodeError) as exc:
         print(f"gitops-sched plan comment: {exc}", file=sys.stderr)

@@ -88,7 +88,8 @@ def _rules(folder: GitFolder, blob: str | None, excludes: Iterable[str]) -> Igno
 
 def _listed(folder: GitFolder, commit: str, excludes: Iterable[str]) -> list[tuple[str, str]]:
     """(path below the folder, blob id) of the YAML files a folder load would read."""
-    listing = _git(folder.top, "ls-tree", "-r", "-z", "--full-tree", commit, "--", folder.prefix)
+    below = [folder.prefix] if folder.prefix else []  # the repo's root: no pathspec at all
+    listing = _git(folder.top, "ls-tree", "-r", "-z", "--full-tree", commit, "--", *below)
     if listing.returncode != 0:
         raise GitError(f"git ls-tree {commit}: {listing.stderr.decode().strip()}")
     files, ignore_file = [], None
@@ -106,15 +107,8 @@ def _listed(folder: GitFolder, commit: str, excludes: Iterable[str]) -> list[tup
         if relative.endswith(YAML_SUFFIXES):
             files.append((relative, blob))
     rules = _rules(folder, ignore_file, excludes)
-    kept = [(relative, blob) for relative, blob in files if not _ignored(rules, relative)]
+    kept = [(relative, blob) for relative, blob in files if not rules.leaves_out(relative)]
     return sorted(kept, key=lambda item: _walk_order(item[0]))
-
-
-def _ignored(rules: IgnoreRules, relative: str) -> bool:
-    """As a folder walk decides: a file, or any folder above it, left out."""
-    parts = relative.split("/")
-    folders = ("/".join(parts[: i + 1]) for i in range(len(parts) - 1))
-    return any(rules.ignores(f, folder=True) for f in folders) or rules.ignores(relative)
 
 
 def ref_files(
