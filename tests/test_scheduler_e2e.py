@@ -463,7 +463,8 @@ def test_interactive_work_is_stopped_idle_after_an_hour_and_by_all_after_eight(
         job = cluster.client.get(ObjectRef("batch/v1", "Job", namespace, workload.name))
         assert job is not None and job["spec"]["suspend"] is True, workload.name
         assert workload.name not in placed
-    assert cluster.evicted_workloads() == []  # stopped through their Jobs, never evicted
+    # stopped through their Jobs, never evicted; train work runs on (it may have been moved)
+    assert not {w.name for w in interactive} & set(cluster.evicted_workloads())
     assert trains and trains <= set(placed)
 
 
