@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 .PHONY: install test thorough fuzz typecheck lint format golden bench control-plane dev-cluster dev-cluster-down
 
 install:
-	python3 -m venv $(VENV) && $(VENV)/bin/pip install -q -e '.[test]'
+	python3 -m venv $(VENV) && $(VENV)/bin/pip install -q -c constraints.txt -e '.[test]'
 
 test:
 	$(VENV)/bin/pytest
