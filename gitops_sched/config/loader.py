@@ -25,6 +25,7 @@ from gitops_sched.config import codes
 from gitops_sched.config.codes import Code
 from gitops_sched.config.diagnostics import Diagnostics, Location
 from gitops_sched.config.ignore import IGNORE_FILE, IgnoreRules
+from gitops_sched.config.yaml_hints import syntax_hint
 
 try:
     _Loader: type = yaml.CSafeLoader
@@ -567,6 +568,8 @@ def load_text(text: str, file: str, diagnostics: Diagnostics) -> list[Document]:
             diagnostics.error(_mark_location(file, mark), message, code=codes.TOO_DEEP)
         else:
             message = f"YAML syntax error: {_yaml_problem(exc)}"
+            if mark is not None and (hint := syntax_hint(text, mark.line, exc.problem)):
+                message += f"; {hint}"
             diagnostics.error(_mark_location(file, mark), message, code=codes.YAML_SYNTAX)
     except yaml.YAMLError as exc:
         diagnostics.error(Location(file), f"YAML error: {exc}", code=codes.YAML_SYNTAX)
