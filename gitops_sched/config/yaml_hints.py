@@ -54,8 +54,9 @@ def syntax_hint(text: str, line: int, problem: str | None) -> str | None:
         return None
     inner, outer = deeper[-1], shallower[0]
     parent = f" (under {shallower[1].label})" if len(shallower) > 1 else ""
+    spaces = f"{at.indent} space{'s' * (at.indent != 1)}"
     return (
-        f"line {at.number} is indented {at.indent} spaces, between {outer.label} "
+        f"line {at.number} is indented {spaces}, between {outer.label} "
         f"({outer.indent}) and {inner.label} ({inner.indent}): indent it like {inner.label} "
         f"(under {outer.label}) or like {outer.label}{parent}?"
     )
