@@ -1,0 +1,91 @@
+"""The README's walk-through stays true: the files it shows are `examples/walkthrough/`'s,
+and every command it shows prints what it shows (run in order, in a Git checkout of the
+example, as a reader would from the root of this repository).
+
+`UPDATE_README=1` writes the commands' real output into the README instead of comparing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+EXAMPLE = "examples/walkthrough"
+_FILE_BLOCK = re.compile(r"```yaml\n# file: (\S+)\n(.*?)```\n", re.S)
+# a block whose output holds a fenced block (plan's Mermaid chart) is fenced with more backticks
+_CONSOLE_BLOCK = re.compile(r"^(?P<fence>`{3,})console\n(?P<body>.*?)^(?P=fence)\n", re.S | re.M)
+# `plan` names the base commit: the reader's HEAD is not the test's
+_COMMIT = re.compile(r"(`HEAD` \()[0-9a-f]{12}(\))")
+
+
+def _section(text: str) -> tuple[int, int]:
+    start = text.index("## Walk-through: a config repo from scratch")
+    return start, text.index("\n## ", start + 1)
+
+
+def _checkout(tmp_path: Path) -> dict[str, str]:
+    """The example in a fresh Git repo at `tmp_path`, with `.venv/bin/gitops-sched`."""
+    shutil.copytree(ROOT / EXAMPLE, tmp_path / EXAMPLE)
+    wrapper = tmp_path / ".venv" / "bin" / "gitops-sched"
+    wrapper.parent.mkdir(parents=True)
+    wrapper.write_text(
+        f"#!/bin/sh\nexec {sys.executable} -c "
+        "'import sys; from gitops_sched.cli import main; sys.argv[0] = \"gitops-sched\"; main()'"
+        ' "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env |= {
+        "PYTHONPATH": str(ROOT),
+        "GIT_AUTHOR_NAME": "walk",
+        "GIT_AUTHOR_EMAIL": "walk@example.com",
+        "GIT_COMMITTER_NAME": "walk",
+        "GIT_COMMITTER_EMAIL": "walk@example.com",
+    }
+    for command in (["git", "init", "-q"], ["git", "add", EXAMPLE], ["git", "commit", "-qm", "x"]):
+        subprocess.run(command, cwd=tmp_path, env=env, check=True)
+    return env
+
+
+def _run(block: str, cwd: Path, env: dict[str, str]) -> str:
+    """The block with each `$ command`'s real output (stdout and stderr) below it."""
+    out = []
+    for command in re.findall(r"^\$ (.*)$", block, re.M):
+        result = subprocess.run(
+            ["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True
+        )
+        assert result.returncode == 0, (command, result.stdout, result.stderr)
+        lines = [line.rstrip() for line in (result.stderr + result.stdout).splitlines()]
+        while lines and not lines[-1]:
+            lines.pop()
+        out += [f"$ {command}", *lines]
+    return _COMMIT.sub(r"\g<1>0123456789ab\2", "\n".join(out) + "\n")
+
+
+def test_the_files_shown_are_the_example_s(tmp_path: Path) -> None:
+    text = README.read_text()
+    start, end = _section(text)
+    shown = {path: body for path, body in _FILE_BLOCK.findall(text[start:end])}
+    files = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / EXAMPLE).rglob("*.yaml"))
+    assert sorted(shown) == files  # every file, each once
+    for path, body in shown.items():
+        assert body == (ROOT / path).read_text(), path
+
+
+def test_the_commands_print_what_the_walk_through_shows(tmp_path: Path) -> None:
+    text = README.read_text()
+    start, end = _section(text)
+    env = _checkout(tmp_path)
+    section = _CONSOLE_BLOCK.sub(
+        lambda m: f"{m['fence']}console\n{_run(m['body'], tmp_path, env)}{m['fence']}\n",
+        text[start:end],
+    )
+    if os.environ.get("UPDATE_README"):
+        README.write_text(text[:start] + section + text[end:])
+    assert section == text[start:end]
