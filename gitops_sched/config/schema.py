@@ -31,9 +31,7 @@ from gitops_sched.config.loader import API_VERSION, KINDS, SIMULATION, Document,
 _PLAIN_KEY = re.compile(r"[A-Za-z_][-A-Za-z0-9_]*")
 
 _SHORT = reprlib.Repr()
-_SHORT.maxstring = _SHORT.maxother = 40
-_SHORT.maxlist = _SHORT.maxdict = 4
-_SHORT.maxlevel = 2
+_SHORT.maxstring = _SHORT.maxother = 40  # scalars only: `_show` names lists and mappings
 
 
 @cache
@@ -223,7 +221,8 @@ def _unknown(root: dict, path: Path_, key: str, error: ValidationError) -> str:
         hint = ""
     custom = _custom_message(error)
     shape = f"; {_dotted(path)} {custom}" if custom else ""
-    return f"unknown field '{_dotted((*path, key))}'{hint} (allowed: {', '.join(known)}){shape}"
+    allowed = f"allowed: {', '.join(known)}" if known else "no fields are allowed here"
+    return f"unknown field '{_dotted((*path, key))}'{hint} ({allowed}){shape}"
 
 
 def _resolved(root: dict, schema: Any) -> dict:
