@@ -6,10 +6,13 @@ may define, "no Cluster", and sums over the kinds it may hold are not reported e
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from gitops_sched.cli import main
 
@@ -78,13 +81,6 @@ def _validate(root: Path, files: dict[str, str]) -> tuple[int, list[str]]:
 def _repo(**changed: str) -> dict[str, str]:
     files = {"cluster.yaml": CLUSTER, "nodes.yaml": NODES, "teams.yaml": TEAMS}
     return {**files, "workloads.yaml": WORKLOADS, **changed}
-
-
-def test_the_repo_is_valid_as_written(tmp_path: Path) -> None:
-    code, lines = _validate(tmp_path, _repo())
-    assert code == 0 and lines == [
-        f"{tmp_path.as_posix()}: valid (1 projects, 2 workloads, 16 GPUs)"
-    ]
 
 
 MISTAKES = {
@@ -189,3 +185,42 @@ def test_a_key_indented_a_level_wrong_that_still_parses_gets_the_hint(
     code, lines = _validate(tmp_path, _repo(**{"teams.yaml": teams}))
     assert code == 1
     assert problem in lines
+
+
+# --- the invariant, over the example repos --------------------------------------------------
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+VALID_REPOS = {
+    name: {
+        p.relative_to(EXAMPLES / name).as_posix(): p.read_text()
+        for p in (EXAMPLES / name).rglob("*.yaml")
+    }
+    for name in ("clusters/netapp-dgx", "walkthrough")
+}
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.data())
+def test_a_file_that_does_not_parse_has_every_error_to_itself(
+    tmp_path: Path, data: st.DataObject
+) -> None:
+    # a valid repo with one file broken by a tab before one of its lines: whatever that file
+    # defined, every error is in that file (no unknown references, no missing Cluster, no
+    # sums over what is left)
+    name = data.draw(st.sampled_from(sorted(VALID_REPOS)))
+    files = VALID_REPOS[name]
+    broken = data.draw(st.sampled_from(sorted(files)))
+    lines = files[broken].splitlines(keepends=True)
+    at = data.draw(st.integers(0, len(lines) - 1))
+    root = Path(tempfile.mkdtemp(dir=tmp_path))
+    for path, text in files.items():
+        if path == broken:
+            text = "".join([*lines[:at], "\t" + lines[at], *lines[at + 1 :]])
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    code, found = _validate(root, {})
+    assume(any(" error GS106: " in line for line in found))  # a tab in a comment is fine
+    assert code == 1
+    assert [line for line in found if not line.startswith(f"{broken}:")] == []
