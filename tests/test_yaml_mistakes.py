@@ -224,3 +224,13 @@ def test_a_file_that_does_not_parse_has_every_error_to_itself(
     assume(any(" error GS106: " in line for line in found))  # a tab in a comment is fine
     assert code == 1
     assert [line for line in found if not line.startswith(f"{broken}:")] == []
+
+
+def test_a_key_without_a_space_after_its_colon_gets_the_hint(tmp_path: Path) -> None:
+    teams = TEAMS.replace("  quota:\n    gpu: 8", "  quota: gpu:8")
+    code, lines = _validate(tmp_path, _repo(**{"teams.yaml": teams}))
+    assert code == 1
+    assert lines == [
+        "teams.yaml:15:10: error GS205 Project/vision: spec.quota: 'gpu:8' is not a mapping "
+        "(a space missing after ':'?)"
+    ]

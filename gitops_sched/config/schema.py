@@ -279,11 +279,17 @@ _TYPE_WORDS = {
 }
 
 
+# `quota: gpu:8` is the string "gpu:8": YAML needs a space after a key's colon
+_NO_SPACE_AFTER_COLON = re.compile(r"^[A-Za-z_][-\w.]*:[^\s/]")
+
+
 def _type_message(value: Any, types: str | list[str]) -> str:
-    wanted = " or ".join(
-        _TYPE_WORDS[name] for name in ([types] if isinstance(types, str) else types)
-    )
-    return f"{_show(value)} is not {wanted}"
+    names = [types] if isinstance(types, str) else types
+    wanted = " or ".join(_TYPE_WORDS[name] for name in names)
+    hint = ""
+    if "object" in names and isinstance(value, str) and _NO_SPACE_AFTER_COLON.match(value):
+        hint = " (a space missing after ':'?)"
+    return f"{_show(value)} is not {wanted}{hint}"
 
 
 def _enum_message(value: Any, options: list[Any]) -> str:
