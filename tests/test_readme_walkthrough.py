@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gitops_sched.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -29,39 +34,38 @@ def _section(text: str) -> tuple[int, int]:
     return start, text.index("\n## ", start + 1)
 
 
-def _checkout(tmp_path: Path) -> dict[str, str]:
-    """The example in a fresh Git repo at `tmp_path`, with `.venv/bin/gitops-sched`."""
+CLI = ".venv/bin/gitops-sched "
+
+
+def _checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example in a fresh Git repo at `tmp_path`, the current folder."""
     shutil.copytree(ROOT / EXAMPLE, tmp_path / EXAMPLE)
-    wrapper = tmp_path / ".venv" / "bin" / "gitops-sched"
-    wrapper.parent.mkdir(parents=True)
-    wrapper.write_text(
-        f"#!/bin/sh\nexec {sys.executable} -c "
-        "'import sys; from gitops_sched.cli import main; sys.argv[0] = \"gitops-sched\"; main()'"
-        ' "$@"\n'
-    )
-    wrapper.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    env |= {
-        "PYTHONPATH": str(ROOT),
-        "GIT_AUTHOR_NAME": "walk",
-        "GIT_AUTHOR_EMAIL": "walk@example.com",
-        "GIT_COMMITTER_NAME": "walk",
-        "GIT_COMMITTER_EMAIL": "walk@example.com",
-    }
+    monkeypatch.chdir(tmp_path)
+    for name in ("COLUMNS", "LINES"):  # the width a terminal-less run gets: rich's default
+        monkeypatch.delenv(name, raising=False)
+    for who in ("AUTHOR", "COMMITTER"):
+        monkeypatch.setenv(f"GIT_{who}_NAME", "walk")
+        monkeypatch.setenv(f"GIT_{who}_EMAIL", "walk@example.com")
     for command in (["git", "init", "-q"], ["git", "add", EXAMPLE], ["git", "commit", "-qm", "x"]):
-        subprocess.run(command, cwd=tmp_path, env=env, check=True)
-    return env
+        subprocess.run(command, check=True)
 
 
-def _run(block: str, cwd: Path, env: dict[str, str]) -> str:
-    """The block with each `$ command`'s real output (stdout and stderr) below it."""
+def _output(command: str) -> str:
+    """What a command prints, stdout and stderr; gitops-sched runs in process (faster)."""
+    if command.startswith(CLI):
+        result = CliRunner().invoke(main, shlex.split(command.removeprefix(CLI)))
+        assert result.exit_code == 0, (command, result.output)
+        return result.output
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True)
+    assert done.returncode == 0, (command, done.stdout, done.stderr)
+    return done.stderr + done.stdout
+
+
+def _run(block: str) -> str:
+    """The block with each `$ command`'s real output below it."""
     out = []
     for command in re.findall(r"^\$ (.*)$", block, re.M):
-        result = subprocess.run(
-            ["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True
-        )
-        assert result.returncode == 0, (command, result.stdout, result.stderr)
-        lines = [line.rstrip() for line in (result.stderr + result.stdout).splitlines()]
+        lines = [line.rstrip() for line in _output(command).splitlines()]
         while lines and not lines[-1]:
             lines.pop()
         out += [f"$ {command}", *lines]
@@ -78,13 +82,14 @@ def test_the_files_shown_are_the_example_s(tmp_path: Path) -> None:
         assert body == (ROOT / path).read_text(), path
 
 
-def test_the_commands_print_what_the_walk_through_shows(tmp_path: Path) -> None:
+def test_the_commands_print_what_the_walk_through_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     text = README.read_text()
     start, end = _section(text)
-    env = _checkout(tmp_path)
+    _checkout(tmp_path, monkeypatch)
     section = _CONSOLE_BLOCK.sub(
-        lambda m: f"{m['fence']}console\n{_run(m['body'], tmp_path, env)}{m['fence']}\n",
-        text[start:end],
+        lambda m: f"{m['fence']}console\n{_run(m['body'])}{m['fence']}\n", text[start:end]
     )
     if os.environ.get("UPDATE_README"):
         README.write_text(text[:start] + section + text[end:])
