@@ -46,7 +46,11 @@ def _checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for who in ("AUTHOR", "COMMITTER"):
         monkeypatch.setenv(f"GIT_{who}_NAME", "walk")
         monkeypatch.setenv(f"GIT_{who}_EMAIL", "walk@example.com")
-    for command in (["git", "init", "-q"], ["git", "add", EXAMPLE], ["git", "commit", "-qm", "x"]):
+    for command in (
+        ["git", "init", "-q"],
+        ["git", "add", EXAMPLE],
+        ["git", "-c", "commit.gpgsign=false", "commit", "-qm", "x"],
+    ):
         subprocess.run(command, check=True)
 
 
