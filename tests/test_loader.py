@@ -78,13 +78,13 @@ def test_a_bad_document_does_not_hide_the_next_ones_in_its_file(tmp_path: Path) 
     assert problems == ["c.yaml:2:1: duplicate key 'a' (first at line 1)"]
 
 
+@pytest.mark.usefixtures("each_yaml_parser")  # libyaml: "did not find expected ',' or ']'"
 def test_yaml_syntax_error_points_at_the_problem(tmp_path: Path) -> None:
     documents, problems = load(tmp_path, {"c.yaml": CLUSTER + "spec:\n  admins: [a, b\n"})
     assert documents == []
-    assert problems == [
-        "c.yaml:7:1: YAML syntax error: while parsing a flow sequence, "
-        "did not find expected ',' or ']'"
-    ]
+    [problem] = problems
+    assert problem.startswith("c.yaml:7:1: YAML syntax error: while parsing a flow sequence, ")
+    assert "expected ',' or ']'" in problem
 
 
 def test_non_utf8_bytes_are_reported_at_their_line_and_column(tmp_path: Path) -> None:
