@@ -2,10 +2,15 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install test thorough fuzz typecheck lint format golden bench control-plane dev-cluster dev-cluster-down
+.PHONY: install constraints test thorough fuzz typecheck lint format golden bench control-plane dev-cluster dev-cluster-down
 
 install:
-	python3 -m venv $(VENV) && $(VENV)/bin/pip install -q -e '.[test]'
+	python3 -m venv $(VENV) && $(VENV)/bin/pip install -q -c constraints.txt -e '.[test]'
+
+constraints:  # re-pin every dependency to the newest versions pyproject.toml allows (then: make install, make test)
+	rm -rf .pins && python3 -m venv .pins && .pins/bin/pip install -q '.[test]' \
+		&& (head -5 constraints.txt; .pins/bin/pip freeze --exclude gitops-sched) > .pins/c.txt \
+		&& mv .pins/c.txt constraints.txt && rm -rf .pins
 
 test:
 	$(VENV)/bin/pytest

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+import yaml
 from hypothesis import HealthCheck, settings
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
@@ -26,3 +28,19 @@ def examples(n: int) -> int:
 # the real control plane (kube-apiserver, etcd, kube-controller-manager, kwok) for the
 # in-cluster tests: see tests/control_plane
 from tests.control_plane.fixtures import control_plane, real_client, real_cluster  # noqa: E402, F401
+
+
+@pytest.fixture(params=["libyaml", "pure"])
+def each_yaml_parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test with PyYAML's C parser (libyaml) and with its pure-Python one: which one a
+    machine has depends on the wheel it got, and the loader must answer the same with both.
+    Without libyaml (a PyYAML built without it) the C run is skipped."""
+    from gitops_sched.config import loader
+
+    if request.param == "libyaml":
+        if not yaml.__with_libyaml__:
+            pytest.skip("this PyYAML is built without libyaml")
+        monkeypatch.setattr(loader, "_Loader", yaml.CSafeLoader)
+    else:
+        monkeypatch.setattr(loader, "_Loader", yaml.SafeLoader)
+    return str(request.param)

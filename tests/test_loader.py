@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from config_builders import diagnostic_line
 
 from gitops_sched.config import codes, loader
@@ -77,13 +78,13 @@ def test_a_bad_document_does_not_hide_the_next_ones_in_its_file(tmp_path: Path) 
     assert problems == ["c.yaml:2:1: duplicate key 'a' (first at line 1)"]
 
 
+@pytest.mark.usefixtures("each_yaml_parser")  # libyaml: "did not find expected ',' or ']'"
 def test_yaml_syntax_error_points_at_the_problem(tmp_path: Path) -> None:
     documents, problems = load(tmp_path, {"c.yaml": CLUSTER + "spec:\n  admins: [a, b\n"})
     assert documents == []
-    assert problems == [
-        "c.yaml:7:1: YAML syntax error: while parsing a flow sequence, "
-        "did not find expected ',' or ']'"
-    ]
+    [problem] = problems
+    assert problem.startswith("c.yaml:7:1: YAML syntax error: while parsing a flow sequence, ")
+    assert "expected ',' or ']'" in problem
 
 
 def test_non_utf8_bytes_are_reported_at_their_line_and_column(tmp_path: Path) -> None:
@@ -450,11 +451,13 @@ def _nested(depth: int) -> str:
     return CLUSTER + "spec: " + "[" * levels + "]" * levels + "\n"
 
 
+@pytest.mark.usefixtures("each_yaml_parser")
 def test_nesting_up_to_the_limit_loads(tmp_path: Path) -> None:
     documents, problems = load(tmp_path, {"c.yaml": _nested(loader.MAX_DEPTH)})
     assert [d.name for d in documents] == ["demo"] and problems == []
 
 
+@pytest.mark.usefixtures("each_yaml_parser")
 @pytest.mark.parametrize("depth", [loader.MAX_DEPTH + 1, 3_000, 100_000])
 def test_nesting_past_the_limit_is_reported_at_the_first_level_too_deep(
     tmp_path: Path, depth: int
@@ -467,6 +470,7 @@ def test_nesting_past_the_limit_is_reported_at_the_first_level_too_deep(
     assert problems == [f"c.yaml:10:{col}: mappings and sequences nested more than 64 deep"]
 
 
+@pytest.mark.usefixtures("each_yaml_parser")
 def test_deep_block_nesting_is_bounded_too(tmp_path: Path) -> None:
     text = CLUSTER + "spec:\n" + "".join(f"{'  ' * i}k{i}:\n" for i in range(1, 70))
     documents, problems = load(tmp_path, {"c.yaml": text})
@@ -475,6 +479,7 @@ def test_deep_block_nesting_is_bounded_too(tmp_path: Path) -> None:
     assert problems == ["c.yaml:69:129: mappings and sequences nested more than 64 deep"]
 
 
+@pytest.mark.usefixtures("each_yaml_parser")
 @pytest.mark.parametrize("after", ["@", "[" * 2_000], ids=["bad-character", "libyaml-limit"])
 def test_an_error_the_scanner_reads_ahead_to_does_not_hide_a_level_too_deep_before_it(
     tmp_path: Path, after: str
@@ -489,6 +494,7 @@ def test_an_error_the_scanner_reads_ahead_to_does_not_hide_a_level_too_deep_befo
     assert problems == [f"c.yaml:5:{col}: mappings and sequences nested more than 64 deep"]
 
 
+@pytest.mark.usefixtures("each_yaml_parser")
 def test_nesting_past_the_limit_ends_a_document_that_has_already_failed_too(
     tmp_path: Path,
 ) -> None:
@@ -499,3 +505,28 @@ def test_nesting_past_the_limit_ends_a_document_that_has_already_failed_too(
     assert documents == []
     col = len("spec: ") + loader.MAX_DEPTH
     assert problems == [f"c.yaml:6:{col}: mappings and sequences nested more than 64 deep"]
+
+
+@pytest.mark.skipif(not yaml.__with_libyaml__, reason="this PyYAML is built without libyaml")
+@pytest.mark.parametrize(
+    ("nested", "at"),
+    [
+        ("spec: " + "[" * 3_000, "5:1006"),  # libyaml's 1,001st level
+        ("spec:\n" + "".join(f"{'  ' * i}k{i}:\n" for i in range(1, 1_100)), "1004:2003"),
+    ],
+    ids=["flow", "block"],
+)
+def test_libyaml_s_own_nesting_limit_is_nesting_too_deep_as_well(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nested: str, at: str
+) -> None:
+    # libyaml stops at 1,000 levels itself: with a limit of ours above that (or a libyaml
+    # built with a lower one) its error is the one that answers, and it is still GS108
+    monkeypatch.setattr(loader, "_Loader", yaml.CSafeLoader)
+    monkeypatch.setattr(loader, "MAX_DEPTH", 5_000)
+    write(tmp_path, {"c.yaml": CLUSTER + nested + "\n"})
+    diagnostics = Diagnostics()
+    assert load_repo(tmp_path, diagnostics) == []
+    [problem] = diagnostics.sorted()
+    assert problem.code == codes.TOO_DEEP
+    message = "mappings and sequences nested deeper than the YAML parser allows"
+    assert diagnostic_line(problem) == f"{tmp_path.as_posix()}/c.yaml:{at}: {message}"

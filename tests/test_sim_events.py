@@ -731,6 +731,7 @@ def test_hostile_values_are_schema_errors_at_the_value(
     assert message in found
 
 
+@pytest.mark.usefixtures("each_yaml_parser")
 def test_deep_nesting_in_a_simulation_file_stops_at_the_65th_level(here: Path) -> None:
     text = "kind: Simulation\nsteps: " + "[" * 3000 + "]" * 3000 + "\n"
     (here / "sim.yaml").write_text(text)

@@ -25,6 +25,7 @@ from gitops_sched.config import codes
 from gitops_sched.config.codes import Code
 from gitops_sched.config.diagnostics import Diagnostics, Location
 from gitops_sched.config.ignore import IGNORE_FILE, IgnoreRules
+from gitops_sched.config.yaml_hints import syntax_hint
 
 try:
     _Loader: type = yaml.CSafeLoader
@@ -185,6 +186,9 @@ class _TooDeep(_LoadError):
 # 1,024 characters of a line, to learn whether a `[` or `{` starts a key), so one of these
 # may come before the events of the text it has already read (`_too_deep_before`).
 _READ_AHEAD_ERRORS = (yaml.scanner.ScannerError, yaml.parser.ParserError)
+# libyaml's own nesting limit (1,000 levels since libyaml 0.2.5; the pure parser has none):
+# reached first only where `MAX_DEPTH` is above it, it is still nesting too deep (GS108)
+_PARSER_TOO_DEEP = "exceeded maximum nesting depth"
 
 
 def _tag(event: yaml.ScalarEvent) -> str:
@@ -559,8 +563,13 @@ def load_text(text: str, file: str, diagnostics: Diagnostics) -> list[Document]:
         read_ahead = isinstance(exc, _READ_AHEAD_ERRORS)
         if read_ahead and (deep := _too_deep_before(text, mark, index + 1)) is not None:
             diagnostics.error(_mark_location(file, deep.mark), deep.message, code=deep.code)
+        elif exc.problem == _PARSER_TOO_DEEP:  # a parser whose own limit is below ours
+            message = "mappings and sequences nested deeper than the YAML parser allows"
+            diagnostics.error(_mark_location(file, mark), message, code=codes.TOO_DEEP)
         else:
             message = f"YAML syntax error: {_yaml_problem(exc)}"
+            if mark is not None and (hint := syntax_hint(text, mark.line, exc.problem)):
+                message += f"; {hint}"
             diagnostics.error(_mark_location(file, mark), message, code=codes.YAML_SYNTAX)
     except yaml.YAMLError as exc:
         diagnostics.error(Location(file), f"YAML error: {exc}", code=codes.YAML_SYNTAX)

@@ -31,9 +31,7 @@ from gitops_sched.config.loader import API_VERSION, KINDS, SIMULATION, Document,
 _PLAIN_KEY = re.compile(r"[A-Za-z_][-A-Za-z0-9_]*")
 
 _SHORT = reprlib.Repr()
-_SHORT.maxstring = _SHORT.maxother = 40
-_SHORT.maxlist = _SHORT.maxdict = 4
-_SHORT.maxlevel = 2
+_SHORT.maxstring = _SHORT.maxother = 40  # scalars only: `_show` names lists and mappings
 
 
 @cache
@@ -134,7 +132,12 @@ def _header_problems(doc: Document) -> list[Diagnostic]:
         message = f"missing apiVersion (expected {API_VERSION})"
         problems.append(Diagnostic(doc.location(), message, doc.ref, code=codes.BAD_API_VERSION))
     elif (api := doc.data["apiVersion"]) != API_VERSION:
-        message = f"unknown apiVersion {_show(api)} (expected {API_VERSION})"
+        what = (
+            f"unknown apiVersion {_show(api)}"
+            if isinstance(api, str)
+            else f"apiVersion is {_show(api)}"
+        )
+        message = f"{what} (expected {API_VERSION})"
         where = doc.location(("apiVersion",))
         problems.append(Diagnostic(where, message, doc.ref, code=codes.BAD_API_VERSION))
     expected = f"expected one of {', '.join((*KINDS, SIMULATION))}"
@@ -142,7 +145,9 @@ def _header_problems(doc: Document) -> list[Diagnostic]:
         message = f"missing kind ({expected})"
         problems.append(Diagnostic(doc.location(), message, doc.ref, code=codes.BAD_KIND))
     elif doc.kind not in KINDS and doc.kind != SIMULATION:
-        message = f"unknown kind {_show(doc.data['kind'])} ({expected})"
+        kind = doc.data["kind"]
+        what = f"unknown kind {_show(kind)}" if isinstance(kind, str) else f"kind is {_show(kind)}"
+        message = f"{what} ({expected})"
         problems.append(Diagnostic(doc.location(("kind",)), message, doc.ref, code=codes.BAD_KIND))
     return problems
 
@@ -162,9 +167,8 @@ def _explain(doc: Document, error: ValidationError) -> Iterator[Diagnostic]:
         for key in error.instance:
             if key not in known:
                 where = doc.key_location((*path, key))
-                yield Diagnostic(
-                    where, _unknown(path, key, known), doc.ref, code=codes.UNKNOWN_FIELD
-                )
+                message = _unknown(_load(doc.kind), path, key, error)
+                yield Diagnostic(where, message, doc.ref, code=codes.UNKNOWN_FIELD)
     elif error.validator == "required":
         for name in error.validator_value:
             if name not in error.instance:
@@ -195,11 +199,53 @@ _KEYWORD_CODES: dict[str, Code] = {
 }
 
 
-def _unknown(path: Path_, key: str, known: list[str]) -> str:
-    """`unknown field 'spec.qouta' (did you mean 'quota'?)`: most unknown fields are typos."""
+def _unknown(root: dict, path: Path_, key: str, error: ValidationError) -> str:
+    """`unknown field 'spec.qouta': did you mean 'quota'? (allowed: ...)`.
+
+    Most unknown fields are typos, or a key indented a level too shallow (a field of one
+    of the fields beside it: `quota` under the document instead of under `spec`) or too
+    deep (a field of the mapping one level up). The allowed fields are always listed; a
+    schema's own `errorMessage` (e.g. the shape Kubernetes users expect) comes last.
+    """
+    known = list(error.schema.get("properties", {}))
     guess = difflib.get_close_matches(key, known, n=1)
-    hint = f" (did you mean '{guess[0]}'?)" if guess else ""
-    return f"unknown field '{_dotted((*path, key))}'{hint}"
+    under = [name for name in known if key in _fields_of(root, error.schema["properties"][name])]
+    parent = _fields_of(root, _schema_at(root, path[:-1])) if path else {}
+    if guess:
+        hint = f": did you mean '{guess[0]}'?"
+    elif under:
+        hint = f": indent it under '{_dotted((*path, under[0]))}'?"
+    elif key in parent:
+        hint = f": indented one level too deep? '{key}' is a field of '{_dotted(path[:-1])}'"
+    else:
+        hint = ""
+    custom = _custom_message(error)
+    shape = f"; {_dotted(path)} {custom}" if custom else ""
+    allowed = f"allowed: {', '.join(known)}" if known else "no fields are allowed here"
+    return f"unknown field '{_dotted((*path, key))}'{hint} ({allowed}){shape}"
+
+
+def _resolved(root: dict, schema: Any) -> dict:
+    while isinstance(schema, dict) and "$ref" in schema:
+        schema = root["$defs"][schema["$ref"].removeprefix("#/$defs/")]
+    return schema if isinstance(schema, dict) else {}
+
+
+def _fields_of(root: dict, schema: Any) -> dict:
+    """The fields a (sub)schema of `root` declares, {} when it is no mapping of fields."""
+    return _resolved(root, schema).get("properties", {})
+
+
+def _schema_at(root: dict, path: Path_) -> dict:
+    """The subschema of `root` the value at `path` is checked against (by its fields)."""
+    schema = root
+    for part in path:
+        schema = _resolved(root, schema)
+        if isinstance(part, int):
+            schema = schema.get("items", {})
+        else:
+            schema = schema.get("properties", {}).get(part, schema.get("additionalProperties"))
+    return _resolved(root, schema)
 
 
 def _custom_message(error: ValidationError) -> str | None:
@@ -210,13 +256,61 @@ def _custom_message(error: ValidationError) -> str | None:
 
 
 def _message(error: ValidationError) -> str:
-    """The schema's own message after the value, else jsonschema's with the value shortened."""
+    """The schema's own message after the value, else ours or jsonschema's with the value
+    shown as YAML users write it (never a Python repr of a list or mapping)."""
     custom = _custom_message(error)
     if custom is None and error.validator == "type" and isinstance(error.instance, float):
         custom = _FLOAT_PROBLEMS.get(_float_problem(error.instance, error.validator_value) or "")
+    if custom is None and (ours := _OWN_MESSAGES.get(str(error.validator))) is not None:
+        return ours(error.instance, error.validator_value)
     if custom is None:
         return error.message.replace(repr(error.instance), _show(error.instance), 1)
     return custom if _is_container(error.instance) else f"{_show(error.instance)} {custom}"
+
+
+_TYPE_WORDS = {
+    "object": "a mapping",
+    "array": "a list",
+    "string": "a string",
+    "number": "a number",
+    "integer": "an integer",
+    "boolean": "true or false",
+    "null": "null",
+}
+
+
+# `quota: gpu:8` is the string "gpu:8": YAML needs a space after a key's colon
+_NO_SPACE_AFTER_COLON = re.compile(r"^[A-Za-z_][-\w.]*:[^\s/]")
+
+
+def _type_message(value: Any, types: str | list[str]) -> str:
+    names = [types] if isinstance(types, str) else types
+    wanted = " or ".join(_TYPE_WORDS[name] for name in names)
+    hint = ""
+    if "object" in names and isinstance(value, str) and _NO_SPACE_AFTER_COLON.match(value):
+        hint = " (a space missing after ':'?)"
+    return f"{_show(value)} is not {wanted}{hint}"
+
+
+def _enum_message(value: Any, options: list[Any]) -> str:
+    return f"{_show(value)} is not one of {', '.join(_show(option) for option in options)}"
+
+
+def _unique_message(value: Any, unique: bool) -> str:
+    seen: list[Any] = []
+    for item in value:
+        if any(_same(item, other) for other in seen):
+            return f"lists {_show(item)} more than once"
+        seen.append(item)
+    return "has repeated items"
+
+
+# jsonschema's messages that would print a list or mapping as Python does
+_OWN_MESSAGES: dict[str, Callable[[Any, Any], str]] = {
+    "type": _type_message,
+    "enum": _enum_message,
+    "uniqueItems": _unique_message,
+}
 
 
 _FLOAT_PROBLEMS = {
@@ -239,9 +333,18 @@ def _is_container(value: Any) -> bool:
 
 
 def _show(value: Any) -> str:
-    """A value as short as a message needs, YAML's spelling for true/false/null."""
+    """A value as short as a message needs, YAML's spelling for true/false/null; a list or
+    mapping by what it is (its Python repr would be noise: the position shows it)."""
     if value is None or isinstance(value, bool):
         return json.dumps(value)
+    if isinstance(value, list):
+        return f"a list of {len(value)} item{'s' * (len(value) != 1)}" if value else "an empty list"
+    if isinstance(value, dict):
+        return (
+            f"a mapping of {len(value)} key{'s' * (len(value) != 1)}"
+            if value
+            else "an empty mapping"
+        )
     return _SHORT.repr(value)
 
 

@@ -73,6 +73,7 @@ from gitops_sched.config.checks.volumes import (
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
 from gitops_sched.config.loader import Document
 from gitops_sched.config.model import Repo
+from gitops_sched.config.unread import NOTHING_UNREAD, Unread
 
 Check = Callable[[Repo], Iterable[Diagnostic]]
 SumCheck = Callable[[Repo, Baseline], Iterable[Diagnostic]]
@@ -130,18 +131,20 @@ def run_checks(
     diagnostics: Diagnostics,
     fit: bool = True,
     baseline: Baseline = NO_BASELINE,
+    unread: Unread = NOTHING_UNREAD,
 ) -> None:
     """Every semantic check; `repo` holds the schema-valid documents, `documents` all of them.
     `fit`: whether workloads must fit the repo's nodes (FIT_CHECKS); `baseline`: the other
-    side of a change, for blaming the objects it introduced (plan's base)."""
-    diagnostics.extend(check_cluster_count(documents, baseline))
+    side of a change, for blaming the objects it introduced (plan's base); `unread`: what
+    the files that did not load may define (no "unknown" or "missing" errors about it)."""
+    diagnostics.extend(check_cluster_count(documents, baseline, unread))
     duplicates = duplicate_definitions(documents, baseline)
     diagnostics.extend(check_duplicate_names(duplicates))
     whole = without(repo, [doc for doc, _ in duplicates])
-    diagnostics.extend(check_references(whole, _names_by_kind(documents)))
+    diagnostics.extend(check_references(whole, _names_by_kind(documents), unread))
     for check in OWN_CHECKS:
         diagnostics.extend(check(whole))
-    soundness = Soundness.of(whole, documents)
+    soundness = Soundness.of(whole, documents, unread)
     sound = soundness.sound_part(whole)
     derived = DERIVED_CHECKS + tuple((check, ()) for check in FIT_CHECKS if fit)
     for check, needs in derived:

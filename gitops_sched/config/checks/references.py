@@ -17,6 +17,7 @@ from gitops_sched.config.checks.common import _error
 from gitops_sched.config.diagnostics import Diagnostic
 from gitops_sched.config.loader import Document, Path_
 from gitops_sched.config.model import Project, Repo, Workload
+from gitops_sched.config.unread import NOTHING_UNREAD, Unread
 
 
 def _names_by_kind(documents: list[Document]) -> dict[str, set[str]]:
@@ -48,14 +49,17 @@ def _workload_references(workload: Workload) -> Iterator[Reference]:
         yield ("spec", "nodeGroup"), "NodeGroup", workload.node_group
 
 
-def check_references(repo: Repo, names: dict[str, set[str]]) -> Iterator[Diagnostic]:
-    """Every name a project or workload refers to must be defined somewhere in the repo."""
+def check_references(
+    repo: Repo, names: dict[str, set[str]], unread: Unread = NOTHING_UNREAD
+) -> Iterator[Diagnostic]:
+    """Every name a project or workload refers to must be defined somewhere in the repo, or
+    may be in a file that did not load (`unread`: that file's error is the one to fix)."""
     owners = [(p.doc, _project_references(p)) for p in repo.projects] + [
         (w.doc, _workload_references(w)) for w in repo.workloads
     ]
     for doc, references in owners:
         for path, kind, name in references:
-            if name not in names[kind]:
+            if name not in names[kind] and not unread.may_define(name):
                 defined = sorted(names[kind])
                 known = f"defined: {', '.join(defined)}" if defined else f"no {kind} is defined"
                 yield _error(

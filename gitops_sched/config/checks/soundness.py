@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from gitops_sched.config.checks.references import _project_references, _workload_references
 from gitops_sched.config.loader import KINDS, Document
 from gitops_sched.config.model import Project, Repo, Workload
+from gitops_sched.config.unread import NOTHING_UNREAD, Unread
 
 
 def _is_default_template(doc: Document) -> bool:
@@ -32,18 +33,22 @@ class Soundness:
     """Which names the model defines, and which kinds miss a document of the repo."""
 
     defined: dict[str, set[str]]
-    incomplete: frozenset[str]  # kinds with a document the model lacks ("Cluster": none)
+    # kinds with a document the model lacks ("Cluster": none), or maybe in a broken file
+    incomplete: frozenset[str]
     broken_default: bool  # a default Template is missing: every workload's fields are unsure
 
     @staticmethod
-    def of(repo: Repo, documents: Iterable[Document]) -> Soundness:
+    def of(repo: Repo, documents: Iterable[Document], unread: Unread = NOTHING_UNREAD) -> Soundness:
+        """`unread`: a kind a file that did not load may hold is incomplete too."""
         modelled = {id(doc) for doc in repo.documents()}
         missing = [d for d in documents if d.kind in KINDS and id(d) not in modelled]
         defined: dict[str, set[str]] = defaultdict(set)
         for doc in repo.documents():
             defined[doc.kind].add(doc.name)
-        incomplete = {doc.kind for doc in missing} | (
-            {"Cluster"} if repo.cluster is None else set()
+        incomplete = (
+            {doc.kind for doc in missing}
+            | ({"Cluster"} if repo.cluster is None else set())
+            | {kind for kind in KINDS if unread.may_define(kind)}
         )
         return Soundness(
             defined, frozenset(incomplete), any(_is_default_template(d) for d in missing)

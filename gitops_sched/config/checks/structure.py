@@ -22,18 +22,21 @@ from gitops_sched.config.checks.common import _error
 from gitops_sched.config.diagnostics import Diagnostic, Location
 from gitops_sched.config.loader import KINDS, SIMULATION, Document
 from gitops_sched.config.model import Repo
+from gitops_sched.config.unread import NOTHING_UNREAD, Unread
 
 
 def check_cluster_count(
-    documents: list[Document], baseline: Baseline = NO_BASELINE
+    documents: list[Document], baseline: Baseline = NO_BASELINE, unread: Unread = NOTHING_UNREAD
 ) -> Iterator[Diagnostic]:
-    """Everything cluster-wide (namespaces, scheduler policy) comes from exactly one Cluster."""
+    """Everything cluster-wide (namespaces, scheduler policy) comes from exactly one Cluster
+    (it may be in a file that did not load: then that file's error is the one to fix)."""
     clusters = [doc for doc in documents if doc.kind == "Cluster"]
     if not clusters:
-        # the repo's first file, or the repo itself (".") when it holds no document at all
-        where = Location(documents[0].file) if documents else Location(".")
-        message = "no Cluster document; a repo declares exactly one"
-        yield Diagnostic(where, message, code=codes.NO_CLUSTER)
+        if not unread.may_define("Cluster"):
+            # the repo's first file, or the repo itself (".") when it holds no document at all
+            where = Location(documents[0].file) if documents else Location(".")
+            message = "no Cluster document; a repo declares exactly one"
+            yield Diagnostic(where, message, code=codes.NO_CLUSTER)
         return
     first, *later = baseline.order(clusters)
     for doc in later:
