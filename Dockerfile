@@ -10,10 +10,10 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY gitops_sched ./gitops_sched
 # the agent extra: the node agent's NVML bindings
-RUN pip install --no-cache-dir '.[agent]' && rm -rf /src
+RUN pip install --no-cache-dir -c constraints.txt '.[agent]' && rm -rf /src
 
 # unprivileged by default (the agent's DaemonSet runs it as root: NVML's MIG calls need it);
 # a home for the reconciler's clone and git's config (its Deployment mounts a volume there)

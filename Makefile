@@ -9,7 +9,7 @@ install:
 
 constraints:  # re-pin every dependency to the newest versions pyproject.toml allows (then: make install, make test)
 	rm -rf .pins && python3 -m venv .pins && .pins/bin/pip install -q '.[test]' \
-		&& (head -5 constraints.txt; .pins/bin/pip freeze --exclude gitops-sched) > .pins/c.txt \
+		&& (head -5 constraints.txt; .pins/bin/pip freeze --all --exclude pip --exclude gitops-sched) > .pins/c.txt \
 		&& mv .pins/c.txt constraints.txt && rm -rf .pins
 
 test:
