@@ -14,7 +14,9 @@ from enum import StrEnum
 
 from gitops_sched.engine.actions.allocate import gang_reason, no_room_reason
 from gitops_sched.engine.actions.consolidate import pod_need, room_in_total
-from gitops_sched.engine.admission import quota_blocker
+from gitops_sched.engine.actions.reclaim import Floor, loss_refused, within_deserved
+from gitops_sched.engine.actions.victims import VictimPool
+from gitops_sched.engine.admission import may_reclaim, quota_blocker
 from gitops_sched.engine.apply import apply_decisions
 from gitops_sched.engine.fit import NeverFit, never_fits
 from gitops_sched.engine.placement import pods_that_fit
@@ -99,7 +101,7 @@ def _pending_reason(session: Session, job: Job, misfit: NeverFit | None) -> Pend
     elif 0 < fit < count:
         kind, why = PendingKind.GANG, f"waiting for gang: {fit} of {count} pods fit now"
     else:
-        kind, why = PendingKind.FAIR_SHARE, _fair_share(session, job)
+        kind, why = PendingKind.FAIR_SHARE, _fair_share(session, job, free)
     return Pending(kind, gang_reason(job, f"{why} ({no_room})"), fit, free)
 
 
@@ -115,19 +117,113 @@ def _fragmented(job: Job, fit: int, free: float) -> str:
     )
 
 
-def _fair_share(session: Session, job: Job) -> str:
-    """No free room: its project has its fair share, or is below it with no victims."""
+def _fair_share(session: Session, job: Job, free: float) -> str:
+    """Less room than it needs where it may run: its project has had its fair share (or
+    is within the reclaim threshold of it), or it may reclaim but nothing there may be
+    taken for it; `free`: the room on the nodes it may use."""
     project = job.project
     held = session.allocated.get(project, 0.0)
     share = session.fair_share.get(project, 0.0)
-    numbers = f"{project} holds {_gpus(held)} of its fair share of {_gpus(share)} GPUs"
+    numbers = _holds(project, held, share)
     wanted = session.wanted_gpus(job)
-    if held + wanted > share + GPU_EPSILON:
-        more = "" if held >= share - GPU_EPSILON else f", {_gpus(wanted)} more would pass it"
-        return f"fair share reached: {numbers}{more}, and no GPU is free"
+    room = f"it needs {_gpus(wanted)} GPUs and the nodes it may use have {_gpus(free)} free"
+    if not may_reclaim(session, job):
+        if held + wanted > share + GPU_EPSILON:
+            more = "" if held >= share - GPU_EPSILON else f", {_gpus(wanted)} more would pass it"
+            return f"fair share reached: {numbers}{more}; {room}"
+        threshold = session.snapshot.policy.reclaim_threshold
+        return (
+            f"within the reclaim threshold: {numbers}, not more than {_gpus(threshold)} "
+            f"below it, which evicts nobody; {room}"
+        )
+    return f"nothing to reclaim: {numbers}; {room}; {_holders(session, job, wanted)}"
+
+
+def _holds(queue: str, held: float, share: float) -> str:
+    return f"{queue} holds {_gpus(held)} of its fair share of {_gpus(share)} GPUs"
+
+
+def _holders(session: Session, job: Job, gain: float) -> str:
+    """What holds the GPUs on the nodes the job may use, and for each other project's
+    preemptible work the reclaim rule that keeps it (see actions.reclaim)."""
+    nodes = {use.name for use in session.candidate_nodes(job)}
+    fixed = own = 0.0
+    for running in session.running():
+        pods = tuple(pod for pod in running.placement if pod.node in nodes)
+        if pods and not running.preemptible:
+            fixed += session.placed_gpus(running, pods)
+        elif pods and running.project == job.project:
+            own += session.placed_gpus(running, pods)
+    held = [f"non-preemptible work holds {_gpus(fixed)}"] if fixed > GPU_EPSILON else []
+    if own > GPU_EPSILON:
+        held.append(f"{job.project}'s own work {_gpus(own)}")
+    parts = [f"of the GPUs there, {', '.join(held)}"] if held else []
+    pool = VictimPool(session)
+    allowed = set(job.node_groups) or None
+    guaranteed = within_deserved(session, job, gain)
+    takeable: dict[str, float] = {}
+    for project in sorted(set(pool.projects) - {job.project}):
+        refusal = _refusal(session, job, gain, pool, project, allowed, guaranteed)
+        if isinstance(refusal, str):
+            parts.append(refusal)
+        elif refusal > GPU_EPSILON:
+            takeable[project] = refusal
+    if takeable:
+        names = ", ".join(takeable)
+        parts.append(
+            f"the {_gpus(sum(takeable.values()))} GPUs of work it may take ({names}) do "
+            "not make room for it"
+        )
+    return "; ".join(parts) or "no work there may be taken"
+
+
+def _refusal(
+    session: Session,
+    job: Job,
+    gain: float,
+    pool: VictimPool,
+    project: str,
+    allowed: set[str] | None,
+    guaranteed: bool,
+) -> str | float:
+    """Why reclaim stops taking the project's work (its victims in the order reclaim
+    takes them) for the job: the floor a queue would break, with the numbers; or, if it
+    may lose all of them, the GPUs it would give."""
+    taken = 0.0
+    counted: dict[str, float] = {}  # job -> its GPUs taken so far (elastic pods first)
+    index = pool.first_usable(project, 0, allowed)
+    while index is not None:
+        victim = pool.victims(project)[index]
+        amount = pool.gpus(victim) - (counted.get(victim.job, 0.0) if victim.pods is None else 0)
+        refused = loss_refused(session, job, gain, project, taken + amount, guaranteed)
+        if refused is not None:
+            return _broken_floor(session, job, gain, project, taken + amount, *refused)
+        taken += amount
+        counted[victim.job] = counted.get(victim.job, 0.0) + amount
+        index = pool.first_usable(project, index + 1, allowed)
+    return taken
+
+
+def _broken_floor(
+    session: Session, job: Job, gain: float, project: str, amount: float, queue: str, floor: Floor
+) -> str:
+    held = session.allocated.get(queue, 0.0)
+    if floor is Floor.DESERVED:
+        deserved = (session.projects.get(queue) or session.departments[queue]).deserved
+        return (
+            f"{queue} holds {_gpus(held)} GPUs, not over its deserved quota of "
+            f"{_gpus(deserved)}, and {job.project} takes only work over quota"
+        )
+    left = _holds(queue, held - amount, session.fair_share.get(queue, 0.0))
+    said = f"taking {_gpus(amount)} GPUs of {project}'s work would leave {queue} with"
+    said += left.removeprefix(f"{queue} holds")
+    if floor is Floor.FAIR_SHARE:
+        return f"{said}, below it"
+    claimant = job.project if queue == project else session.department_of(job.project)
+    part = (held - amount) / session.fair_share[queue]
     return (
-        f"nothing to reclaim: {numbers}, but the GPUs it may use hold work that may not be "
-        "taken (non-preemptible, or of projects not above their fair share)"
+        f"{said} ({part:.3g} of it), less than {claimant}'s "
+        f"{session.ratio(claimant, gain):.3g} of its own with the job"
     )
 
 
