@@ -99,6 +99,9 @@ class SyncResult:
     orphaned: list[str] = field(default_factory=list)
     drift: list[str] = field(default_factory=list)  # objects repaired: "Kind/ns/name: fields"
     errors: list[str] = field(default_factory=list)
+    # written for the reconciler itself, not rendered: its inventory's namespace, created
+    # first when it does not exist
+    prepared: list[str] = field(default_factory=list)
     diff: list[str] = field(default_factory=list)  # dry run: what would change
     live: dict[ObjectRef, dict[str, Any]] = field(default_factory=dict, repr=False)
 
@@ -231,10 +234,10 @@ class Syncer:
 
     def _write_inventory(self, inventory: Inventory, p: _Pass) -> None:
         """Write the inventory; its namespace, when the write had to create it, is a
-        created object of the sync (unless the repo renders it: then its apply says so)."""
-        own = self.inventory_store.namespace_ref
-        if self.inventory_store.write(inventory) and own not in p.desired:
-            p.result.created.append(str(own))
+        write of the sync (the repo's own Namespace object, if it renders one, is created
+        by its apply as well)."""
+        if self.inventory_store.write(inventory):
+            p.result.prepared.append(str(self.inventory_store.namespace_ref))
 
     def _replacements(self, p: _Pass) -> dict[ObjectRef, list[str]]:
         """What cannot be applied in place: objects of a replaceable kind whose change
@@ -435,8 +438,8 @@ class Syncer:
         """Each write the real sync would make, as a server-side dry run (dryRun=All), so
         the server's refusals are the errors the real sync would report. The writes it
         makes first stand in for themselves: the inventory's namespace, when missing
-        (listed as created, as the real sync lists it), and the namespaces and CRDs the
-        sync creates, whose objects the server cannot check before they exist."""
+        (`prepared`, as the real sync lists it), and the namespaces and CRDs the sync
+        creates, whose objects the server cannot check before they exist."""
         result = p.result
         namespaces = {
             r.name for r in p.todo if (r.api_version, r.kind) == NAMESPACE_KIND and r not in p.live
@@ -444,10 +447,9 @@ class Syncer:
         own = self.inventory_store.namespace_ref
         if own not in p.live and self.client.get(own) is None:
             namespaces.add(own.name)
-            if own not in p.desired:
-                result.created.append(str(own))
-                note = f"# {own}: created first, for the reconciler's inventory\n"
-                result.diff.append(note + _unified(own, None, self.inventory_store.namespace()))
+            result.prepared.append(str(own))
+            note = f"# {own}: created first, for the reconciler's inventory\n"
+            result.diff.append(note + _unified(own, None, self.inventory_store.namespace()))
         kinds = {
             kind
             for ref in p.todo

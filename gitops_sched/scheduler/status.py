@@ -176,8 +176,14 @@ class StatusWriter:
             self._said[pod.uid] = why
 
     def _event(self, pod: _Pod, why: str, version: str, stamp: str, report: StatusReport) -> None:
+        event = _event(pod, why, version, stamp)
+        if self.dry_run:
+            # a dry-run condition write leaves the pod's version as it was, so the name
+            # may be an Event the last real run made: the server names this one
+            name = event["metadata"].pop("name")
+            event["metadata"]["generateName"] = name.rpartition(".")[0] + "."
         try:
-            self.client.create(_event(pod, why, version, stamp), dry_run=self.dry_run)
+            self.client.create(event, dry_run=self.dry_run)
         except ApiFailure as exc:  # best effort: the condition says it already, or next time
             report.errors.append(f"creating an event for {pod.namespace}/{pod.name}: {exc}")
 
