@@ -9,6 +9,7 @@ share and nothing can be reclaimed for it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -22,6 +23,8 @@ from gitops_sched.engine.fit import NeverFit, never_fits
 from gitops_sched.engine.placement import pods_that_fit
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import GPU_EPSILON, Decisions, Job, RequestKind, Snapshot
+
+MAX_HOLDERS = 3  # the projects whose work on its nodes a "nothing to reclaim" reason weighs
 
 
 class PendingKind(StrEnum):
@@ -52,6 +55,7 @@ class PendingReasons:
         self._session: Session | None = None
         self._answers: dict[tuple, Pending] = {}
         self._misfits: dict[tuple, NeverFit | None] = {}  # never_fits by what it looks at
+        self._holdings: Holdings | None = None
 
     @property
     def session(self) -> Session:
@@ -74,13 +78,59 @@ class PendingReasons:
             fit = (job.request, min(job.min_available, job.pods), job.node_groups)
             if fit not in self._misfits:
                 self._misfits[fit] = never_fits(job, self.snapshot.nodes)
-            self._answers[shape] = _pending_reason(self.session, job, self._misfits[fit])
+            self._answers[shape] = _pending_reason(
+                self.session, job, self._misfits[fit], self.holdings
+            )
         return self._answers[shape]
 
+    def holdings(self) -> Holdings:
+        """What holds each node's GPUs, counted once for every job that asks."""
+        if self._holdings is None:
+            self._holdings = Holdings(self.session)
+        return self._holdings
 
-def _pending_reason(session: Session, job: Job, misfit: NeverFit | None) -> Pending:
+
+class Holdings:
+    """Who holds the GPUs of each node, counted once per cluster state: non-preemptible
+    work, and preemptible work by project (summed per set of node groups a job may use);
+    and the victims reclaim would take, in its order (one VictimPool: nothing is evicted
+    while reasons are worked out)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.fixed: dict[str, float] = {}  # node -> GPUs of non-preemptible work
+        self.preemptible: dict[str, dict[str, float]] = {}  # node -> project -> GPUs
+        for running in session.running():
+            for pod in running.placement:
+                gpus = session.placed_gpus(running, (pod,))
+                if running.preemptible:
+                    there = self.preemptible.setdefault(pod.node, {})
+                    there[running.project] = there.get(running.project, 0.0) + gpus
+                else:
+                    self.fixed[pod.node] = self.fixed.get(pod.node, 0.0) + gpus
+        self.pool = VictimPool(session)
+        self._on: dict[tuple[str, ...], tuple[float, dict[str, float]]] = {}
+
+    def on(self, job: Job) -> tuple[float, dict[str, float]]:
+        """On the nodes the job may use: GPUs of non-preemptible work, and of each
+        project's preemptible work, the most first."""
+        if job.node_groups not in self._on:
+            nodes = [use.name for use in self.session.candidate_nodes(job)]
+            by_project: dict[str, float] = {}
+            for node in nodes:
+                for project, gpus in self.preemptible.get(node, {}).items():
+                    by_project[project] = by_project.get(project, 0.0) + gpus
+            ordered = dict(sorted(by_project.items(), key=lambda item: (-item[1], item[0])))
+            fixed = sum(self.fixed.get(node, 0.0) for node in nodes)
+            self._on[job.node_groups] = (fixed, ordered)
+        return self._on[job.node_groups]
+
+
+def _pending_reason(
+    session: Session, job: Job, misfit: NeverFit | None, holdings: Callable[[], Holdings]
+) -> Pending:
     """Why the job (pending in `session`, a cycle's start over the settled cluster) waits;
-    `misfit`: never_fits's answer for it."""
+    `misfit`: never_fits's answer for it; `holdings`: who holds the GPUs, when asked."""
     if misfit is not None:
         return Pending(PendingKind.NEVER_FIT, f"can never fit: {misfit.why}")
     blocker = quota_blocker(session, job)
@@ -101,7 +151,7 @@ def _pending_reason(session: Session, job: Job, misfit: NeverFit | None) -> Pend
     elif 0 < fit < count:
         kind, why = PendingKind.GANG, f"waiting for gang: {fit} of {count} pods fit now"
     else:
-        kind, why = PendingKind.FAIR_SHARE, _fair_share(session, job, free)
+        kind, why = PendingKind.FAIR_SHARE, _fair_share(session, job, free, holdings)
     return Pending(kind, gang_reason(job, f"{why} ({no_room})"), fit, free)
 
 
@@ -117,7 +167,7 @@ def _fragmented(job: Job, fit: int, free: float) -> str:
     )
 
 
-def _fair_share(session: Session, job: Job, free: float) -> str:
+def _fair_share(session: Session, job: Job, free: float, holdings: Callable[[], Holdings]) -> str:
     """Less room than it needs where it may run: its project has had its fair share (or
     is within the reclaim threshold of it), or it may reclaim but nothing there may be
     taken for it; `free`: the room on the nodes it may use."""
@@ -136,34 +186,30 @@ def _fair_share(session: Session, job: Job, free: float) -> str:
             f"within the reclaim threshold: {numbers}, not more than {_gpus(threshold)} "
             f"below it, which evicts nobody; {room}"
         )
-    return f"nothing to reclaim: {numbers}; {room}; {_holders(session, job, wanted)}"
+    holders = _holders(session, job, wanted, holdings())
+    return f"nothing to reclaim: {numbers}; {room}; {holders}"
 
 
 def _holds(queue: str, held: float, share: float) -> str:
     return f"{queue} holds {_gpus(held)} of its fair share of {_gpus(share)} GPUs"
 
 
-def _holders(session: Session, job: Job, gain: float) -> str:
-    """What holds the GPUs on the nodes the job may use, and for each other project's
-    preemptible work the reclaim rule that keeps it (see actions.reclaim)."""
-    nodes = {use.name for use in session.candidate_nodes(job)}
-    fixed = own = 0.0
-    for running in session.running():
-        pods = tuple(pod for pod in running.placement if pod.node in nodes)
-        if pods and not running.preemptible:
-            fixed += session.placed_gpus(running, pods)
-        elif pods and running.project == job.project:
-            own += session.placed_gpus(running, pods)
+def _holders(session: Session, job: Job, gain: float, holdings: Holdings) -> str:
+    """What holds the GPUs on the nodes the job may use: non-preemptible work, its own
+    project's, and the other projects' preemptible work, the MAX_HOLDERS holding most
+    with the reclaim rule that keeps their work from it (see actions.reclaim)."""
+    fixed, by_project = holdings.on(job)
+    own = by_project.get(job.project, 0.0)
     held = [f"non-preemptible work holds {_gpus(fixed)}"] if fixed > GPU_EPSILON else []
     if own > GPU_EPSILON:
         held.append(f"{job.project}'s own work {_gpus(own)}")
     parts = [f"of the GPUs there, {', '.join(held)}"] if held else []
-    pool = VictimPool(session)
+    others = [project for project in by_project if project != job.project]
     allowed = set(job.node_groups) or None
     guaranteed = within_deserved(session, job, gain)
     takeable: dict[str, float] = {}
-    for project in sorted(set(pool.projects) - {job.project}):
-        refusal = _refusal(session, job, gain, pool, project, allowed, guaranteed)
+    for project in others[:MAX_HOLDERS]:
+        refusal = _refusal(session, job, gain, holdings.pool, project, allowed, guaranteed)
         if isinstance(refusal, str):
             parts.append(refusal)
         elif refusal > GPU_EPSILON:
@@ -174,6 +220,8 @@ def _holders(session: Session, job: Job, gain: float) -> str:
             f"the {_gpus(sum(takeable.values()))} GPUs of work it may take ({names}) do "
             "not make room for it"
         )
+    if len(others) > MAX_HOLDERS:
+        parts.append(f"and {len(others) - MAX_HOLDERS} more projects' work there")
     return "; ".join(parts) or "no work there may be taken"
 
 
