@@ -4,7 +4,9 @@ The cycle's own reason says which rule stopped the job (a quota rule, or "no roo
 this module looks at the cluster the cycle left behind to say which of the usual causes
 it is: it can never fit, it is over its quota or limit, its gang is short of room, free
 GPUs are scattered (fragmentation), no MIG slot is left, or its project has had its fair
-share and nothing can be reclaimed for it.
+share and nothing can be reclaimed for it. Every number it gives is the state's: what the
+job needs, what is free where it may run, fair shares, and what taking a holder's work
+would leave it (tests/test_pending_reasons.py checks them on random clusters).
 """
 
 from __future__ import annotations
