@@ -107,8 +107,8 @@ def test_pending_for_fair_share_shows_its_history(busy: str) -> None:
     result = explain(NETAPP, "team-a/a-more", "--events", busy)
     assert result.exit_code == 0, result.output
     assert (
-        "Why pending: fair share reached: team-a holds 6 of its fair share of 4 GPUs, "
-        "and no GPU is free"
+        "Why pending: fair share reached: team-a holds 6 of its fair share of 4 GPUs; "
+        "it needs 2 GPUs and the nodes it may use have 0 free"
     ) in result.output
     # placed on the last free GPUs, then reclaimed by team-d, whose quota is guaranteed
     assert "  step 3 at 1h30m: bind dgx1-1 GPUs 6-7" in result.output

@@ -746,7 +746,7 @@ def test_a_bound_pod_gets_no_pending_reason_and_a_waiting_one_says_why(kube, clu
 # --- dry run ----------------------------------------------------------------------------
 
 
-def test_a_dry_run_writes_nothing(kube, cluster):
+def test_a_dry_run_sends_every_write_as_a_server_dry_run_and_stores_nothing(kube, cluster):
     install_queues(cluster)
     train, notebook = job("train", WHOLE, pods=2), job("notebook", HALF)
     add_pods(cluster, "train", 2)
@@ -767,11 +767,16 @@ def test_a_dry_run_writes_nothing(kube, cluster):
     )
     current = view(cluster, [train, notebook, running])
     kube.api.reset_counts()
+    stored = kube.api.snapshot()
 
     outcome = Actuator(cluster, POLICY, dry_run=True).carry_out(current, decisions)
     report = StatusWriter(cluster, dry_run=True).write(current, decisions, outcome)
 
-    assert kube.api.counts()["write"] == 0
+    writes = [r for r in kube.api.requests if r.category == "write"]
+    # the eviction, the MIG request, the reservation pod, the binds, the queue's status
+    assert len(writes) >= 5 and all(r.query.get("dryRun") == "All" for r in writes)
+    assert kube.api.snapshot() == stored
+    assert not outcome.errors and not report.errors
     assert len(outcome.bound) == 2 and len(outcome.evicted) == 1
     assert outcome.reservations_created == 1 and outcome.mig_requests == 1
     assert report.queues == 1

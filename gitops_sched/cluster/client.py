@@ -198,18 +198,20 @@ class ClusterClient:
     ) -> dict[str, Any]:
         """Server-side apply of `obj` (the fields `field_manager` wants, and only those)."""
         query = [("fieldManager", field_manager), ("force", "true" if force else "false")]
-        if dry_run:
-            query.append(("dryRun", "All"))
+        query += _dry(dry_run)
         path = self._path(ObjectRef.of(obj), subresource)
         return self._request("PATCH", path, body=obj, query=query, content_type=APPLY_PATCH)
 
-    def create(self, obj: dict[str, Any], field_manager: str | None = None) -> dict[str, Any]:
+    def create(
+        self, obj: dict[str, Any], field_manager: str | None = None, dry_run: bool = False
+    ) -> dict[str, Any]:
         meta = obj["metadata"]
         resource = self.resource(obj["apiVersion"], obj["kind"])
         if resource is None:
             raise NotFound(404, "NotFound", f"{obj['apiVersion']} {obj['kind']} is not served")
         path = resource.path(namespace=meta.get("namespace"))
         query = [("fieldManager", field_manager)] if field_manager else []
+        query += _dry(dry_run)
         return self._request("POST", path, body=obj, query=query, retry_conflicts=False)
 
     def replace(self, obj: dict[str, Any], field_manager: str | None = None) -> dict[str, Any]:
@@ -225,23 +227,36 @@ class ClusterClient:
         body: dict[str, Any],
         subresource: str | None = None,
         content_type: str = MERGE_PATCH,
+        dry_run: bool = False,
     ) -> dict[str, Any]:
         """A merge patch (or `content_type`'s) of the object or of a subresource (`status`)."""
         path = self._path(ref, subresource)
-        return self._request("PATCH", path, body=body, content_type=content_type)
+        query = _dry(dry_run)
+        return self._request("PATCH", path, body=body, query=query, content_type=content_type)
 
-    def post(self, ref: ObjectRef, subresource: str, body: dict[str, Any]) -> dict[str, Any]:
+    def post(
+        self, ref: ObjectRef, subresource: str, body: dict[str, Any], dry_run: bool = False
+    ) -> dict[str, Any]:
         """POST to a subresource (`binding`, `eviction`). Neither a 409 nor a 429 is retried:
         a pod already bound, or an eviction a PodDisruptionBudget refuses, is an answer the
         caller acts on (the next cycle tries again)."""
         path = self._path(ref, subresource)
-        return self._request("POST", path, body=body, retry_conflicts=False, retry_throttled=False)
+        return self._request(
+            "POST",
+            path,
+            body=body,
+            query=_dry(dry_run),
+            retry_conflicts=False,
+            retry_throttled=False,
+        )
 
-    def delete(self, ref: ObjectRef, propagation: str = "Background") -> bool:
+    def delete(
+        self, ref: ObjectRef, propagation: str = "Background", dry_run: bool = False
+    ) -> bool:
         """Delete an object; False when it was already gone."""
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
         try:
-            self._request("DELETE", self._path(ref), body=body)
+            self._request("DELETE", self._path(ref), body=body, query=_dry(dry_run))
         except NotFound:
             return False
         return True
@@ -277,6 +292,12 @@ class ClusterClient:
         self, action: Callable[[], Any], retry_conflicts: bool = True, retry_throttled: bool = True
     ) -> Any:
         return self.backoff.call(lambda: _translated(action), retry_conflicts, retry_throttled)
+
+
+def _dry(dry_run: bool) -> list[tuple[str, str]]:
+    """The query of a server-side dry run: the server checks the write as it would do it
+    (authorization, admission, validation, a PodDisruptionBudget) and stores nothing."""
+    return [("dryRun", "All")] if dry_run else []
 
 
 def _translated(action: Callable[[], Any]) -> Any:

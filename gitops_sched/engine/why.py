@@ -4,22 +4,29 @@ The cycle's own reason says which rule stopped the job (a quota rule, or "no roo
 this module looks at the cluster the cycle left behind to say which of the usual causes
 it is: it can never fit, it is over its quota or limit, its gang is short of room, free
 GPUs are scattered (fragmentation), no MIG slot is left, or its project has had its fair
-share and nothing can be reclaimed for it.
+share and nothing can be reclaimed for it. Every number it gives is the state's: what the
+job needs, what is free where it may run, fair shares, and what taking a holder's work
+would leave it (tests/test_pending_reasons.py checks them on random clusters).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from gitops_sched.engine.actions.allocate import gang_reason, no_room_reason
 from gitops_sched.engine.actions.consolidate import pod_need, room_in_total
-from gitops_sched.engine.admission import quota_blocker
+from gitops_sched.engine.actions.reclaim import Floor, loss_refused, within_deserved
+from gitops_sched.engine.actions.victims import VictimPool
+from gitops_sched.engine.admission import may_reclaim, quota_blocker
 from gitops_sched.engine.apply import apply_decisions
 from gitops_sched.engine.fit import NeverFit, never_fits
 from gitops_sched.engine.placement import pods_that_fit
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import GPU_EPSILON, Decisions, Job, RequestKind, Snapshot
+
+MAX_HOLDERS = 3  # the projects whose work on its nodes a "nothing to reclaim" reason weighs
 
 
 class PendingKind(StrEnum):
@@ -50,6 +57,7 @@ class PendingReasons:
         self._session: Session | None = None
         self._answers: dict[tuple, Pending] = {}
         self._misfits: dict[tuple, NeverFit | None] = {}  # never_fits by what it looks at
+        self._holdings: Holdings | None = None
 
     @property
     def session(self) -> Session:
@@ -72,13 +80,59 @@ class PendingReasons:
             fit = (job.request, min(job.min_available, job.pods), job.node_groups)
             if fit not in self._misfits:
                 self._misfits[fit] = never_fits(job, self.snapshot.nodes)
-            self._answers[shape] = _pending_reason(self.session, job, self._misfits[fit])
+            self._answers[shape] = _pending_reason(
+                self.session, job, self._misfits[fit], self.holdings
+            )
         return self._answers[shape]
 
+    def holdings(self) -> Holdings:
+        """What holds each node's GPUs, counted once for every job that asks."""
+        if self._holdings is None:
+            self._holdings = Holdings(self.session)
+        return self._holdings
 
-def _pending_reason(session: Session, job: Job, misfit: NeverFit | None) -> Pending:
+
+class Holdings:
+    """Who holds the GPUs of each node, counted once per cluster state: non-preemptible
+    work, and preemptible work by project (summed per set of node groups a job may use);
+    and the victims reclaim would take, in its order (one VictimPool: nothing is evicted
+    while reasons are worked out)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.fixed: dict[str, float] = {}  # node -> GPUs of non-preemptible work
+        self.preemptible: dict[str, dict[str, float]] = {}  # node -> project -> GPUs
+        for running in session.running():
+            for pod in running.placement:
+                gpus = session.placed_gpus(running, (pod,))
+                if running.preemptible:
+                    there = self.preemptible.setdefault(pod.node, {})
+                    there[running.project] = there.get(running.project, 0.0) + gpus
+                else:
+                    self.fixed[pod.node] = self.fixed.get(pod.node, 0.0) + gpus
+        self.pool = VictimPool(session)
+        self._on: dict[tuple[str, ...], tuple[float, dict[str, float]]] = {}
+
+    def on(self, job: Job) -> tuple[float, dict[str, float]]:
+        """On the nodes the job may use: GPUs of non-preemptible work, and of each
+        project's preemptible work, the most first."""
+        if job.node_groups not in self._on:
+            nodes = [use.name for use in self.session.candidate_nodes(job)]
+            by_project: dict[str, float] = {}
+            for node in nodes:
+                for project, gpus in self.preemptible.get(node, {}).items():
+                    by_project[project] = by_project.get(project, 0.0) + gpus
+            ordered = dict(sorted(by_project.items(), key=lambda item: (-item[1], item[0])))
+            fixed = sum(self.fixed.get(node, 0.0) for node in nodes)
+            self._on[job.node_groups] = (fixed, ordered)
+        return self._on[job.node_groups]
+
+
+def _pending_reason(
+    session: Session, job: Job, misfit: NeverFit | None, holdings: Callable[[], Holdings]
+) -> Pending:
     """Why the job (pending in `session`, a cycle's start over the settled cluster) waits;
-    `misfit`: never_fits's answer for it."""
+    `misfit`: never_fits's answer for it; `holdings`: who holds the GPUs, when asked."""
     if misfit is not None:
         return Pending(PendingKind.NEVER_FIT, f"can never fit: {misfit.why}")
     blocker = quota_blocker(session, job)
@@ -99,7 +153,7 @@ def _pending_reason(session: Session, job: Job, misfit: NeverFit | None) -> Pend
     elif 0 < fit < count:
         kind, why = PendingKind.GANG, f"waiting for gang: {fit} of {count} pods fit now"
     else:
-        kind, why = PendingKind.FAIR_SHARE, _fair_share(session, job)
+        kind, why = PendingKind.FAIR_SHARE, _fair_share(session, job, free, holdings)
     return Pending(kind, gang_reason(job, f"{why} ({no_room})"), fit, free)
 
 
@@ -115,19 +169,111 @@ def _fragmented(job: Job, fit: int, free: float) -> str:
     )
 
 
-def _fair_share(session: Session, job: Job) -> str:
-    """No free room: its project has its fair share, or is below it with no victims."""
+def _fair_share(session: Session, job: Job, free: float, holdings: Callable[[], Holdings]) -> str:
+    """Less room than it needs where it may run: its project has had its fair share (or
+    is within the reclaim threshold of it), or it may reclaim but nothing there may be
+    taken for it; `free`: the room on the nodes it may use."""
     project = job.project
     held = session.allocated.get(project, 0.0)
     share = session.fair_share.get(project, 0.0)
-    numbers = f"{project} holds {_gpus(held)} of its fair share of {_gpus(share)} GPUs"
+    numbers = _holds(project, held, share)
     wanted = session.wanted_gpus(job)
-    if held + wanted > share + GPU_EPSILON:
-        more = "" if held >= share - GPU_EPSILON else f", {_gpus(wanted)} more would pass it"
-        return f"fair share reached: {numbers}{more}, and no GPU is free"
+    room = f"it needs {_gpus(wanted)} GPUs and the nodes it may use have {_gpus(free)} free"
+    if not may_reclaim(session, job):
+        if held + wanted > share + GPU_EPSILON:
+            more = "" if held >= share - GPU_EPSILON else f", {_gpus(wanted)} more would pass it"
+            return f"fair share reached: {numbers}{more}; {room}"
+        threshold = session.snapshot.policy.reclaim_threshold
+        return (
+            f"within the reclaim threshold: {numbers}, not more than {_gpus(threshold)} "
+            f"below it, which evicts nobody; {room}"
+        )
+    holders = _holders(session, job, wanted, holdings())
+    return f"nothing to reclaim: {numbers}; {room}; {holders}"
+
+
+def _holds(queue: str, held: float, share: float) -> str:
+    return f"{queue} holds {_gpus(held)} of its fair share of {_gpus(share)} GPUs"
+
+
+def _holders(session: Session, job: Job, gain: float, holdings: Holdings) -> str:
+    """What holds the GPUs on the nodes the job may use: non-preemptible work, its own
+    project's, and the other projects' preemptible work, the MAX_HOLDERS holding most
+    with the reclaim rule that keeps their work from it (see actions.reclaim)."""
+    fixed, by_project = holdings.on(job)
+    own = by_project.get(job.project, 0.0)
+    held = [f"non-preemptible work holds {_gpus(fixed)}"] if fixed > GPU_EPSILON else []
+    if own > GPU_EPSILON:
+        held.append(f"{job.project}'s own work {_gpus(own)}")
+    parts = [f"of the GPUs there, {', '.join(held)}"] if held else []
+    others = [project for project in by_project if project != job.project]
+    allowed = set(job.node_groups) or None
+    guaranteed = within_deserved(session, job, gain)
+    takeable: dict[str, float] = {}
+    for project in others[:MAX_HOLDERS]:
+        refusal = _refusal(session, job, gain, holdings.pool, project, allowed, guaranteed)
+        if isinstance(refusal, str):
+            parts.append(refusal)
+        elif refusal > GPU_EPSILON:
+            takeable[project] = refusal
+    if takeable:
+        names = ", ".join(takeable)
+        parts.append(
+            f"the {_gpus(sum(takeable.values()))} GPUs of work it may take ({names}) do "
+            "not make room for it"
+        )
+    if len(others) > MAX_HOLDERS:
+        parts.append(f"and {len(others) - MAX_HOLDERS} more projects' work there")
+    return "; ".join(parts) or "no work there may be taken"
+
+
+def _refusal(
+    session: Session,
+    job: Job,
+    gain: float,
+    pool: VictimPool,
+    project: str,
+    allowed: set[str] | None,
+    guaranteed: bool,
+) -> str | float:
+    """Why reclaim stops taking the project's work (its victims in the order reclaim
+    takes them) for the job: the floor a queue would break, with the numbers; or, if it
+    may lose all of them, the GPUs it would give."""
+    taken = 0.0
+    counted: dict[str, float] = {}  # job -> its GPUs taken so far (elastic pods first)
+    index = pool.first_usable(project, 0, allowed)
+    while index is not None:
+        victim = pool.victims(project)[index]
+        amount = pool.gpus(victim) - (counted.get(victim.job, 0.0) if victim.pods is None else 0)
+        refused = loss_refused(session, job, gain, project, taken + amount, guaranteed)
+        if refused is not None:
+            return _broken_floor(session, job, gain, project, taken + amount, *refused)
+        taken += amount
+        counted[victim.job] = counted.get(victim.job, 0.0) + amount
+        index = pool.first_usable(project, index + 1, allowed)
+    return taken
+
+
+def _broken_floor(
+    session: Session, job: Job, gain: float, project: str, amount: float, queue: str, floor: Floor
+) -> str:
+    held = session.allocated.get(queue, 0.0)
+    if floor is Floor.DESERVED:
+        deserved = (session.projects.get(queue) or session.departments[queue]).deserved
+        return (
+            f"{queue} holds {_gpus(held)} GPUs, not over its deserved quota of "
+            f"{_gpus(deserved)}, and {job.project} takes only work over quota"
+        )
+    left = _holds(queue, held - amount, session.fair_share.get(queue, 0.0))
+    said = f"taking {_gpus(amount)} GPUs of {project}'s work would leave {queue} with"
+    said += left.removeprefix(f"{queue} holds")
+    if floor is Floor.FAIR_SHARE:
+        return f"{said}, below it"
+    claimant = job.project if queue == project else session.department_of(job.project)
+    part = (held - amount) / session.fair_share[queue]
     return (
-        f"nothing to reclaim: {numbers}, but the GPUs it may use hold work that may not be "
-        "taken (non-preemptible, or of projects not above their fair share)"
+        f"{said} ({part:.3g} of it), less than {claimant}'s "
+        f"{session.ratio(claimant, gain):.3g} of its own with the job"
     )
 
 

@@ -27,7 +27,7 @@ from gitops_sched.config.loader import API_VERSION, Document, Path_
 from gitops_sched.config.model import Repo
 from gitops_sched.engine.fairshare import fair_shares, nodes_capacity
 from gitops_sched.engine.requests import placed_pod_gpus
-from gitops_sched.engine.types import Job, Node, PodPlacement
+from gitops_sched.engine.types import Job, Node, PodPlacement, QueueStatus
 from gitops_sched.sim.events import Placed, Simulation, parse_simulation, repo_workloads
 from gitops_sched.sim.report import rounded
 from gitops_sched.sim.run import SimulationResult, WorkloadState, simulate
@@ -63,7 +63,8 @@ class Moved:
 
     workload: str
     project: str
-    reason: str  # evicted: reclaim, preempt, node removed, removed, ...; started: "" or new
+    reason: str  # evicted: reclaim, preempt, node removed, removed, ...; started: new, or
+    #              what lets it start (see _WhyStarted)
     gpus: float  # what it holds (evicted) or gets (started)
 
 
@@ -248,6 +249,66 @@ def _evictions(result: SimulationResult) -> dict[str, str]:
     return why
 
 
+class _WhyStarted:
+    """What lets a workload that was pending start after the change, the first that holds:
+    the evictions made for it; GPUs freed on its nodes by work the change stops; a node
+    new in the change; its project's guaranteed quota or fair share rising; its own
+    request changing; else it says what kept it pending before."""
+
+    def __init__(
+        self,
+        base: Repo,
+        head: Repo,
+        base_result: SimulationResult,
+        head_result: SimulationResult,
+        old_status: dict[str, QueueStatus],
+        new_status: dict[str, QueueStatus],
+        evicted: list[Moved],
+    ) -> None:
+        self.base, self.head = base, head
+        self.old_status, self.new_status = old_status, new_status
+        self.made_room: dict[str, list[str]] = {}  # workload -> the evictions made for it
+        for entry in head_result.log:
+            if entry.action == "evict" and entry.by:
+                taken = f"{entry.workload} ({entry.reason})"
+                if taken not in self.made_room.setdefault(entry.by, []):
+                    self.made_room[entry.by].append(taken)
+        self.stopped_on: dict[str, list[str]] = {}  # node -> the work the change stops there
+        old_jobs = {j.name: j for j in base_result.snapshot.jobs}
+        for moved in evicted:
+            job = old_jobs.get(moved.workload)
+            for node in sorted({pod.node for pod in job.placement} if job else ()):
+                self.stopped_on.setdefault(node, []).append(moved.workload)
+        self.old_nodes = {n.name for n in base_result.snapshot.nodes}
+
+    def of(self, was: WorkloadState, now: WorkloadState) -> str:
+        name, project = now.workload.name, now.workload.project
+        if name in self.made_room:
+            return f"takes GPUs freed by evicting {', '.join(self.made_room[name])}"
+        nodes = sorted({pod.node for pod in now.pods})
+        freed = sorted({w for node in nodes for w in self.stopped_on.get(node, ())})
+        if freed:
+            return f"takes GPUs that {', '.join(freed)} held (stopped by this change)"
+        new_nodes = [node for node in nodes if node not in self.old_nodes]
+        if new_nodes:
+            return f"runs on {', '.join(new_nodes)}, new in this change"
+        old_p, new_p = self.base.project(project), self.head.project(project)
+        if old_p and new_p and (new_p.quota.gpu or 0.0) > (old_p.quota.gpu or 0.0):
+            return (
+                f"{project}'s guaranteed quota rises {old_p.quota.gpu or 0:g} → "
+                f"{new_p.quota.gpu:g} GPUs"
+            )
+        old_s, new_s = self.old_status.get(project), self.new_status.get(project)
+        if old_s and new_s and rounded(new_s.fair_share) > rounded(old_s.fair_share):
+            return (
+                f"{project}'s fair share rises {rounded(old_s.fair_share):g} → "
+                f"{rounded(new_s.fair_share):g} GPUs"
+            )
+        if was.request != now.request:
+            return "its GPU request changes"
+        return f"was {was.status}" + (f": {was.reason}" if was.reason else "")
+
+
 def workloads(base: Repo, head: Repo, state: Simulation | None = None) -> Scenario:
     """The declared workloads (or the state) under the base config, then the head's."""
     base_result = simulate(base, state)
@@ -269,13 +330,16 @@ def workloads(base: Repo, head: Repo, state: Simulation | None = None) -> Scenar
             reason = lost.get(name) or evicted_by.get(name) or (now.reason if now else "removed")
             gpus = held_gpus(old_jobs.get(name), old_nodes)
             evicted.append(Moved(name, was.workload.project, reason, gpus))
-        elif runs and not ran and now is not None:
-            reason = "new" if was is None else ""
+    old_status = {q.name: q for q in base_result.projects}
+    new_status = {q.name: q for q in head_result.projects}
+    why = _WhyStarted(base, head, base_result, head_result, old_status, new_status, evicted)
+    for name in sorted(after.keys()):
+        was, now = before.get(name), after[name]
+        if now.status == RUNNING and (was is None or was.status != RUNNING):
+            reason = "new" if was is None else why.of(was, now)
             started.append(
                 Moved(name, now.workload.project, reason, held_gpus(new_jobs.get(name), new_nodes))
             )
-    old_status = {q.name: q for q in base_result.projects}
-    new_status = {q.name: q for q in head_result.projects}
     rows = []
     for name in sorted(old_status.keys() | new_status.keys()):
         old, new = old_status.get(name), new_status.get(name)

@@ -1,7 +1,7 @@
 """The plan as one pull-request comment: the summary line, warnings, tables, a chart.
 
-GitHub Markdown only (no terminal box drawing): tables, alerts, a Mermaid bar chart of
-GPUs per project before and after, and the long parts (object changes, every project)
+GitHub Markdown only (no terminal box drawing): tables, alerts, a before/after table with
+a bar per value (GPUs per project), and the long parts (object changes, every project)
 collapsed in <details>. The first line is a hidden marker the comment script finds the
 comment by, so a new push updates the comment instead of adding another.
 """
@@ -20,6 +20,7 @@ from gitops_sched.plan.summary import summary
 
 MARKER = "<!-- gitops-sched-plan -->"
 CHART_PROJECTS = 20  # the projects whose fair share moves most, in the chart
+BAR_WIDTH = 20  # characters of the chart's longest bar
 MAX_VALUE = 60  # characters of a field value shown in the object table
 
 
@@ -238,32 +239,32 @@ def _moved(title: str, moved: tuple[Moved, ...]) -> list[str]:
 
 
 def _chart(full: Scenario) -> list[str]:
-    """A Mermaid bar chart: fair share at full demand per project, before and after."""
+    """Fair share at full demand per project, before and after, as a table with a bar for
+    each value: a rising value cannot hide its before bar, as one bar chart's overlaid
+    series would."""
     rows = [r for r in full.projects if r.fair_share[0] != r.fair_share[1]]
     rows.sort(key=lambda r: (-abs((r.fair_share[1] or 0) - (r.fair_share[0] or 0)), r.name))
     rows = sorted(rows[:CHART_PROJECTS], key=lambda r: r.name)
     if not rows:
         return []
-    names = ", ".join(json.dumps(r.name) for r in rows)
-    before = ", ".join(_v(r.fair_share[0] or 0.0) for r in rows)
-    after = ", ".join(_v(r.fair_share[1] or 0.0) for r in rows)
-    top = max(max(r.fair_share[0] or 0.0, r.fair_share[1] or 0.0) for r in rows)
+    top = max(max(r.fair_share[0] or 0.0, r.fair_share[1] or 0.0) for r in rows) or 1.0
+    table = [[f"`{r.name}`", _bar(r.fair_share[0], top), _bar(r.fair_share[1], top)] for r in rows]
     return [
-        "<details open><summary>GPUs per project at full demand: before (first bar), after "
-        "(second bar)</summary>",
+        "<details open><summary>Fair share at full demand (GPUs), before and after</summary>",
         "",
-        "```mermaid",
-        "xychart-beta",
-        '    title "Fair share at full demand (GPUs)"',
-        f"    x-axis [{names}]",
-        f'    y-axis "GPUs" 0 --> {_v(float(top) or 1.0)}',
-        f"    bar [{before}]",
-        f"    bar [{after}]",
-        "```",
-        "",
+        *_table(["Project", "Before", "After"], table),
         "</details>",
         "",
     ]
+
+
+def _bar(value: float | None, top: float) -> str:
+    """`value` as a bar of block characters, BAR_WIDTH wide at `top`, then the number."""
+    if value is None:
+        return _v(value)
+    eighths = round(value / top * BAR_WIDTH * 8)
+    bar = "█" * (eighths // 8) + ("", "▏", "▎", "▍", "▌", "▋", "▊", "▉")[eighths % 8]
+    return f"`{bar}` {_v(value)}" if bar else _v(value)
 
 
 # --- objects -----------------------------------------------------------------------------

@@ -5,6 +5,8 @@
   projects past its quota);
 * a removed project that still has workloads (declared, or running in the state);
 * a node group shrinking under the work running on it;
+* a quota or limit cut below a gang of its project (the pods that must start together):
+  a rule that gang must fit in can then never hold, so it never runs again;
 * validation problems the change introduces, compared by code and object, not by line or
   wording (a quota sum that changes from 10 to 12 is the same problem).
 """
@@ -17,7 +19,10 @@ from dataclasses import dataclass
 
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
 from gitops_sched.config.model import Repo
+from gitops_sched.engine.admission import bounds
 from gitops_sched.engine.requests import placed_pod_gpus
+from gitops_sched.engine.session import Session
+from gitops_sched.engine.types import GPU_EPSILON, Snapshot
 from gitops_sched.plan.impact import RUNNING, Scenario, held_gpus
 from gitops_sched.plan.quotas import capacity_of
 from gitops_sched.sim.report import rounded
@@ -25,8 +30,8 @@ from gitops_sched.sim.report import rounded
 
 @dataclass(frozen=True)
 class PlanWarning:
-    kind: str  # quota-below-usage | department-over-capacity | removed-project-with-workloads
-    #            | node-group-under-work | new-problem
+    kind: str  # quota-below-usage | quota-below-gang | department-over-capacity
+    #            | removed-project-with-workloads | node-group-under-work | new-problem
     subject: str  # Kind/name
     message: str
 
@@ -114,6 +119,43 @@ def _node_group_use(scenario: Scenario) -> dict[str, float]:
     return use
 
 
+def _gang_caps(snapshot: Snapshot) -> dict[tuple[str, str], tuple[float, float, str]]:
+    """(workload, quota rule) -> (GPUs its gang needs, the cap, the queue) for every
+    quota rule of the engine a workload's gang does not fit in, however idle the cluster."""
+    session = Session(snapshot)
+    found = {}
+    for job in snapshot.jobs:
+        if job.project not in session.projects:
+            continue
+        gang = session.wanted_gpus(job, job.min_available)
+        for bound in bounds(session, job):
+            if gang > bound.cap + GPU_EPSILON:
+                found[(job.name, bound.rule)] = (gang, bound.cap, bound.queue)
+    return found
+
+
+def _gangs_over_quota(scenario: Scenario) -> list[PlanWarning]:
+    """Gangs the change leaves over a quota rule they must fit in (see admission.bounds):
+    they can never start again. Those over it before the change already were."""
+    if scenario.base_result is None or scenario.head_result is None:
+        return []
+    before = _gang_caps(scenario.base_result.snapshot)
+    found = []
+    for (workload, rule), (gang, cap, queue) in sorted(
+        _gang_caps(scenario.head_result.snapshot).items()
+    ):
+        if (workload, rule) not in before:
+            found.append(
+                PlanWarning(
+                    "quota-below-gang",
+                    f"Workload/{workload}",
+                    f"its gang needs {rounded(gang):g} GPUs, more than the {rounded(cap):g} of "
+                    f"{queue} ({rule}): it can never run",
+                )
+            )
+    return found
+
+
 def warnings(
     base: Repo, head: Repo, scenario: Scenario, problems: tuple[Problem, ...]
 ) -> tuple[PlanWarning, ...]:
@@ -131,6 +173,7 @@ def warnings(
                     "work holds now",
                 )
             )
+    found += _gangs_over_quota(scenario)
     # departments over capacity, projects over their department
     total = capacity_of(head)
     quotas = sum(d.quota.gpu or 0.0 for d in head.departments)

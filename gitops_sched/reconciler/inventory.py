@@ -62,29 +62,40 @@ class InventoryStore:
         obj = self.client.get(self.ref)
         return None if obj is None else Inventory.parse(obj.get("data") or {})
 
-    def write(self, inventory: Inventory) -> None:
+    def write(self, inventory: Inventory) -> bool:
+        """Write the inventory, creating its namespace first when it does not exist;
+        whether it created the namespace."""
         try:
             self.client.apply(self._object(inventory), self.manager)
         except NotFound:
             if not self.ensure_namespace():
                 raise
             self.client.apply(self._object(inventory), self.manager)
+            return True
+        return False
 
-    def ensure_namespace(self) -> bool:
-        """Create the reconciler's namespace when it does not exist; whether it did not."""
-        ref = ObjectRef("v1", "Namespace", "", self.ref.namespace)
-        if self.client.get(ref) is not None:
-            return False
-        namespace = {
+    @property
+    def namespace_ref(self) -> ObjectRef:
+        return ObjectRef("v1", "Namespace", "", self.ref.namespace)
+
+    def namespace(self) -> dict[str, Any]:
+        """The namespace the inventory lives in, as this store creates it."""
+        return {
             "apiVersion": "v1",
             "kind": "Namespace",
             "metadata": {
-                "name": ref.name,
+                "name": self.ref.namespace,
                 "labels": {"app.kubernetes.io/managed-by": "gitops-sched"},
             },
         }
+
+    def ensure_namespace(self) -> bool:
+        """Create the reconciler's namespace when it does not exist; whether it did not."""
+        ref = self.namespace_ref
+        if self.client.get(ref) is not None:
+            return False
         try:
-            self.client.create(namespace, self.manager)
+            self.client.create(self.namespace(), self.manager)
         except ApiFailure as exc:
             if exc.reason != "AlreadyExists":  # created meanwhile: as good
                 raise

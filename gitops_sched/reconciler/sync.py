@@ -99,6 +99,9 @@ class SyncResult:
     orphaned: list[str] = field(default_factory=list)
     drift: list[str] = field(default_factory=list)  # objects repaired: "Kind/ns/name: fields"
     errors: list[str] = field(default_factory=list)
+    # written for the reconciler itself, not rendered: its inventory's namespace, created
+    # first when it does not exist
+    prepared: list[str] = field(default_factory=list)
     diff: list[str] = field(default_factory=list)  # dry run: what would change
     live: dict[ObjectRef, dict[str, Any]] = field(default_factory=dict, repr=False)
 
@@ -215,7 +218,7 @@ class Syncer:
         if new:
             grown = Inventory(self.source, inventory.revision, dict(inventory.entries))
             grown.entries.update({r: UNKNOWN for r in new})
-            self.inventory_store.write(grown)
+            self._write_inventory(grown, p)
         self._apply_stages(p)
         self._replace(p)
         kept = self._prune(prune, live, result)
@@ -226,8 +229,15 @@ class Syncer:
         entries.update({ref: inventory.entries.get(ref, UNKNOWN) for ref in kept})
         final = Inventory(self.source, revision, entries)
         if final != inventory:
-            self.inventory_store.write(final)
+            self._write_inventory(final, p)
         return result
+
+    def _write_inventory(self, inventory: Inventory, p: _Pass) -> None:
+        """Write the inventory; its namespace, when the write had to create it, is a
+        write of the sync (the repo's own Namespace object, if it renders one, is created
+        by its apply as well)."""
+        if self.inventory_store.write(inventory):
+            p.result.prepared.append(str(self.inventory_store.namespace_ref))
 
     def _replacements(self, p: _Pass) -> dict[ObjectRef, list[str]]:
         """What cannot be applied in place: objects of a replaceable kind whose change
@@ -372,13 +382,11 @@ class Syncer:
             if not pending or time.monotonic() >= deadline:
                 break
             self.sleep(self.poll)
-        blocked = {}
-        for ref, crd in pending.items():
-            spec = crd["spec"]
-            for version in spec["versions"]:
-                kind = (f"{spec['group']}/{version['name']}", spec["names"]["kind"])
-                blocked[kind] = f"its CRD {ref.name} is not Established"
-        return blocked
+        return {
+            kind: f"its CRD {ref.name} is not Established"
+            for ref, crd in pending.items()
+            for kind in _served(crd)
+        }
 
     def _prune(self, prune: list[ObjectRef], live, result) -> list[ObjectRef]:
         """Delete what we manage and the repo no longer has; the refs that could not go."""
@@ -427,9 +435,30 @@ class Syncer:
         return None
 
     def _dry_run(self, p: _Pass, prune: list[ObjectRef]) -> None:
+        """Each write the real sync would make, as a server-side dry run (dryRun=All), so
+        the server's refusals are the errors the real sync would report. The writes it
+        makes first stand in for themselves: the inventory's namespace, when missing
+        (`prepared`, as the real sync lists it), and the namespaces and CRDs the sync
+        creates, whose objects the server cannot check before they exist."""
         result = p.result
+        namespaces = {
+            r.name for r in p.todo if (r.api_version, r.kind) == NAMESPACE_KIND and r not in p.live
+        }
+        own = self.inventory_store.namespace_ref
+        if own not in p.live and self.client.get(own) is None:
+            namespaces.add(own.name)
+            result.prepared.append(str(own))
+            note = f"# {own}: created first, for the reconciler's inventory\n"
+            result.diff.append(note + _unified(own, None, self.inventory_store.namespace()))
+        kinds = {
+            kind
+            for ref in p.todo
+            if (ref.api_version, ref.kind) == CRD_KIND and not _established(p.live.get(ref))
+            for kind in _served(p.desired[ref])
+        }
         for ref in sorted(p.todo, key=lambda r: (stage(r), r)):
             before = p.live.get(ref)
+            first = ""  # what the sync creates before it: the server cannot check it now
             if ref in p.replace:
                 after = p.desired[ref]  # a server dry run would refuse the change in place
             else:
@@ -438,8 +467,9 @@ class Syncer:
                         p.desired[ref], FIELD_MANAGER, force=True, dry_run=True
                     )
                 except ApiFailure as exc:
-                    if exc.status == 404 and before is None:
-                        after = p.desired[ref]  # its namespace or CRD does not exist yet
+                    first = _created_first(ref, namespaces, kinds)
+                    if exc.status == 404 and before is None and first:
+                        after = p.desired[ref]
                     elif refused_as_immutable(exc) and replaceable(p.desired[ref]):
                         p.replace[ref] = refused_as_immutable(exc)
                         after = p.desired[ref]
@@ -453,11 +483,29 @@ class Syncer:
                 result.diff.append(f"{note}\n{_unified(ref, shown, after)}")
                 continue
             (result.created if before is None else result.updated).append(str(ref))
-            result.diff.append(_unified(ref, before, after))
+            note = f"# {ref}: checked by the server once {first} exists\n" if first else ""
+            result.diff.append(note + _unified(ref, before, after))
         for ref in prune:
             if ref in p.live:
                 result.pruned.append(str(ref))
                 result.diff.append(_unified(ref, p.live[ref], None))
+
+
+def _served(crd: dict[str, Any]) -> list[tuple[str, str]]:
+    """The (apiVersion, kind) pairs a CRD serves."""
+    spec = crd["spec"]
+    kind = spec["names"]["kind"]
+    return [(f"{spec['group']}/{version['name']}", kind) for version in spec["versions"]]
+
+
+def _created_first(ref: ObjectRef, namespaces: set[str], kinds: set[tuple[str, str]]) -> str:
+    """What the sync creates before `ref` that `ref` needs (its namespace, its kind's
+    CRD), as words; "" when neither."""
+    if ref.namespace in namespaces:
+        return f"its namespace {ref.namespace}"
+    if (ref.api_version, ref.kind) in kinds:
+        return f"the CRD of {ref.kind}"
+    return ""
 
 
 def _established(crd: dict[str, Any] | None) -> bool:

@@ -11,6 +11,11 @@ plain one once the victims are gone), each shared GPU's reservation pod running 
 UUID known, each MIG profile advertised by the node. Then each pod gets its placement
 annotations (a merge patch) and is bound (a Binding). A gang therefore starts whole or
 not at all.
+
+A dry run sends every one of these writes as a server-side dry run (dryRun=All): the server
+checks each as it would carry it out (permissions, a PodDisruptionBudget, a pod bound
+meanwhile) and stores nothing, so its refusals are the errors the real cycle would meet.
+Only binding a reservation pod the dry run has just "created" cannot be asked.
 """
 
 from __future__ import annotations
@@ -175,9 +180,6 @@ class _Cycle:
                 self.stop_job(pod, evict.reason)
                 continue
             self.note(f"evict {pod.namespace}/{pod.name} ({why})")
-            if self.dry_run:
-                self._evicted(pod, evict.reason)
-                continue
             body = {
                 "apiVersion": "policy/v1",
                 "kind": "Eviction",
@@ -185,7 +187,7 @@ class _Cycle:
                 "deleteOptions": {"preconditions": {"uid": pod.uid}},
             }
             try:
-                self.client.post(_pod_ref(pod), "eviction", body)
+                self.client.post(_pod_ref(pod), "eviction", body, dry_run=self.dry_run)
                 self._evicted(pod, evict.reason)
             except (NotFound, Conflict):  # gone, or another pod of that name now
                 self.outcome.log.append(f"{pod.namespace}/{pod.name}: already gone")
@@ -204,14 +206,13 @@ class _Cycle:
         if job not in self.suspended:
             self.suspended.add(job)
             self.note(f"suspend {job} ({reason})")
-            if not self.dry_run:
-                try:
-                    self.client.patch(job, {"spec": {"suspend": True}})
-                except NotFound:
-                    return
-                except ApiFailure as exc:
-                    self._error(f"suspending {job}", exc)
-                    return
+            try:
+                self.client.patch(job, {"spec": {"suspend": True}}, dry_run=self.dry_run)
+            except NotFound:
+                return
+            except ApiFailure as exc:
+                self._error(f"suspending {job}", exc)
+                return
         self._evicted(pod, reason)
 
     def _evicted(self, pod: PodRef, reason: EvictReason) -> None:
@@ -225,11 +226,9 @@ class _Cycle:
         for node, text in wanted.items():
             self.note(f"request MIG layout on {node}: {text}")
             self.outcome.mig_requests += 1
-            if self.dry_run:
-                continue
             patch = {"metadata": {"annotations": {NODE_MIG_REQUEST: text}}}
             try:
-                self.client.patch(ObjectRef("v1", "Node", "", node), patch)
+                self.client.patch(ObjectRef("v1", "Node", "", node), patch, dry_run=self.dry_run)
             except ApiFailure as exc:
                 self._error(f"writing the MIG request of node {node}", exc)
 
@@ -327,9 +326,7 @@ class _Cycle:
 
     def _bind_pod(self, pod: PodRef, node: str, annotations: dict[str, str]) -> bool:
         self.note(f"bind {pod.namespace}/{pod.name} to {node}")
-        return self.dry_run or self._post_binding(
-            pod.namespace, pod.name, pod.uid, node, annotations
-        )
+        return self._post_binding(pod.namespace, pod.name, pod.uid, node, annotations)
 
     def _post_binding(
         self, namespace: str, name: str, uid: str, node: str, annotations: dict[str, str]
@@ -348,7 +345,8 @@ class _Cycle:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         try:
-            self.client.post(ObjectRef("v1", "Pod", namespace, name), "binding", body)
+            ref = ObjectRef("v1", "Pod", namespace, name)
+            self.client.post(ref, "binding", body, dry_run=self.dry_run)
         except ApiFailure as exc:
             self._error(f"binding {namespace}/{name} to {node}", exc)
             return False
@@ -372,13 +370,13 @@ class _Cycle:
         meta = pod["metadata"]
         self.note(f"create reservation pod {meta['namespace']}/{meta['name']} on {node}")
         self.outcome.reservations_created += 1
-        if self.dry_run:
-            return
         try:
-            created = self.client.create(pod, FIELD_MANAGER)
+            created = self.client.create(pod, FIELD_MANAGER, dry_run=self.dry_run)
         except ApiFailure as exc:  # AlreadyExists: the view has not caught up; next cycle
             self._error(f"creating reservation pod {meta['name']}", exc)
             return
+        if self.dry_run:
+            return  # a pod the dry run did not create cannot be bound, even as a dry run
         uid = created.get("metadata", {}).get("uid", "")
         self._post_binding(meta["namespace"], meta["name"], uid, node, {})
 
@@ -388,8 +386,7 @@ class _Cycle:
             return
         self.touched.add(key)
         self.note(f"bind reservation pod {reservation.name} to {reservation.node}")
-        if not self.dry_run:
-            self._post_binding(reservation.namespace, reservation.name, "", reservation.node, {})
+        self._post_binding(reservation.namespace, reservation.name, "", reservation.node, {})
 
     def release_reservations(self, binds: tuple[Bind, ...]) -> None:
         """Delete the reservation pods whose GPU no pod of ours uses or is about to."""
@@ -406,12 +403,11 @@ class _Cycle:
                 continue
             self.note(f"delete reservation pod {reservation.name}: GPU {reservation.gpu} unused")
             self.outcome.reservations_deleted += 1
-            if self.dry_run:
-                continue
             ref = ObjectRef("v1", "Pod", reservation.namespace, reservation.name)
             try:
-                self.client.delete(ref)
-                deleting.add(reservation.name)
+                self.client.delete(ref, dry_run=self.dry_run)
+                if not self.dry_run:
+                    deleting.add(reservation.name)
             except ApiFailure as exc:
                 self._error(f"deleting reservation pod {reservation.name}", exc)
 

@@ -166,7 +166,9 @@ class Scheduler:
             self.assumed.bound(uid, node, written, now)
         for uid in outcome.evicted:
             self.assumed.evicted(uid, now)
-        self.status.write(view, decisions, outcome)
+        # the status writes' failures are the cycle's errors too: a dry run meets them as
+        # the real cycle would (see StatusWriter)
+        outcome.errors += self.status.write(view, decisions, outcome).errors
         seconds = time.perf_counter() - started
         self.metrics.record_cycle(seconds, view, decisions, outcome)
         return CycleReport(decisions, outcome, view, seconds, engine_seconds)

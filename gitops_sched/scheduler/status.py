@@ -93,10 +93,13 @@ class StatusWriter:
                 if obj is None or _same(obj.get("status") or {}, wanted):
                     continue  # no object to write to (the reconciler makes it), or no change
                 report.queues += 1
-                if self.dry_run:
-                    continue
                 try:
-                    self.client.patch(ObjectRef.of(obj), {"status": wanted}, subresource="status")
+                    self.client.patch(
+                        ObjectRef.of(obj),
+                        {"status": wanted},
+                        subresource="status",
+                        dry_run=self.dry_run,
+                    )
                 except ApiFailure as exc:
                     report.errors.append(f"writing the status of {kind} {queue.name}: {exc}")
 
@@ -137,11 +140,9 @@ class StatusWriter:
         pod gets the Event alone)."""
         report.conditions += not pod.bound
         report.events += 1
-        if self.dry_run:
-            return
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         if pod.bound:
-            self._said[pod.uid] = why
+            self._remember(pod, why)
             self._event(pod, why, stamp, stamp, report)  # no write to version it by
             return
         condition = {
@@ -158,19 +159,31 @@ class StatusWriter:
                 {"status": {"conditions": [condition]}},
                 subresource="status",
                 content_type=STRATEGIC_MERGE_PATCH,
+                dry_run=self.dry_run,
             )
         except NotFound:
             return  # gone meanwhile
         except ApiFailure as exc:
             report.errors.append(f"writing the pending reason of {pod.namespace}/{pod.name}: {exc}")
             return
-        self._said[pod.uid] = why
+        self._remember(pod, why)
         version = (written.get("metadata") or {}).get("resourceVersion", "")
         self._event(pod, why, version, stamp, report)
 
+    def _remember(self, pod: _Pod, why: str) -> None:
+        """The pod has been told (a dry run told it nothing: the next run tells it)."""
+        if not self.dry_run:
+            self._said[pod.uid] = why
+
     def _event(self, pod: _Pod, why: str, version: str, stamp: str, report: StatusReport) -> None:
+        event = _event(pod, why, version, stamp)
+        if self.dry_run:
+            # a dry-run condition write leaves the pod's version as it was, so the name
+            # may be an Event the last real run made: the server names this one
+            name = event["metadata"].pop("name")
+            event["metadata"]["generateName"] = name.rpartition(".")[0] + "."
         try:
-            self.client.create(_event(pod, why, version, stamp))
+            self.client.create(event, dry_run=self.dry_run)
         except ApiFailure as exc:  # best effort: the condition says it already, or next time
             report.errors.append(f"creating an event for {pod.namespace}/{pod.name}: {exc}")
 

@@ -97,6 +97,8 @@ def wipe(plane: ControlPlane) -> None:
 def _empty(plane: ControlPlane, namespaces: set[str], seconds: float = 60) -> None:
     """Delete every object of every namespaced kind in `namespaces`, until none is left."""
     dynamic = kubernetes.dynamic.DynamicClient(plane.api_client())
+    # the discovery cache outlives a test: kinds it served (a CRD since deleted) or not yet
+    dynamic.resources.invalidate_cache()
     kinds = {
         (r.group, r.kind): r
         for r in dynamic.resources.search()

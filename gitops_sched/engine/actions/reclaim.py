@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Collection, Iterable
+from enum import StrEnum
 
 from gitops_sched.engine.actions.victims import Victim, VictimPool, evict_until_placed
 from gitops_sched.engine.admission import fits_quota, may_reclaim, quota_blocker
@@ -48,9 +49,7 @@ def reclaim(session: Session, claimants: Collection[str] | None = None) -> None:
             if not may_reclaim(session, job):
                 continue
             gain = session.wanted_gpus(job)
-            guaranteed = (
-                session.allocated[name] + gain <= session.projects[name].deserved + GPU_EPSILON
-            )
+            guaranteed = within_deserved(session, job, gain)
             shape = (name, job.request, job.next_pods, job.node_groups, guaranteed, job.preemptible)
             if shape in failed_shapes:
                 continue
@@ -58,6 +57,13 @@ def reclaim(session: Session, claimants: Collection[str] | None = None) -> None:
                 session.pending_reasons.pop(job.key, None)
             else:
                 failed_shapes.add(shape)
+
+
+def within_deserved(session: Session, job: Job, gain: float) -> bool:
+    """Whether the job's project stays within its deserved quota gaining `gain` GPUs: then
+    it may take any work of projects over their own deserved quota (see module doc)."""
+    project = session.projects[job.project]
+    return session.allocated[project.name] + gain <= project.deserved + GPU_EPSILON
 
 
 def _freeable(session: Session, job: Job) -> dict[str, float]:
@@ -272,12 +278,23 @@ def _may_lose(
 ) -> bool:
     """Whether the victim's project (and department) stays at or above its floor once it
     loses `amount` GPUs to the job."""
-    if not _stays_above(session, gain, project, job.project, amount, guaranteed):
-        return False
+    return loss_refused(session, job, gain, project, amount, guaranteed) is None
+
+
+def loss_refused(
+    session: Session, job: Job, gain: float, project: str, amount: float, guaranteed: bool
+) -> tuple[str, Floor] | None:
+    """The queue (the project, or its department) that would break its floor losing
+    `amount` GPUs of the project's work to the job, and which floor; None if neither would.
+    Pending reasons name it (see engine.why)."""
+    broken = _floor_broken(session, gain, project, job.project, amount, guaranteed)
+    if broken is not None:
+        return project, broken
     department, claimant = session.department_of(project), session.department_of(job.project)
-    return department == claimant or _stays_above(
-        session, gain, department, claimant, amount, guaranteed
-    )
+    if department == claimant:
+        return None
+    broken = _floor_broken(session, gain, department, claimant, amount, guaranteed)
+    return None if broken is None else (department, broken)
 
 
 def _may_lose_any(
@@ -289,10 +306,10 @@ def _may_lose_any(
     department = session.department_of(project)
     if department in blocked:
         return False
-    if not _stays_above(session, gain, project, job.project, 0.0, guaranteed):
+    if _floor_broken(session, gain, project, job.project, 0.0, guaranteed):
         return False
     claimant = session.department_of(job.project)
-    if department != claimant and not _stays_above(
+    if department != claimant and _floor_broken(
         session, gain, department, claimant, 0.0, guaranteed
     ):
         blocked.add(department)
@@ -300,25 +317,33 @@ def _may_lose_any(
     return True
 
 
-def _stays_above(
+class Floor(StrEnum):
+    """What a queue may not drop below when it loses work to a claimant."""
+
+    DESERVED = "deserved"  # a claimant within its deserved quota takes only work over quota
+    FAIR_SHARE = "fair share"
+    RATIO = "ratio"  # its allocated/fair-share ratio may not fall below the claimant's
+
+
+def _floor_broken(
     session: Session, gain: float, queue: str, claimant: str, amount: float, guaranteed: bool
-) -> bool:
-    """Whether `queue` keeps its floor losing `amount` GPUs to `claimant` (its sibling
-    at the same level), which gains `gain`."""
+) -> Floor | None:
+    """The floor `queue` would break losing `amount` GPUs to `claimant` (its sibling at the
+    same level), which gains `gain`; None if it keeps them all."""
     if guaranteed:
         # deserved quota is guaranteed: any work over the victim's own quota may go,
         # even a gang that leaves it below its quota once evicted whole
-        return _over_deserved(session, queue)
+        return None if _over_deserved(session, queue) else Floor.DESERVED
     share = session.fair_share.get(queue, 0.0)
     left = session.allocated[queue] - amount
     if left < share - GPU_EPSILON:
-        return False
+        return Floor.FAIR_SHARE
     claimant_share = session.fair_share.get(claimant, 0.0)
     if share > GPU_EPSILON and claimant_share > GPU_EPSILON:
         claimant_after = (session.allocated[claimant] + gain) / claimant_share
         if left / share < claimant_after - GPU_EPSILON:
-            return False
-    return True
+            return Floor.RATIO
+    return None
 
 
 def _over_deserved(session: Session, queue: str) -> bool:
