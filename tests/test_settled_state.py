@@ -12,9 +12,11 @@ several departments, over-quota weights, ranks and denials, limits) at small siz
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import subprocess
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +26,26 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.compile_scale import generate, write_repo
+from gitops_sched.agent.gpus import ComputeInstance, GpuInstance
+from gitops_sched.agent.gpus import Gpu as AgentGpu
+from gitops_sched.agent.inventory import encode_inventory, node_inventory
+from gitops_sched.bridge.build import nodes_from_repo
+from gitops_sched.compiler import render_repo
+from gitops_sched.compiler.contract import COMPLETION_INDEX, NODE_GPUS, PLACEMENT
+from gitops_sched.compiler.policy import policy_from_configmap
 from gitops_sched.config.model import Repo
 from gitops_sched.config.validate import check_repo
+from gitops_sched.engine import schedule, settle
+from gitops_sched.engine.codec import pod_to_dict
+from gitops_sched.engine.types import Node, Snapshot
+from gitops_sched.hardware.gpus import MIB
 from gitops_sched.plan.build import Plan, make_plan
 from gitops_sched.plan.impact import state_simulation
+from gitops_sched.scheduler.snapshot import CycleMemory, build_view
+from gitops_sched.scheduler.view import ClusterView
 from gitops_sched.sim.report import to_json
 from gitops_sched.sim.run import simulate
+from tests.control_plane.nodes import repo_nodes
 
 Files = dict[str, list[dict[str, Any]]]
 ISSUE_23 = {"seed": 2, "departments": 3, "projects": 20, "workloads": 150}
@@ -134,3 +150,119 @@ def test_the_plan_of_a_change_that_changes_nothing_moves_nothing(
     files = generated(seed, departments, projects, workloads)
     assume(load(files) is not None)
     assert_no_moves(plan_of_no_op(files, file, how))
+
+
+# --- the in-cluster scheduler: its view rebuilt from live pods ------------------------------
+
+NOW = 1_800_000_000.0  # the scheduler's clock when the workloads have all arrived
+
+
+def stamp(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def controller_pods(controller: dict[str, Any], created: float) -> list[dict[str, Any]]:
+    """The pods the Job (indexed) or Deployment controller makes of a rendered workload,
+    all created at `created`."""
+    template, name = controller["spec"]["template"], controller["metadata"]["name"]
+    count = controller["spec"].get("parallelism") or controller["spec"].get("replicas") or 1
+    pods = []
+    for i in range(count):
+        metadata = copy.deepcopy(template["metadata"])
+        metadata |= {
+            "name": f"{name}-{i}",
+            "namespace": controller["metadata"]["namespace"],
+            "uid": f"uid-{controller['metadata']['namespace']}-{name}-{i}",
+            "creationTimestamp": stamp(created),
+            "ownerReferences": [
+                {"kind": controller["kind"], "name": name, "uid": f"uid-{name}", "controller": True}
+            ],
+        }
+        if controller["kind"] == "Job":
+            metadata.setdefault("annotations", {})[COMPLETION_INDEX] = str(i)
+        pods.append({"metadata": metadata, "spec": copy.deepcopy(template["spec"]), "status": {}})
+    return pods
+
+
+def live_node(obj: dict[str, Any], node: Node) -> dict[str, Any]:
+    """The Node object Ready, with the inventory the node agent publishes of a MIG node's
+    GPUs (its layout, as the engine left it)."""
+    obj = copy.deepcopy(obj)
+    obj["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    if any(gpu.mig_enabled for gpu in node.gpus):
+        gpus = [
+            AgentGpu(
+                index=gpu.index,
+                uuid=f"GPU-{node.name}-{gpu.index}",
+                name=f"NVIDIA {node.gpu_model}",
+                model=node.gpu_model,
+                memory_total=gpu.memory_mib * MIB,
+                memory_used=0,
+                mig_mode="enabled" if gpu.mig_enabled else "disabled",
+                instances=tuple(
+                    GpuInstance(i.profile, i.start, n, (ComputeInstance(0, 1, i.start),))
+                    for n, i in enumerate(gpu.mig_instances)
+                ),
+            )
+            for gpu in node.gpus
+        ]
+        annotations = obj["metadata"].setdefault("annotations", {})
+        annotations[NODE_GPUS] = encode_inventory(node_inventory(gpus))
+    return obj
+
+
+def live_nodes(repo: Repo, nodes: tuple[Node, ...]) -> list[dict[str, Any]]:
+    """The repo's nodes as the cluster shows them, each with `nodes`' GPUs of its name."""
+    engine = {node.name: node for node in nodes}
+    return [live_node(obj, engine[obj["metadata"]["name"]]) for obj in repo_nodes(repo)]
+
+
+def bound(pods: list[dict[str, Any]], view: ClusterView, settled: Snapshot) -> list[dict[str, Any]]:
+    """The pods as the scheduler leaves them once it has carried the settled state out:
+    each running pod bound where the engine placed it, with its placement, started."""
+    by_uid = {pod["metadata"]["uid"]: copy.deepcopy(pod) for pod in pods}
+    for job in settled.jobs:
+        refs = {ref.index: ref for ref in view.pods[job.key]}
+        for placement in job.placement:
+            pod = by_uid[refs[placement.index].uid]
+            pod["spec"]["nodeName"] = placement.node
+            annotations = pod["metadata"].setdefault("annotations", {})
+            annotations[PLACEMENT] = json.dumps(pod_to_dict(placement))
+            pod["status"] = {"phase": "Running", "startTime": stamp(NOW)}
+    return list(by_uid.values())
+
+
+@settings(max_examples=examples(4), deadline=None)
+@given(**sizes)
+@example(**ISSUE_23)
+def test_a_restarted_scheduler_rebuilding_its_view_from_live_pods_decides_nothing(
+    seed: int, departments: int, projects: int, workloads: int
+) -> None:
+    repo = load(generated(seed, departments, projects, workloads))
+    assume(repo is not None)
+    assert repo is not None
+    objects = render_repo(repo)
+    (config_map,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    policy = policy_from_configmap(config_map)
+    # the workloads arrive in repo order, a second apart, and wait
+    controllers = [o for o in objects if o["kind"] in ("Job", "Deployment")]
+    pods = [
+        pod
+        for i, controller in enumerate(controllers)
+        for pod in controller_pods(controller, NOW - len(controllers) + i)
+    ]
+    nodes = live_nodes(repo, nodes_from_repo(repo))
+    arrived = build_view(pods, nodes, policy, NOW, CycleMemory())
+    assert arrived.ignored == ()
+    settled, _ = settle(arrived.snapshot)
+    # a new scheduler (a restart, a leader failing over): no memory, its view from live pods
+    running = bound(pods, arrived, settled)
+    restarted = build_view(
+        running, live_nodes(repo, settled.nodes), policy, NOW + 60, CycleMemory()
+    )
+    assert restarted.ignored == ()
+    assert {job.key: job.placement for job in restarted.snapshot.jobs} == {
+        job.key: job.placement for job in settled.jobs
+    }
+    decisions = schedule(restarted.snapshot)
+    assert (decisions.evictions, decisions.binds, decisions.mig_changes) == ((), (), ())
