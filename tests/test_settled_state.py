@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import random
 import subprocess
 import tempfile
 from datetime import UTC, datetime
@@ -33,6 +34,8 @@ from gitops_sched.bridge.build import nodes_from_repo
 from gitops_sched.compiler import render_repo
 from gitops_sched.compiler.contract import COMPLETION_INDEX, NODE_GPUS, PLACEMENT
 from gitops_sched.compiler.policy import policy_from_configmap
+from gitops_sched.config.diagnostics import Diagnostics
+from gitops_sched.config.loader import API_VERSION as API
 from gitops_sched.config.model import Repo
 from gitops_sched.config.validate import check_repo
 from gitops_sched.engine import schedule, settle
@@ -43,6 +46,7 @@ from gitops_sched.plan.build import Plan, make_plan
 from gitops_sched.plan.impact import state_simulation
 from gitops_sched.scheduler.snapshot import CycleMemory, build_view
 from gitops_sched.scheduler.view import ClusterView
+from gitops_sched.sim.events import load_simulation
 from gitops_sched.sim.report import to_json
 from gitops_sched.sim.run import simulate
 from tests.control_plane.nodes import repo_nodes
@@ -76,19 +80,69 @@ sizes = {
 }
 
 
+def steps(repo: Repo, order: random.Random, arrivals: int, advance: str, deleted: int) -> list:
+    """The repo's workloads arriving in `arrivals` waves, `advance` apart (interactive work
+    may pass its time limit), then `deleted` of them deleted: a state with ages, stopped and
+    deleted work."""
+    names = [workload.name for workload in repo.workloads]
+    order.shuffle(names)
+    size = -(-len(names) // arrivals)
+    waves = [names[i : i + size] for i in range(0, len(names), size)]
+    made: list[dict[str, Any]] = []
+    for wave in waves:
+        made += [{"submit": wave}, {"advance": advance}]
+    return [*made, {"delete": names[:deleted]}] if deleted else made
+
+
+def run(repo: Repo, steps: list, running: list | None = None) -> dict[str, Any]:
+    """`simulate --events` of a Simulation with these steps (and `running:`), as JSON."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "events.yaml"
+        document = {"apiVersion": API, "kind": "Simulation", "metadata": {"name": "waves"}}
+        document |= {"steps": steps, "running": running or []}
+        path.write_text(yaml.safe_dump(document), encoding="utf-8")
+        diagnostics = Diagnostics()
+        simulation = load_simulation(path, repo, diagnostics)
+        assert simulation is not None, [d.text() for d in diagnostics.items]
+        return json.loads(json.dumps(to_json(simulate(repo, simulation))))
+
+
+def active(workloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [w for w in workloads if w["status"] in ("running", "pending")]
+
+
 @settings(max_examples=examples(12), deadline=None)
-@given(**sizes)
-@example(**ISSUE_23)
+@given(
+    **sizes,
+    arrivals=st.integers(1, 3),
+    advance=st.sampled_from(("10m", "5h")),
+    deleted=st.integers(0, 3),
+    order=st.randoms(use_true_random=False),
+)
+@example(**ISSUE_23, arrivals=1, advance="10m", deleted=0, order=random.Random(0))
 def test_a_settled_state_fed_back_as_running_decides_nothing(
-    seed: int, departments: int, projects: int, workloads: int
+    seed: int,
+    departments: int,
+    projects: int,
+    workloads: int,
+    arrivals: int,
+    advance: str,
+    deleted: int,
+    order: random.Random,
 ) -> None:
     repo = load(generated(seed, departments, projects, workloads))
     assume(repo is not None)
     assert repo is not None
-    settled = json.loads(json.dumps(to_json(simulate(repo))))
+    if arrivals == 1 and not deleted:  # the repo arriving at once: simulate without events
+        settled = json.loads(json.dumps(to_json(simulate(repo))))
+    else:
+        settled = run(repo, steps(repo, order, arrivals, advance, deleted))
+    # fed back, as `plan --state` reads it and as a Simulation's `running:`
     again = simulate(repo, state_simulation(repo, settled, "state.json"))
     assert [(e.action, e.workload, e.reason) for e in again.log] == []
-    assert to_json(again)["workloads"] == settled["workloads"]
+    assert active(to_json(again)["workloads"]) == active(settled["workloads"])
+    fed_back = run(repo, [], running=settled["workloads"])
+    assert fed_back["log"] == []
 
 
 # --- plan: a change that changes nothing ----------------------------------------------------

@@ -38,6 +38,9 @@ from gitops_sched.sim.run import SimulationResult, simulate
 
 RUNNING = "running"
 PENDING = "pending"
+ACTIVE = (None, RUNNING, PENDING)
+STATE_KEYS = ("name", "status", "pods", "workload")  # of a `--state` workload, as `running:`
+ENDED_KEYS = ("name", "status")  # of one stopped or deleted: it stays so
 
 
 class StateError(Exception):
@@ -120,11 +123,7 @@ def full_demand(base: Repo, head: Repo) -> Scenario:
 def state_simulation(repo: Repo, state: dict[str, Any], file: str) -> Simulation:
     """The `--state` JSON's workloads as a Simulation's `running:` against `repo` (the
     parser every Simulation file goes through); StateError with its problems otherwise."""
-    entries = [
-        w
-        for w in state.get("workloads") or ()
-        if isinstance(w, dict) and w.get("status") in (None, "running", "pending")
-    ]
+    entries = [w for w in state.get("workloads") or () if isinstance(w, dict)]
     data = {
         "apiVersion": API_VERSION,
         "kind": "Simulation",
@@ -133,7 +132,8 @@ def state_simulation(repo: Repo, state: dict[str, Any], file: str) -> Simulation
             {
                 k: v
                 for k, v in entry.items()
-                if k in ("name", "status", "pods", "workload") and v is not None
+                if k in (STATE_KEYS if entry.get("status") in ACTIVE else ENDED_KEYS)
+                and v is not None
             }
             for entry in entries
         ],
@@ -165,11 +165,10 @@ def settled_state(result: SimulationResult) -> Simulation:
     the MIG instances it left) -- what `simulate --format json` prints, fed back. Continued
     under the same config, a settled state decides nothing."""
     queued = tuple(
-        Placed(state.workload, state.pods)
-        for state in result.queue
-        if state.status in (RUNNING, PENDING)
+        Placed(state.workload, state.pods) for state in result.queue if state.status in ACTIVE
     )
-    return Simulation(result.name, result.snapshot.nodes, queued, ())
+    ended = frozenset(s.workload.name for s in result.workloads if s.status not in ACTIVE)
+    return Simulation(result.name, result.snapshot.nodes, queued, (), ended)
 
 
 def _same_gpus(old: Node, new: Node | None) -> bool:
@@ -219,7 +218,7 @@ def carried_over(start: Simulation, base: Repo, head: Repo) -> tuple[Simulation,
                 lost[workload.name], pods = why, ()
         placed.append(Placed(workload, pods))
     name = head.cluster.name if head.cluster else ""
-    return Simulation(name, tuple(nodes.values()), tuple(placed), ()), lost
+    return Simulation(name, tuple(nodes.values()), tuple(placed), (), start.ended), lost
 
 
 def _why_requeued(

@@ -23,7 +23,8 @@ when they have not started within the policy's stale-gang grace period). A pod's
 is its ordinal in the workload (default: its position in the list); pods are read with
 the engine codec's `pod_from_dict`, the shape `simulate --format json` prints them in.
 The entries are queued in the order listed (before the repo's other workloads), the order
-`simulate --format json` lists its workloads in: the order they were submitted.
+`simulate --format json` lists its workloads in: the order they were submitted. An entry
+`stopped` or `deleted` (as that output lists ended workloads) is not submitted again.
 """
 
 from __future__ import annotations
@@ -126,6 +127,8 @@ class Simulation:
     nodes: tuple[Node, ...]  # the file's, else the repo's; MIG instances of `running` included
     running: tuple[Placed, ...]
     steps: tuple[Step, ...]
+    # workloads `running` lists as stopped or deleted (an earlier run's output): they stay so
+    ended: frozenset[str] = frozenset()
 
 
 def load_simulation(path: Path, repo: Repo, diagnostics: Diagnostics) -> Simulation | None:
@@ -154,7 +157,12 @@ def parse_simulation(doc: Document, repo: Repo, diagnostics: Diagnostics) -> Sim
     diagnostics.extend(problems.found.items)
     if problems.found.has_errors:
         return None
-    return Simulation(doc.name, nodes, running, steps)
+    ended = frozenset(
+        entry["name"]
+        for entry in doc.data.get("running", ())
+        if entry.get("status", "running") not in ("running", "pending")
+    )
+    return Simulation(doc.name, nodes, running, steps, ended)
 
 
 @dataclass

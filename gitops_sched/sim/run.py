@@ -1,8 +1,9 @@
 """Drive the engine through a simulation: initial state, then each step, settling after each.
 
 What gets submitted: step 0 places the file's `running` workloads; when there is no
-events file, or the file has no steps, step 0 also submits every repo workload not
-already running, in file order (the repo as a whole arriving on an empty cluster).
+events file, or the file has no steps, step 0 also submits every repo workload that
+`running` does not list, in file order (the repo as a whole arriving on an empty cluster;
+one listed as stopped or deleted stays so).
 A file with steps says itself what arrives: the repo's workloads are submitted only
 where a `submit:` step names them. Submission order is the engine's tie-breaker, so a
 result lists its workloads in it too (`SimulationResult.queue`): fed back as `running:`,
@@ -123,8 +124,8 @@ def simulate(repo: Repo, simulation: Simulation | None = None) -> SimulationResu
     run = _Run(repo, Snapshot(policy_from_repo(repo), simulation.nodes, ()))
     arriving = [(placed.workload, placed.pods) for placed in simulation.running]
     if not simulation.steps:
-        running = {placed.workload.name for placed in simulation.running}
-        arriving += [(w, ()) for w in repo.workloads if w.name not in running]
+        listed = {placed.workload.name for placed in simulation.running} | simulation.ended
+        arriving += [(w, ()) for w in repo.workloads if w.name not in listed]
     run.submit(arriving)
     run.settle(0)
     for step in simulation.steps:
