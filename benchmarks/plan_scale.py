@@ -2,11 +2,14 @@
 
     .venv/bin/python benchmarks/plan_scale.py [--seed 1] [--departments 50]
         [--projects 1000] [--workloads 10000] [--repeat 3] [--profile FILE]
+        [--change quota|comment]
 
 The repo is compile_scale.py's generated one (imported, same seed, same sizes), committed
 to a temporary Git repo; the working tree then raises one project's GPU quota by one
-(a project whose department has the slack, so the head stays valid). Measured, best of
-`--repeat` (``time.perf_counter``):
+(a project whose department has the slack, so the head stays valid), or with
+`--change comment` adds one comment to that project's file and changes nothing: its plan
+must show no eviction, no start and no allocation change (``evicted``, ``started``,
+``allocation_changed``). Measured, best of `--repeat` (``time.perf_counter``):
 
 * ``validate_s``: ``check_repo`` of the working tree, what ``gitops-sched validate`` does;
 * ``plan_s``: ``make_plan(path, base="HEAD")`` — the base read from Git, both sides
@@ -64,8 +67,8 @@ def git(cwd: Path, *args: str) -> None:
     )
 
 
-def raise_one_quota(files: dict[str, list[dict[str, Any]]]) -> str:
-    """+1 GPU for the first project whose department's quota has room; its name."""
+def quota_to_raise(files: dict[str, list[dict[str, Any]]]) -> tuple[str, dict[str, Any]]:
+    """The file and the first project whose department's quota has room for one more GPU."""
     for name, docs in sorted(files.items()):
         if not name.startswith("projects/"):
             continue
@@ -74,9 +77,30 @@ def raise_one_quota(files: dict[str, list[dict[str, Any]]]) -> str:
         for project in docs:
             quota = project["spec"].get("quota")
             if quota and "gpu" in quota and used + 1 <= department:
-                quota["gpu"] += 1
-                return project["metadata"]["name"]
+                return name, project
     raise SystemExit("no department with slack for one more GPU")
+
+
+def change(files: dict[str, list[dict[str, Any]]], root: Path, how: str) -> str:
+    """Write the working tree with the change `how` made; what it changed."""
+    name, project = quota_to_raise(files)
+    if how == "quota":
+        project["spec"]["quota"]["gpu"] += 1
+    write_repo(files, root)
+    if how == "comment":
+        with (root / name).open("a", encoding="utf-8") as file:
+            file.write("# a comment: nothing else changes\n")
+        return name
+    return project["metadata"]["name"]
+
+
+def allocation_changed(moves: dict[str, Any]) -> list[str]:
+    """The projects whose allocation for the repo's workloads the plan says changes."""
+    return [
+        row["name"]
+        for row in moves["projects"]
+        if row["allocated"]["before"] != row["allocated"]["after"]
+    ]
 
 
 def best(repeat: int, fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -122,6 +146,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workloads", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--profile", metavar="FILE", help="cProfile one more plan into FILE")
+    parser.add_argument(
+        "--change",
+        choices=("quota", "comment"),
+        default="quota",
+        help="raise one project's quota (default), or add a comment that changes nothing",
+    )
     args = parser.parse_args(argv)
     if args.profile:
         args.profile = os.path.abspath(args.profile)  # the run changes directory
@@ -132,8 +162,7 @@ def main(argv: list[str] | None = None) -> None:
         git(root, "init", "-q")
         git(root, "add", "cfg")
         git(root, "commit", "-q", "-m", "base")
-        changed = raise_one_quota(files)
-        write_repo(files, root / "cfg")
+        changed = change(files, root / "cfg", args.change)
         os.chdir(root)
         validate_s, (repo, _) = best(args.repeat, lambda: check_repo(Path("cfg")))
         assert repo is not None, "the changed repo must validate"
@@ -144,16 +173,20 @@ def main(argv: list[str] | None = None) -> None:
 
         plan_s, (result, _, _) = best(args.repeat, plan)
         data = to_json(result)
+        moves = data["fairness"]["workloads"]
         profiled = profile(plan, args.profile) if args.profile else {}
     json.dump(
         {
             "benchmark": "plan_scale",
             "projects": args.projects,
             "workloads": args.workloads,
-            "changed_project": changed,
+            "change": args.change,
+            "changed": changed,
             "summary": data["summary"],
             "objects_changed": data["objects"]["changed"],
-            "evicted": len(data["fairness"]["workloads"]["evicted"]),
+            "evicted": len(moves["evicted"]),
+            "started": len(moves["started"]),
+            "allocation_changed": allocation_changed(moves),
             "validate_s": round(validate_s, 3),
             "plan_s": round(plan_s, 3),
             "ratio_plan_over_validate": round(plan_s / validate_s, 2),

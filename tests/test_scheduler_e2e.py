@@ -272,6 +272,25 @@ def test_the_example_runs_in_the_cluster_as_simulate_predicts(cluster: Cluster, 
     for queue in simulate(repo).projects:
         assert statuses[queue.name]["allocated"] == pytest.approx(queue.allocated, abs=1e-4)
         assert statuses[queue.name]["fairShare"] == pytest.approx(queue.fair_share, abs=1e-4)
+    assert_restarts_change_nothing(cluster)
+
+
+def assert_restarts_change_nothing(cluster: Cluster) -> None:
+    """A restarted scheduler, and a new leader taking the Lease over, each rebuild their view
+    from the live pods with nothing remembered: on a settled cluster they bind and evict
+    nothing."""
+    settled = cluster.fingerprint()
+    elector = LeaderElector(
+        connect(cluster.plane), cluster.system, "gitops-sched-scheduler", "new-leader"
+    )
+    assert elector.try_acquire_or_renew()
+    for scheduler in (cluster.new_scheduler(), cluster.new_scheduler(elector)):
+        report = scheduler.sync_once()
+        assert report is not None and not report.outcome.errors, report.outcome.errors
+        assert (report.decisions.evictions, report.decisions.binds) == ((), ())
+        assert (report.outcome.bound, report.outcome.evicted) == ([], [])
+        cluster.wait("the cluster to act on the cycle", cluster.quiet)
+        assert cluster.fingerprint() == settled
 
 
 def claim_simulation(repo: Repo, tmp_path: Path, workload: Obj):

@@ -150,8 +150,8 @@ def test_parses_nodes_running_and_every_kind_of_step(here: Path) -> None:
         81920,
         (("zone", "a"),),
     )
-    # the running MIG pod's instance exists beside the declared one
-    assert m0.gpus[0].mig_instances == (MigInstance("1g.10gb", 6), MigInstance("3g.40gb", 0))
+    # the running MIG pod's instance exists beside the declared one, in layout order
+    assert m0.gpus[0].mig_instances == (MigInstance("3g.40gb", 0), MigInstance("1g.10gb", 6))
     assert [(p.workload.name, p.pods) for p in simulation.running] == [
         ("half", (PodPlacement("n0", (1,), 0.5),)),
         ("slice", (PodPlacement("m0", (0,), mig=MigInstance("3g.40gb", 0)),)),
@@ -624,8 +624,10 @@ def test_json_output_has_fixed_keys_and_sorted_lists(here: Path) -> None:
         "queued",
         "department",
     ]
-    assert [w["name"] for w in data["workloads"]] == ["half", "slice", "train-a"]
-    slice_ = data["workloads"][1]
+    # the workloads in the order they were submitted (the repo's file order): the order
+    # `running:` queues them in when the output is fed back
+    assert [w["name"] for w in data["workloads"]] == ["train-a", "half", "slice"]
+    slice_ = data["workloads"][2]
     assert slice_["pods"][0]["mig"]["profile"] == "3g.40gb"
     mig_gpu = next(n for n in data["nodes"] if n["name"] == "mig-0")["gpus"][0]
     assert mig_gpu["allocated"] == round(3 / 7, 4)

@@ -22,7 +22,7 @@ from gitops_sched.config.model import (
 from gitops_sched.engine.types import Gpu, GpuRequest, Job, Node, Policy, QueueSpec, RequestKind
 from gitops_sched.hardware.gfd import gfd_labels
 from gitops_sched.hardware.gpus import MIB, lookup_gpu_model
-from gitops_sched.hardware.mig import MigInstance
+from gitops_sched.hardware.mig import MigInstance, in_layout_order
 
 
 def over_quota_weight(explicit: float | None, quota: Resources, rule: str) -> float:
@@ -135,8 +135,8 @@ def group_gpu(group: MigDeclaration, index: int, memory: int) -> Gpu:
     """One GPU of each node of the group; a static group's with its declared instances."""
     if not group.mig_static:
         return Gpu(index=index, memory_mib=memory, mig_enabled=group.mig_enabled)
-    layout = sorted(group.mig_layout(index) or (), key=lambda i: (i.start, i.profile))
-    return Gpu(index, memory, mig_enabled=True, mig_instances=tuple(layout), mig_static=True)
+    layout = in_layout_order(group.mig_layout(index) or ())
+    return Gpu(index, memory, mig_enabled=True, mig_instances=layout, mig_static=True)
 
 
 def group_node_labels(

@@ -7,6 +7,7 @@ from dataclasses import replace
 from gitops_sched.engine.cycle import schedule
 from gitops_sched.engine.types import Decisions, EvictReason, Node, Snapshot
 from gitops_sched.gcpause import paused_gc
+from gitops_sched.hardware.mig import in_layout_order
 
 STOPPING = (EvictReason.TIME_LIMIT, EvictReason.IDLE)
 
@@ -46,7 +47,7 @@ def _with_mig_change(node: Node, change) -> Node:
     instances = [i for i in gpu.mig_instances if i != change.instance]
     if change.create:
         instances.append(change.instance)
-    gpus[change.gpu] = replace(gpu, mig_instances=tuple(sorted(instances, key=lambda i: i.start)))
+    gpus[change.gpu] = replace(gpu, mig_instances=in_layout_order(instances))
     return replace(node, gpus=tuple(gpus))
 
 

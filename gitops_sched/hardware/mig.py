@@ -179,6 +179,12 @@ def _best_start(geometry: _Geometry, existing: tuple[MigInstance, ...], profile:
     )
 
 
+def in_layout_order(instances: Iterable[MigInstance]) -> tuple[MigInstance, ...]:
+    """A GPU's instances as every layout lists them, by first slice: one layout, however it
+    was built (declared, created cycle by cycle, read back from running pods), is one value."""
+    return tuple(sorted(instances, key=lambda instance: (instance.start, instance.profile)))
+
+
 def find_placement(model: str, existing: Sequence[MigInstance], profile: str) -> int | None:
     """The start index at which to create `profile` beside `existing`, or None if it cannot fit.
 
@@ -189,8 +195,7 @@ def find_placement(model: str, existing: Sequence[MigInstance], profile: str) ->
     which leaves room for a 4g at 0. Unknown profiles and models, or an invalid `existing`,
     give None.
     """
-    layout = tuple(sorted(existing, key=lambda instance: (instance.start, instance.profile)))
-    return _cached_placement(model, layout, profile)
+    return _cached_placement(model, in_layout_order(existing), profile)
 
 
 @lru_cache(maxsize=65536)

@@ -6,14 +6,18 @@ Two scenarios, both through the code `simulate` runs (`bridge` for the translati
 * full demand: every project asks for the whole cluster; the fair share each would get
   (the engine's `fair_shares` with the capacity a session counts).
 * workloads: the cluster as it is now — the base config settled with the repo's workloads,
-  or the `--state` a `simulate --format json` run printed — then the head config applied
-  to that state and settled: `simulate(head, running=<that state>)`. What was running and
-  no longer is would be evicted; what was pending and now runs could start.
+  or the `--state` a `simulate --format json` run printed — continued under the base and
+  under the head alike: `simulate(config, running=<that state>)`. What runs after the
+  base's continuation and not after the head's would be evicted; what runs after the
+  head's only could start. A settled state continued under its own config decides nothing
+  (the workloads queue in the order they were submitted, the MIG layout stays), so a
+  change that changes nothing shows nothing, and only what the change causes is shown.
 
 Carrying the state over: a workload keeps its pods when it still exists, asks the same
-per pod, has no more pods than replicas, and its nodes still exist with the same GPUs;
-otherwise it is queued again (or gone, when the change removes it). Dynamic MIG
-instances that running pods use come along with them.
+per pod, has no more pods than replicas, its nodes still exist with the same GPUs and its
+MIG instance is still in the layout; otherwise it is queued again (or gone, when the
+change removes it). The workloads keep their order; dynamic MIG layouts stay on the
+nodes whose GPUs the change keeps.
 """
 
 from __future__ import annotations
@@ -27,12 +31,16 @@ from gitops_sched.config.loader import API_VERSION, Document, Path_
 from gitops_sched.config.model import Repo
 from gitops_sched.engine.fairshare import fair_shares, nodes_capacity
 from gitops_sched.engine.requests import placed_pod_gpus
-from gitops_sched.engine.types import Job, Node, PodPlacement, QueueStatus
+from gitops_sched.engine.types import Job, Node, QueueStatus
 from gitops_sched.sim.events import Placed, Simulation, parse_simulation, repo_workloads
 from gitops_sched.sim.report import rounded
 from gitops_sched.sim.run import SimulationResult, WorkloadState, simulate
 
 RUNNING = "running"
+PENDING = "pending"
+ACTIVE = (None, RUNNING, PENDING)
+STATE_KEYS = ("name", "status", "pods", "workload")  # of a `--state` workload, as `running:`
+ENDED_KEYS = ("name", "status")  # of one stopped or deleted: it stays so
 
 
 class StateError(Exception):
@@ -116,11 +124,7 @@ def full_demand(base: Repo, head: Repo) -> Scenario:
 def state_simulation(repo: Repo, state: dict[str, Any], file: str) -> Simulation:
     """The `--state` JSON's workloads as a Simulation's `running:` against `repo` (the
     parser every Simulation file goes through); StateError with its problems otherwise."""
-    entries = [
-        w
-        for w in state.get("workloads") or ()
-        if isinstance(w, dict) and w.get("status") in (None, "running", "pending")
-    ]
+    entries = [w for w in state.get("workloads") or () if isinstance(w, dict)]
     data = {
         "apiVersion": API_VERSION,
         "kind": "Simulation",
@@ -129,7 +133,8 @@ def state_simulation(repo: Repo, state: dict[str, Any], file: str) -> Simulation
             {
                 k: v
                 for k, v in entry.items()
-                if k in ("name", "status", "pods", "workload") and v is not None
+                if k in (STATE_KEYS if entry.get("status") in ACTIVE else ENDED_KEYS)
+                and v is not None
             }
             for entry in entries
         ],
@@ -155,6 +160,18 @@ def state_simulation(repo: Repo, state: dict[str, Any], file: str) -> Simulation
     return simulation
 
 
+def settled_state(result: SimulationResult) -> Simulation:
+    """A run's final state as the start of a run that continues from it: its running and
+    pending workloads in the order they were submitted, with their pods, on its nodes (with
+    the MIG instances it left) -- what `simulate --format json` prints, fed back. Continued
+    under the same config, a settled state decides nothing."""
+    queued = tuple(
+        Placed(state.workload, state.pods) for state in result.queue if state.status in ACTIVE
+    )
+    ended = frozenset(s.workload.name for s in result.workloads if s.status not in ACTIVE)
+    return Simulation(result.name, result.snapshot.nodes, queued, (), ended)
+
+
 def _same_gpus(old: Node, new: Node | None) -> bool:
     return (
         new is not None
@@ -167,64 +184,68 @@ def _same_gpus(old: Node, new: Node | None) -> bool:
     )
 
 
-def carried_over(
-    base_result: SimulationResult, base: Repo, head: Repo
-) -> tuple[Simulation, dict[str, str]]:
-    """The base run's final state as the head's starting state, and why workloads that ran
-    do not keep their pods (workload -> reason)."""
-    nodes = {node.name: node for node in nodes_from_repo(head)}
-    old_nodes = {node.name: node for node in base_result.snapshot.nodes}
+def _layout_kept(old: Node | None, new: Node) -> Node:
+    """`new` with the MIG instances its dynamic GPUs have now, when its GPUs stay the same
+    (a static layout is the config's)."""
+    if old is None or not _same_gpus(old, new):
+        return new
+    gpus = tuple(
+        gpu if gpu.mig_static else replace(gpu, mig_instances=was.mig_instances)
+        for gpu, was in zip(new.gpus, old.gpus)
+    )
+    return replace(new, gpus=gpus)
+
+
+def carried_over(start: Simulation, base: Repo, head: Repo) -> tuple[Simulation, dict[str, str]]:
+    """The state `start` (under the base config) as the head's starting state: the same
+    workloads in the same order, and why workloads that ran do not keep their pods
+    (workload -> reason)."""
+    old_nodes = {node.name: node for node in start.nodes}
+    nodes = {
+        node.name: _layout_kept(old_nodes.get(node.name), node) for node in nodes_from_repo(head)
+    }
     head_workloads = repo_workloads(head)
     placed: list[Placed] = []
     lost: dict[str, str] = {}
-    for state in base_result.workloads:
-        if state.status not in (RUNNING, "pending"):
-            continue
-        workload = head_workloads.get(state.workload.name)
+    for was in start.running:
+        workload = head_workloads.get(was.workload.name)
         if workload is None:
-            lost[state.workload.name] = "removed from the repo"
+            lost[was.workload.name] = "removed from the repo"
             continue
-        pods = state.pods
+        pods = was.pods
         if pods:
-            why = _why_requeued(state, workload, base, head, nodes, old_nodes)
+            why = _why_requeued(was, workload, base, head, nodes, old_nodes)
             if why:
                 lost[workload.name], pods = why, ()
         placed.append(Placed(workload, pods))
-    for place in placed:
-        for pod in place.pods:
-            if pod.mig is not None:
-                nodes[pod.node] = _with_mig(nodes[pod.node], pod)
     name = head.cluster.name if head.cluster else ""
-    return Simulation(name, tuple(nodes.values()), tuple(placed), ()), lost
+    return Simulation(name, tuple(nodes.values()), tuple(placed), (), start.ended), lost
 
 
 def _why_requeued(
-    state: WorkloadState,
+    was: Placed,
     workload: Any,
     base: Repo,
     head: Repo,
     nodes: dict[str, Node],
     old_nodes: dict[str, Node],
 ) -> str:
-    if any(pod.node not in nodes for pod in state.pods):
+    if any(pod.node not in nodes for pod in was.pods):
         return "its node is removed"
-    if any(not _same_gpus(old_nodes[pod.node], nodes[pod.node]) for pod in state.pods):
+    if any(not _same_gpus(old_nodes[pod.node], nodes[pod.node]) for pod in was.pods):
         return "its node's GPUs change"
-    if gpu_request(head.pod_spec(workload)) != state.request:  # as the head's job asks
+    if gpu_request(head.pod_spec(workload)) != gpu_request(base.pod_spec(was.workload)):
         return "its GPU request changes"
-    if len(state.pods) > workload.replicas:
+    if len(was.pods) > workload.replicas:
         return "its replicas shrink"
-    if base.project_namespace(state.workload.project) != head.project_namespace(workload.project):
+    if base.project_namespace(was.workload.project) != head.project_namespace(workload.project):
         return "it moves to another project"
+    if any(
+        pod.mig is not None and pod.mig not in nodes[pod.node].gpus[pod.gpus[0]].mig_instances
+        for pod in was.pods
+    ):
+        return "its MIG instance leaves the node's layout"
     return ""
-
-
-def _with_mig(node: Node, pod: PodPlacement) -> Node:
-    gpus = list(node.gpus)
-    gpu = gpus[pod.gpus[0]]
-    if pod.mig is not None and pod.mig not in gpu.mig_instances:
-        gpus[gpu.index] = replace(gpu, mig_instances=(*gpu.mig_instances, pod.mig))
-    return replace(node, gpus=tuple(gpus))
 
 
 # --- the scenario ------------------------------------------------------------------------
@@ -310,9 +331,12 @@ class _WhyStarted:
 
 
 def workloads(base: Repo, head: Repo, state: Simulation | None = None) -> Scenario:
-    """The declared workloads (or the state) under the base config, then the head's."""
-    base_result = simulate(base, state)
-    simulation, lost = carried_over(base_result, base, head)
+    """The base and the head each continued from the same state: the `--state`, else the
+    repo's workloads settled under the base. What differs is what the change causes; what
+    the base would do anyway (start pending work of an unsettled state) is not."""
+    start = state if state is not None else settled_state(simulate(base))
+    base_result = simulate(base, start)
+    simulation, lost = carried_over(start, base, head)
     head_result = simulate(head, simulation)
     before = {s.workload.name: s for s in base_result.workloads}
     after = {s.workload.name: s for s in head_result.workloads}

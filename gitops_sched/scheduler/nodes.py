@@ -23,7 +23,7 @@ from gitops_sched.compiler.contract import GPU_RESOURCE, MIG_RESOURCE_PREFIX, NO
 from gitops_sched.compiler.policy import PolicyNodeGroup
 from gitops_sched.engine.types import Gpu, Node
 from gitops_sched.hardware.gfd import GFD_COUNT, GFD_MEMORY, GFD_MIG_COUNT, GFD_PRODUCT
-from gitops_sched.hardware.mig import MigInstance, find_placement, mig_profiles
+from gitops_sched.hardware.mig import MigInstance, find_placement, in_layout_order, mig_profiles
 from gitops_sched.quantity import parse_quantity
 
 
@@ -92,13 +92,10 @@ def _inventory_gpu(entry: dict[str, Any], group: PolicyNodeGroup) -> Gpu:
         raise ValueError("memoryMiB")
     if group.mig_static:
         return group_gpu(group, index, memory)
-    instances = sorted(
-        (MigInstance(i["profile"], i["start"]) for i in entry.get("instances") or ()),
-        key=lambda instance: (instance.start, instance.profile),
+    instances = in_layout_order(
+        MigInstance(i["profile"], i["start"]) for i in entry.get("instances") or ()
     )
-    return Gpu(
-        index, memory, mig_enabled=entry.get("mig") == "enabled", mig_instances=tuple(instances)
-    )
+    return Gpu(index, memory, mig_enabled=entry.get("mig") == "enabled", mig_instances=instances)
 
 
 def _labelled(obj: dict[str, Any], group: PolicyNodeGroup) -> tuple[str, tuple[Gpu, ...]]:
@@ -160,8 +157,7 @@ def _with_instances(gpus: tuple[Gpu, ...], model: str, counts: dict[str, int]) -
                     layout.append(MigInstance(profile, start))
                     break
     return tuple(
-        replace(gpu, mig_instances=tuple(sorted(layout, key=lambda i: (i.start, i.profile))))
-        for gpu, layout in zip(gpus, layouts)
+        replace(gpu, mig_instances=in_layout_order(layout)) for gpu, layout in zip(gpus, layouts)
     )
 
 

@@ -22,6 +22,9 @@ whose missing pods are pending work (placed when there is room, the gang evicted
 when they have not started within the policy's stale-gang grace period). A pod's `index`
 is its ordinal in the workload (default: its position in the list); pods are read with
 the engine codec's `pod_from_dict`, the shape `simulate --format json` prints them in.
+The entries are queued in the order listed (before the repo's other workloads), the order
+`simulate --format json` lists its workloads in: the order they were submitted. An entry
+`stopped` or `deleted` (as that output lists ended workloads) is not submitted again.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from gitops_sched.engine.types import (
     PodPlacement,
     RequestKind,
 )
-from gitops_sched.hardware.mig import MigInstance, is_valid_layout
+from gitops_sched.hardware.mig import MigInstance, in_layout_order, is_valid_layout
 
 # Expectation fields of a project, as written in the file -> QueueStatus attribute.
 PROJECT_FIELDS = {
@@ -124,6 +127,8 @@ class Simulation:
     nodes: tuple[Node, ...]  # the file's, else the repo's; MIG instances of `running` included
     running: tuple[Placed, ...]
     steps: tuple[Step, ...]
+    # workloads `running` lists as stopped or deleted (an earlier run's output): they stay so
+    ended: frozenset[str] = frozenset()
 
 
 def load_simulation(path: Path, repo: Repo, diagnostics: Diagnostics) -> Simulation | None:
@@ -152,7 +157,12 @@ def parse_simulation(doc: Document, repo: Repo, diagnostics: Diagnostics) -> Sim
     diagnostics.extend(problems.found.items)
     if problems.found.has_errors:
         return None
-    return Simulation(doc.name, nodes, running, steps)
+    ended = frozenset(
+        entry["name"]
+        for entry in doc.data.get("running", ())
+        if entry.get("status", "running") not in ("running", "pending")
+    )
+    return Simulation(doc.name, nodes, running, steps, ended)
 
 
 @dataclass
@@ -407,7 +417,7 @@ class _GpuUse:
         if not is_valid_layout(node.gpu_model, instances):
             return f"{pod.mig.profile}@{pod.mig.start} does not fit beside the GPU's instances"
         gpus = list(node.gpus)
-        gpus[gpu.index] = replace(gpu, mig_instances=instances)
+        gpus[gpu.index] = replace(gpu, mig_instances=in_layout_order(instances))
         self.nodes[pod.node] = replace(node, gpus=tuple(gpus))
         return None
 

@@ -1,9 +1,11 @@
 """What a simulation shows: a stable JSON document, or rich tables for a terminal.
 
 The JSON is meant to be diffed and fed back: every object has the same keys whatever
-its state (null where a value does not apply), lists are sorted by name, GPU numbers
-are rounded to 4 decimals, and `workloads` is exactly the shape a Simulation file's
-`running:` accepts, so one run's output can seed the next. Pods (of workloads and of the
+its state (null where a value does not apply), lists are sorted by name but `workloads`,
+GPU numbers are rounded to 4 decimals, and `workloads` is exactly the shape a Simulation
+file's `running:` accepts, in the order the workloads were submitted (the engine's
+tie-breaker, which `running:` queues them in), so one run's output can seed the next and
+a settled state fed back stays settled. Pods (of workloads and of the
 log) are the engine codec's pod placements (`engine.codec.pod_to_dict`), the shape the
 Simulation parser reads back.
 """
@@ -56,7 +58,7 @@ def to_json(result: SimulationResult) -> dict[str, Any]:
         "projects": [
             {**_queue(q), "department": parents.get(q.name, "")} for q in _by_name(result.projects)
         ],
-        "workloads": [_workload(state) for state in result.workloads],
+        "workloads": [_workload(state) for state in result.queue],
         "nodes": [_node(node, usage) for node in sorted(result.snapshot.nodes, key=_name)],
         "log": [_entry(entry) for entry in result.log],
         "expectations": {

@@ -1,10 +1,13 @@
 """Drive the engine through a simulation: initial state, then each step, settling after each.
 
 What gets submitted: step 0 places the file's `running` workloads; when there is no
-events file, or the file has no steps, step 0 also submits every repo workload not
-already running, in file order (the repo as a whole arriving on an empty cluster).
+events file, or the file has no steps, step 0 also submits every repo workload that
+`running` does not list, in file order (the repo as a whole arriving on an empty cluster;
+one listed as stopped or deleted stays so).
 A file with steps says itself what arrives: the repo's workloads are submitted only
-where a `submit:` step names them. Submission order is the engine's tie-breaker.
+where a `submit:` step names them. Submission order is the engine's tie-breaker, so a
+result lists its workloads in it too (`SimulationResult.queue`): fed back as `running:`,
+they queue in the same order and the settled state stays settled.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ class WorkloadState:
     status: str  # running | pending | stopped | deleted
     pods: tuple[PodPlacement, ...]
     document: dict | None  # the Workload document, for workloads that are not the repo's
+    submitted: int  # its place in the order of submission (of its last submission)
     # why it is pending (engine.why) or stopped: worked out when asked (`plan` rarely asks)
     why: Callable[[], str] = field(default=lambda: "", repr=False, compare=False)
 
@@ -100,6 +104,12 @@ class SimulationResult:
     expectations: int  # fields checked
     failures: tuple[ExpectationFailure, ...]
 
+    @property
+    def queue(self) -> list[WorkloadState]:
+        """The workloads in the order they were submitted: the order a continuation from
+        this state (`running:`) must queue them in to decide as this run did."""
+        return sorted(self.workloads, key=lambda state: state.submitted)
+
 
 def nodes_of(pods: tuple[PodPlacement, ...]) -> str:
     """The nodes a workload runs on, as expectations and tables spell them."""
@@ -114,8 +124,8 @@ def simulate(repo: Repo, simulation: Simulation | None = None) -> SimulationResu
     run = _Run(repo, Snapshot(policy_from_repo(repo), simulation.nodes, ()))
     arriving = [(placed.workload, placed.pods) for placed in simulation.running]
     if not simulation.steps:
-        running = {placed.workload.name for placed in simulation.running}
-        arriving += [(w, ()) for w in repo.workloads if w.name not in running]
+        listed = {placed.workload.name for placed in simulation.running} | simulation.ended
+        arriving += [(w, ()) for w in repo.workloads if w.name not in listed]
     run.submit(arriving)
     run.settle(0)
     for step in simulation.steps:
@@ -131,6 +141,7 @@ class _Run:
     snapshot: Snapshot
     workloads: dict[str, Workload] = field(default_factory=dict)  # all submitted, by name
     names: dict[str, str] = field(default_factory=dict)  # job key -> workload name
+    order: dict[str, int] = field(default_factory=dict)  # name -> its job's `submitted`
     requests: dict[str, GpuRequest] = field(default_factory=dict)
     ended: dict[str, tuple[str, str]] = field(default_factory=dict)  # -> (status, reason)
     last: Decisions = field(default_factory=Decisions)
@@ -171,6 +182,7 @@ class _Run:
         job = job_from_workload(self.repo, workload, self.submitted)
         if pods:  # a gang in flight among them: its grace period starts now
             job = job.with_pods(pods, self.snapshot.now).tracking_short(self.snapshot.now)
+        self.order[workload.name] = self.submitted
         self.submitted += 1
         self.names[job.key] = workload.name
         self.workloads[workload.name] = workload
@@ -266,6 +278,7 @@ class _Run:
             status=status,
             pods=job.placement if job else (),
             document=None if id(workload) in self.own else workload.doc.data,
+            submitted=self.order[name],
             why=why,
         )
 
