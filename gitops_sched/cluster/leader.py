@@ -93,6 +93,9 @@ class LeaderElector:
         except ApiFailure as exc:
             log.info("leader election: %s", exc)
             leading = False
+        except Exception:  # an answer that does not decode, a bug: the next round tries again
+            log.exception("leader election round failed")
+            leading = False
         if leading:
             self._renewed_at = self.clock()
         if self.on_change is not None and leading != was_leader and self.is_leader() == leading:
