@@ -268,22 +268,22 @@ def test_objects_someone_else_made_are_refused_unless_adopted(harness):
 def test_reconcile_once_survives_a_group_discovery_answering_503_and_version_500(
     harness, real_cluster, proxy, tmp_path
 ):
-    """Two 503s on the discovery of the PriorityClass group and a 500 on `/version` while
-    the discovery cache is refreshed: once left the official client's cache half-reset
+    """Two 503s on the discovery of our CRDs' group and a 500 on `/version` while the
+    discovery cache is refreshed: once left the official client's cache half-reset
     (KeyError: 'resources'). Now discovery starts afresh, within the request's retries."""
     h = harness
     commit(h.repo, config({"vision": 8}))
     proxy.add(
-        Rule(UNAVAILABLE, r"^/apis/scheduling\.k8s\.io/v1$", "GET", times=2),
-        Rule(INTERNAL, r"^/version", "GET", times=1, after=1),
+        Rule(UNAVAILABLE, r"^/apis/gitops-sched\.io/v1alpha1$", "GET", times=2),
+        Rule(INTERNAL, r"^/version", "GET", times=1, armed_by="gitops-sched.io"),
     )
     kubeconfig = proxy.write_kubeconfig(tmp_path / "proxied", real_cluster.token)
     done = reconcile(h.repo, kubeconfig, "--once")
     _, err = done.communicate(timeout=120)
     assert sorted(proxy.injected) == [
         "500 GET /version",
-        "503 GET /apis/scheduling.k8s.io/v1",
-        "503 GET /apis/scheduling.k8s.io/v1",
+        "503 GET /apis/gitops-sched.io/v1alpha1",
+        "503 GET /apis/gitops-sched.io/v1alpha1",
     ]
     assert done.returncode == 0, err
     assert "Traceback" not in err

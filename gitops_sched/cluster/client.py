@@ -89,7 +89,9 @@ class ClusterClient:
         if self._dynamic is None:
             cache = os.path.join(self._cache_dir, "discovery.json")
             self._dynamic = self._call(
-                lambda: self._discovering(lambda: DynamicClient(self.api_client, cache_file=cache))
+                lambda: self._discovering(
+                    lambda: _Discovering(self.api_client, cache, self.backoff)
+                )
             )
         return self._dynamic
 
@@ -322,7 +324,8 @@ class ClusterClient:
             for hook in self.before_request:
                 hook(method, path)
             self.requests["read" if method == "GET" else "write"] += 1
-            response = self.dynamic.request(
+            response = DynamicClient.request(
+                self.dynamic,
                 method,
                 path,
                 body=body,
@@ -345,6 +348,26 @@ class ClusterClient:
         self, action: Callable[[], Any], retry_conflicts: bool = True, retry_throttled: bool = True
     ) -> Any:
         return self.backoff.call(lambda: _translated(action), retry_conflicts, retry_throttled)
+
+
+class _Discovering(DynamicClient):
+    """The DynamicClient whose discoverer retries each of its requests on its own: one
+    lookup may read every group, and one budget for all of them would rarely suffice on a
+    flaky server. A request that still fails raises what the discoverer expects (its 404
+    and 503 handling stay as they are)."""
+
+    def __init__(self, api_client: kubernetes.client.ApiClient, cache: str, backoff: Backoff):
+        self.backoff = backoff
+        super().__init__(api_client, cache_file=cache)
+
+    def request(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
+        def send() -> Any:
+            return super(_Discovering, self).request(method, path, body, **params)
+
+        try:
+            return self.backoff.call(lambda: _translated(send))
+        except ApiFailure as failure:
+            raise (failure.__cause__ or failure) from None
 
 
 def _translated(action: Callable[[], Any]) -> Any:
