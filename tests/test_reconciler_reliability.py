@@ -372,8 +372,8 @@ def test_chaos_reconcile_processes_killed_at_random_moments_through_random_fault
     """Bounded and seeded: two commits (a project added, one dropped), each synced by
     `reconcile --once` processes through random faults, the first killed with SIGKILL after a
     random number of requests, the second left to end. Then a sync without faults: the
-    cluster equals Git, the inventory lists exactly our objects, and nothing someone else
-    made was written or deleted."""
+    cluster equals Git, the inventory lists exactly our objects (and the dropped namespace
+    that holds someone's Secret), and nothing someone else made was written or deleted."""
     rng = random.Random(19)
     proxy.state.rng.seed(19)
     h = Harness(lambda: connect(real_cluster), tmp_path / "repo")
@@ -404,6 +404,9 @@ def test_chaos_reconcile_processes_killed_at_random_moments_through_random_fault
                 _, err = process.communicate(timeout=120)
                 assert "Traceback" not in err, err
                 assert process.returncode in (0, 1, -signal.SIGKILL), err
+            if "vision" in projects:  # someone's Secret in a namespace the next commit drops
+                foreign += make(h.look, secret("gpu-vision"))
+                before |= fingerprint(h.look, foreign[-1:])
         assert killed == 2
         proxy.clear()
         done = reconcile(h.repo, kubeconfig, "--once")
@@ -411,7 +414,7 @@ def test_chaos_reconcile_processes_killed_at_random_moments_through_random_fault
         assert done.returncode == 0, err
         h.reset()
         assert not h.sync().result.changed and h.writes == 0
-        assert ours(h) == h.listed() == rendered(h.repo)
+        assert ours(h) == h.listed() == rendered(h.repo) | {"Namespace/gpu-vision"}
         assert fingerprint(h.look, foreign) == before
     finally:
         h.close()
