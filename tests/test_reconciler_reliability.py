@@ -30,7 +30,7 @@ from tests.reconciler_harness import API, SYSTEM, Harness, commit, config
 CLI = str(Path(sys.executable).with_name("gitops-sched"))
 ADOPT = "gitops-sched.io/adopt"
 # every kind of random fault, about one request in five
-FAULTS = Rates(throttle=0.05, error=0.06, drop=0.04, swallow=0.05)
+FAULTS = Rates(throttle=0.05, error=0.05, drop=0.04, swallow=0.04, garble=0.03)
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """A fault-injecting HTTP proxy in front of the real kube-apiserver, for what a real server
 cannot be made to do on demand: answers 429 with Retry-After, 5xx, connections dropped
-before the request reaches the server, an answer swallowed after the write happened, a
-watch that stays open but silent.
+before the request reaches the server, an answer swallowed after the write happened, an
+answer cut short (200, half its JSON), a watch that stays open but silent.
 
 The proxy listens on plain HTTP on 127.0.0.1 and passes each request on to the API server
 over TLS (the client's bearer token with it). Faults come from two places, checked in this
@@ -54,10 +54,11 @@ class Fault:
     """What is done to a request: `status` answers it with that code without passing it on
     (`retry_after` seconds in a Retry-After header); `drop` closes the connection without
     passing it on; `swallow` passes it on, then closes the connection without the answer;
+    `garble` passes it on and answers 200 with the first half of the server's answer;
     `silent` (a watch) passes it on and answers its headers, then no event until the server
     ends it."""
 
-    action: str  # status | drop | swallow | silent
+    action: str  # status | drop | swallow | garble | silent
     status: int = 0
     retry_after: float | None = None
 
@@ -70,6 +71,7 @@ UNAVAILABLE = Fault("status", 503)
 INTERNAL = Fault("status", 500)
 DROP = Fault("drop")
 SWALLOW = Fault("swallow")
+GARBLE = Fault("garble")
 SILENT = Fault("silent")
 
 
@@ -95,12 +97,13 @@ class Rule:
 class Rates:
     """The chance of each random fault per request: `throttle` (429, Retry-After
     `retry_after`), `error` (500, 502, 503 or 504), `drop`, `swallow` (writes only: the
-    write happens, the answer is lost), `silent` (watches only)."""
+    write happens, the answer is lost), `garble` (not watches), `silent` (watches only)."""
 
     throttle: float = 0.0
     error: float = 0.0
     drop: float = 0.0
     swallow: float = 0.0
+    garble: float = 0.0
     silent: float = 0.0
     retry_after: float = 0.1
 
@@ -111,6 +114,7 @@ class Rates:
             (self.error, Fault("status", rng.choice((500, 502, 503, 504)))),
             (self.drop, DROP),
             (self.swallow if method != "GET" else 0.0, SWALLOW),
+            (self.garble if not watch else 0.0, GARBLE),
             (self.silent if watch else 0.0, SILENT),
         ]
         for chance, fault in choices:
@@ -154,7 +158,7 @@ class _State:
                 fault = self.rates.draw(self.rng, method, watch)
             if fault is not None:
                 self.injected.append(f"{fault} {method} {target}")
-            if fault is None or fault.action in ("swallow", "silent"):
+            if fault is None or fault.action in ("swallow", "garble", "silent"):
                 self.passed += 1
             return fault
 
@@ -286,6 +290,9 @@ class FaultProxy:
                 if fault is not None and fault.action == "swallow":
                     answer.read()
                     return self._hang_up()
+                if fault is not None and fault.action == "garble":
+                    data = answer.read()
+                    return self._answer(200, data[: len(data) // 2])
                 try:
                     self._relay(answer, silent=fault is not None)
                 except OSError:  # the client went away
@@ -332,11 +339,15 @@ class FaultProxy:
                         "code": fault.status,
                     }
                 ).encode()
-                self.send_response(fault.status)
+                retry_after = None if fault.retry_after is None else f"{fault.retry_after:g}"
+                self._answer(fault.status, data, retry_after)
+
+            def _answer(self, status: int, data: bytes, retry_after: str | None = None) -> None:
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
-                if fault.retry_after is not None:
-                    self.send_header("Retry-After", f"{fault.retry_after:g}")
+                if retry_after is not None:
+                    self.send_header("Retry-After", retry_after)
                 self.end_headers()
                 self.wfile.write(data)
 
