@@ -11,6 +11,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -336,6 +337,61 @@ def test_syncs_through_random_faults_converge_and_touch_nothing_foreign(
         assert ours(h) == h.listed() == rendered(h.repo) | {"Namespace/gpu-nlp"}
     finally:
         h.close()
+
+
+def broken_lists(monkeypatch: pytest.MonkeyPatch, client: ClusterClient, times: int) -> None:
+    """The client's first `times` lists raise KeyError('resources'), as the official
+    client's half-reset discovery cache once did."""
+    real = client.list
+    left = [times]
+
+    def list_(*args: Any, **kw: Any) -> Any:
+        if left[0] > 0:
+            left[0] -= 1
+            raise KeyError("resources")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(client, "list", list_)
+
+
+def test_the_loop_goes_on_after_any_exception_after_a_backoff_shorter_than_its_interval(
+    harness, monkeypatch
+):
+    """A sync cut off by an exception that is no API failure is logged and counted; the next
+    comes after a backoff (about a second here, the interval being an hour) and syncs."""
+    h = harness
+    revision = commit(h.repo, config({"vision": 8}))
+    broken_lists(monkeypatch, h.client, 1)
+    reconciler = h.new_reconciler(h.client, interval=3600.0)
+    stop = threading.Event()
+    thread = threading.Thread(target=reconciler.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+
+        def synced() -> bool:
+            status = (h.get(API, "Cluster", "lab") or {}).get("status") or {}
+            return status.get("syncedCommit") == revision
+
+        wait("the sync after the failure", synced)
+        assert thread.is_alive()
+    finally:
+        stop.set()
+        thread.join(10)
+    syncs = reconciler.metrics.syncs
+    assert syncs.labels(outcome="failed")._value.get() == 1
+    assert syncs.labels(outcome="synced")._value.get() == 1
+
+
+def test_reconcile_once_tries_a_cut_off_sync_again_three_times_in_all(harness, monkeypatch):
+    h = harness
+    commit(h.repo, config({"vision": 8}))
+    broken_lists(monkeypatch, h.client, 2)
+    outcome = h.reconciler.run(threading.Event(), once=True)
+    assert outcome is not None and outcome.ok, outcome
+    broken_lists(monkeypatch, h.client, 3)
+    outcome = h.reconciler.run(threading.Event(), once=True)
+    assert outcome is not None and not outcome.ok
+    assert outcome.errors == ("sync cut off: KeyError: 'resources'",)
 
 
 def until_synced(h: Harness, syncs: int = 4) -> Any:
