@@ -17,11 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gitops_sched.cluster import ClusterClient, ObjectRef
 from gitops_sched.compiler import render_repo
 from gitops_sched.config.validate import check_repo
 from gitops_sched.reconciler import OWNER_LABEL
+from gitops_sched.reconciler.loop import RETRY_BASE_S, next_sync_wait
+from tests.conftest import examples
 from tests.control_plane.cluster import ControlPlane
 from tests.control_plane.faultproxy import INTERNAL, UNAVAILABLE, FaultProxy, Rates, Rule
 from tests.control_plane.fixtures import FAST_BACKOFF, connect
@@ -392,6 +396,19 @@ def test_reconcile_once_tries_a_cut_off_sync_again_three_times_in_all(harness, m
     outcome = h.reconciler.run(threading.Event(), once=True)
     assert outcome is not None and not outcome.ok
     assert outcome.errors == ("sync cut off: KeyError: 'resources'",)
+
+
+@settings(max_examples=examples(50))
+@given(st.integers(0, 10_000), st.floats(0.001, 86_400))
+def test_the_wait_after_syncs_cut_off_doubles_from_a_second_up_to_the_interval(
+    failures: int, interval: float
+) -> None:
+    wait = next_sync_wait(failures, interval)
+    if not failures:
+        assert wait == interval
+    else:
+        ceiling = min(interval, RETRY_BASE_S * 2.0 ** min(failures - 1, 30))
+        assert ceiling / 2 <= wait <= ceiling
 
 
 def until_synced(h: Harness, syncs: int = 4) -> Any:

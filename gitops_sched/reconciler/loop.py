@@ -201,20 +201,20 @@ class Reconciler:
                     failures = failures + 1 if outcome.cut_off else 0
                     if once and (not outcome.cut_off or failures >= ONCE_ATTEMPTS):
                         return outcome
-                    wait = self.retry_wait(failures)
+                    wait = next_sync_wait(failures, self.settings.interval)
             else:
                 self.health.ready = True  # a standby replica is ready: it waits for the Lease
             stop.wait(wait)
         return outcome
 
-    def retry_wait(self, failures: int) -> float:
-        """The interval after a sync that ended; after `failures` cut off in a row, a
-        jittered wait doubling from `RETRY_BASE_S`, never over the interval."""
-        if not failures:
-            return self.settings.interval
-        return min(self.settings.interval, RETRY_BASE_S * 2 ** (failures - 1)) * random.uniform(
-            0.5, 1.0
-        )
+
+def next_sync_wait(failures: int, interval: float) -> float:
+    """The interval after a sync that ended; after `failures` syncs cut off in a row, a wait
+    doubling from `RETRY_BASE_S`, jittered (replicas restarted together spread out), never
+    over the interval."""
+    if not failures:
+        return interval
+    return min(interval, RETRY_BASE_S * 2 ** min(failures - 1, 30)) * random.uniform(0.5, 1.0)
 
 
 def _describe(exc: BaseException) -> str:
