@@ -1,7 +1,9 @@
 """Reconciler failover on the real control plane: two `gitops-sched reconcile` processes
 (leader election on, the shipped Lease timings), the Lease holder killed with SIGKILL (it
 gives nothing back), and the time from the kill until the other holds the Lease and until
-its first sync after that has ended (its Cluster status written).
+its first sync after that has ended (its Cluster status written). A replica killed is
+started again as the next round's standby, and the next kill waits until it is ready (its
+`/readyz`: it is following the Lease), as a Deployment's standby would be.
 
 Reports, as JSON, each round's two times and their worst.
 
@@ -18,13 +20,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gitops_sched.cluster import ClusterClient, ObjectRef
-from tests.control_plane.cluster import ControlPlane
+from tests.control_plane.cluster import ControlPlane, free_port
 from tests.reconciler_harness import API, commit, config
 
 CLI = str(Path(sys.executable).with_name("gitops-sched"))
@@ -35,12 +38,24 @@ LEASE = ObjectRef(
 
 
 def replica(plane: ControlPlane, repo: Path, name: str) -> subprocess.Popen[bytes]:
+    """A reconcile process, once ready."""
     env = {**os.environ, "POD_NAME": name}
+    port = free_port()
     args = ["reconcile", "--repo", str(repo), "--kubeconfig", str(plane.kubeconfig)]
-    args += ["--namespace", NAMESPACE, "--interval", "600s", "--listen", ""]
-    return subprocess.Popen(
+    args += ["--namespace", NAMESPACE, "--interval", "600s", "--listen", f"127.0.0.1:{port}"]
+    process = subprocess.Popen(
         [CLI, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
+    until(lambda: ready(port))
+    return process
+
+
+def ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as answer:
+            return bool(answer.status == 200)
+    except OSError:
+        return False
 
 
 def until(done: Any, seconds: float = 120) -> Any:
