@@ -387,6 +387,12 @@ def _duration(text: str) -> float:
     show_default=True,
     help="Delete removed projects' namespaces only when they hold nothing else.",
 )
+@click.option(
+    "--adopt",
+    is_flag=True,
+    help="Take over objects the repo renders that exist already, made by someone else "
+    "(default: refuse them; one object opts in with the annotation gitops-sched.io/adopt=true).",
+)
 @click.option("--leader-elect/--no-leader-elect", default=True, show_default=True)
 @click.option("--listen", default=":8080", show_default=True, help="/metrics, /healthz, /readyz.")
 def reconcile(
@@ -400,6 +406,7 @@ def reconcile(
     namespace: str,
     kubeconfig: str | None,
     prune_namespaces: str,
+    adopt: bool,
     leader_elect: bool,
     listen: str,
 ) -> None:
@@ -418,6 +425,7 @@ def reconcile(
             namespace=namespace,
             kubeconfig=kubeconfig,
             prune_namespaces=prune_namespaces,
+            adopt=adopt,
             leader_elect=leader_elect and not (once or dry_run),
             listen=listen,
         )

@@ -138,15 +138,20 @@ class Harness:
 
     `client` is the reconciler's: its requests are counted in `client.requests` ("read",
     "write") and listed as "METHOD path" in `sent`, both emptied by `reset()`. The test looks
-    through `look`, a client of its own, so its reads never count as the reconciler's."""
+    through `look`, a client of its own, so its reads never count as the reconciler's (and
+    never go through `via`, where the reconciler's client connects when given: a proxy)."""
 
     def __init__(
-        self, connect: Callable[[], ClusterClient], repo: Path, name: str = "gitops-sched"
+        self,
+        connect: Callable[[], ClusterClient],
+        repo: Path,
+        name: str = "gitops-sched",
+        via: Callable[[], ClusterClient] | None = None,
     ):
         self.connect, self.repo, self.name = connect, repo, name
         self.sent: list[str] = []
         self.look = connect()
-        self.client = connect()
+        self.client = (via or connect)()
         self.client.before_request.append(lambda method, path: self.sent.append(f"{method} {path}"))
         self.reconciler = self.new_reconciler(self.client)
         self._clients = [self.look, self.client]

@@ -81,7 +81,9 @@ class Cluster:
         apply_kustomization(self.plane, "reconciler")
         apply_kustomization(self.plane, "scheduler")
         rest = [o for o in self.rendered if o["kind"] not in WORKLOAD_KINDS]
-        result = Syncer(self.client, "e2e", "gitops-sched", "test").sync(rest, "r1")
+        # the scheduler's kustomization made the system namespace: the reconciler adopts it
+        syncer = Syncer(self.client, "e2e", "gitops-sched", "test", adopt=True)
+        result = syncer.sync(rest, "r1")
         assert not result.errors, result.errors
         for node in repo_nodes(self.repo):
             self.client.create(node)

@@ -2,14 +2,19 @@
 retrying request path, and request counting.
 
 Resources are found through discovery (the DynamicClient's), refreshed once when a kind is
-missing, since a CRD applied a moment ago adds kinds. Every request goes through
-`_request`, which retries with jittered backoff (see `retry`) and calls the
+missing, since a CRD applied a moment ago adds kinds. A kind discovery says is missing is
+checked with a GET of its group version (the official discoverer reads a group that answered
+503 as empty); discovery that fails in any way (an error answer, a dropped connection, an
+answer that does not decode, the discoverer's cache left half-reset) is thrown away and
+started afresh, within the retry budget of the request that needed it. Every request goes
+through `_request`, which retries with jittered backoff (see `retry`) and calls the
 `before_request` hooks (tests use them to stop a process between two requests).
 """
 
 from __future__ import annotations
 
 import builtins  # `list` is also a method of ClusterClient
+import contextlib
 import json
 import os
 import shutil
@@ -83,19 +88,78 @@ class ClusterClient:
     def dynamic(self) -> DynamicClient:
         if self._dynamic is None:
             cache = os.path.join(self._cache_dir, "discovery.json")
-            self._dynamic = self._call(lambda: DynamicClient(self.api_client, cache_file=cache))
+            self._dynamic = self._call(
+                lambda: self._discovering(
+                    lambda: _Discovering(self.api_client, cache, self.backoff)
+                )
+            )
         return self._dynamic
 
     def resource(self, api_version: str, kind: str) -> Any | None:
-        """The DynamicClient resource of a kind, or None when the server does not serve it."""
+        """The DynamicClient resource of a kind, or None when the server does not serve it
+        (its group version answers 404, or lists no such kind)."""
 
         def find() -> Any | None:
-            try:
+            def get() -> Any:
                 return self.dynamic.resources.get(api_version=api_version, kind=kind)
+
+            try:
+                return self._discovering(get)
             except ResourceNotFoundError:  # the discoverer already refreshed once
                 return None
 
-        return self._call(find)
+        found = self._call(find)
+        if found is None and self._served(api_version, kind):
+            self._forget_discovery()  # it read a group that failed as one without kinds
+            found = self._call(find)
+            if found is None:
+                raise ApiFailure(503, "DiscoveryIncomplete", f"{api_version} {kind}: not found")
+        return found
+
+    def namespaced_kinds(self) -> builtins.list[tuple[str, str]]:
+        """Every namespaced kind the server lists, in each group's preferred version, read
+        afresh (not from the discoverer's cache): one request per group version, each with
+        its own retries. ApiFailure when a group cannot be read, so a group that did not
+        answer is never taken for one without kinds."""
+        groups = self._request("GET", "/apis").get("groups") or []
+        paths = ["/api/v1"] + [f"/apis/{g['preferredVersion']['groupVersion']}" for g in groups]
+        kinds = set()
+        for path in paths:
+            body = self._request("GET", path)
+            for r in body.get("resources") or []:
+                listed = "list" in (r.get("verbs") or ())
+                if r.get("namespaced") and listed and "/" not in r["name"]:
+                    kinds.add((str(body["groupVersion"]), str(r["kind"])))
+        return sorted(kinds)
+
+    def _served(self, api_version: str, kind: str) -> bool:
+        """Whether the group version's own discovery document lists the kind."""
+        prefix = "/apis" if "/" in api_version else "/api"
+        try:
+            body = self._request("GET", f"{prefix}/{api_version}")
+        except NotFound:
+            return False
+        resources = body.get("resources") or []
+        return any(r.get("kind") == kind and "/" not in r.get("name", "/") for r in resources)
+
+    def _discovering(self, action: Callable[[], Any]) -> Any:
+        """`action()` on the discoverer; when it fails, the discoverer is thrown away (its
+        cache may be half-reset) and the failure is an ApiFailure, retried like any other."""
+        try:
+            return action()
+        except ResourceNotFoundError:
+            raise
+        except (DynamicApiError, kubernetes.client.ApiException, urllib3.exceptions.HTTPError):
+            self._forget_discovery()
+            raise  # `_translated` makes it an ApiFailure
+        except Exception as exc:  # whatever a half-reset cache or an undecodable answer raises
+            self._forget_discovery()
+            raise ApiFailure(0, "DiscoveryFailed", f"{type(exc).__name__}: {exc}") from exc
+
+    def _forget_discovery(self) -> None:
+        self._dynamic = None
+        with contextlib.suppress(OSError):
+            os.remove(os.path.join(self._cache_dir, "discovery.json"))
 
     def _path(self, ref: ObjectRef, subresource: str | None = None) -> str:
         resource = self.resource(ref.api_version, ref.kind)
@@ -275,7 +339,8 @@ class ClusterClient:
             for hook in self.before_request:
                 hook(method, path)
             self.requests["read" if method == "GET" else "write"] += 1
-            response = self.dynamic.request(
+            response = DynamicClient.request(
+                self.dynamic,
                 method,
                 path,
                 body=body,
@@ -284,7 +349,13 @@ class ClusterClient:
                 content_type=content_type,
                 _request_timeout=self.timeout,
             )
-            return json.loads(response.data or b"{}")
+            try:
+                answer = json.loads(response.data or b"{}")
+            except ValueError as exc:
+                raise ApiFailure(0, "BadResponse", f"{method} {path}: {exc}") from exc
+            if not isinstance(answer, dict):
+                raise ApiFailure(0, "BadResponse", f"{method} {path}: not a JSON object")
+            return answer
 
         return self._call(send, retry_conflicts, retry_throttled)
 
@@ -298,6 +369,26 @@ def _dry(dry_run: bool) -> list[tuple[str, str]]:
     """The query of a server-side dry run: the server checks the write as it would do it
     (authorization, admission, validation, a PodDisruptionBudget) and stores nothing."""
     return [("dryRun", "All")] if dry_run else []
+
+
+class _Discovering(DynamicClient):
+    """The DynamicClient whose discoverer retries each of its requests on its own: one
+    lookup may read every group, and one budget for all of them would rarely suffice on a
+    flaky server. A request that still fails raises what the discoverer expects (its 404
+    and 503 handling stay as they are)."""
+
+    def __init__(self, api_client: kubernetes.client.ApiClient, cache: str, backoff: Backoff):
+        self.backoff = backoff
+        super().__init__(api_client, cache_file=cache)
+
+    def request(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
+        def send() -> Any:
+            return super(_Discovering, self).request(method, path, body, **params)
+
+        try:
+            return self.backoff.call(lambda: _translated(send))
+        except ApiFailure as failure:
+            raise (failure.__cause__ or failure) from None
 
 
 def _translated(action: Callable[[], Any]) -> Any:

@@ -20,6 +20,7 @@ from gitops_sched.cluster.errors import ApiFailure
 log = logging.getLogger(__name__)
 WATCH_TIMEOUT_S = 300  # the server ends a watch after this; we start the next one
 GONE = 410
+MAX_PAUSE_S = 30.0  # the longest wait before listing again after failures in a row
 
 
 def object_key(obj: dict[str, Any]) -> str:
@@ -111,16 +112,24 @@ class Informer:
             raise
 
     def run(self, stop: threading.Event, timeout: int = WATCH_TIMEOUT_S) -> None:
-        """List and watch until `stop`; failures are logged and retried after a pause."""
+        """List and watch until `stop`. Any failure (an API failure, an event that does not
+        decode, a bug) is logged and followed by a fresh list after a pause that doubles
+        with each failure in a row, up to `MAX_PAUSE_S`: the thread never stops by itself."""
+        failures = 0
         while not stop.is_set():
             try:
                 if not self._version:
                     self.relist()
+                    failures = 0
                 self.watch_once(timeout)
-            except ApiFailure as exc:
-                log.info("%s informer: %s; listing again", self.kind, exc)
+            except Exception as exc:  # the cache must keep following, whatever went wrong
+                if isinstance(exc, ApiFailure):
+                    log.info("%s informer: %s; listing again", self.kind, exc)
+                else:
+                    log.exception("%s informer failed; listing again", self.kind)
                 self._version = ""
-                stop.wait(self.retry_after)
+                stop.wait(min(MAX_PAUSE_S, self.retry_after * 2**failures))
+                failures += 1
 
     def start(self, stop: threading.Event, timeout: int = WATCH_TIMEOUT_S) -> None:
         self._thread = threading.Thread(

@@ -25,6 +25,10 @@ from gitops_sched.cluster.errors import ApiFailure
 
 log = logging.getLogger(__name__)
 LEASE_API = "coordination.k8s.io/v1"
+# A killed leader's successor takes the Lease within LEASE_DURATION_S + 2 * RETRY_PERIOD_S of
+# the kill (it sees the last renewal up to one period late, and looks once a period): 14 s
+LEASE_DURATION_S = 10.0
+RETRY_PERIOD_S = 2.0
 
 
 class NotLeader(Exception):
@@ -48,9 +52,9 @@ class LeaderElector:
         namespace: str,
         name: str,
         identity: str,
-        lease_duration: float = 15.0,
-        renew_deadline: float = 10.0,
-        retry_period: float = 2.0,
+        lease_duration: float = LEASE_DURATION_S,
+        renew_deadline: float = 8.0,
+        retry_period: float = RETRY_PERIOD_S,
         clock: Callable[[], float] = time.monotonic,
         on_change: Callable[[bool], None] | None = None,
     ):
@@ -92,6 +96,9 @@ class LeaderElector:
             leading = self._round()
         except ApiFailure as exc:
             log.info("leader election: %s", exc)
+            leading = False
+        except Exception:  # an answer that does not decode, a bug: the next round tries again
+            log.exception("leader election round failed")
             leading = False
         if leading:
             self._renewed_at = self.clock()

@@ -93,6 +93,13 @@ STATUS_FIELDS: dict[str, dict[str, Any]] = {
             "description": "Why the last sync failed: invalid config or objects not applied.",
             "items": {"type": "string"},
         },
+        "warnings": {
+            "type": "array",
+            "description": "What the last sync left for a reason that is no failure: a "
+            "namespace the repo dropped kept because it holds objects gitops-sched does not "
+            "manage (Kind/name: why).",
+            "items": {"type": "string"},
+        },
     },
     "NodeGroup": {},
     "Department": _QUEUE_STATUS,

@@ -3,11 +3,18 @@
 A commit that does not compile applies nothing: the cluster keeps the last good state and
 the errors go to the Cluster status and an Event. A compiled commit is kept, so the syncs
 between two commits (which repair drift) do not compile again.
+
+A sync cut off by anything (an API failure the client's retries did not absorb, an answer
+that does not decode, a bug) is logged and the loop goes on: the next sync comes after a
+backoff that doubles with each failure in a row, up to the interval. A sync cut off at any
+request is finished by the next one (see `sync`). `--once` tries a cut-off sync again, up
+to `ONCE_ATTEMPTS` times in all.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import tempfile
 import threading
 import time
@@ -29,6 +36,8 @@ from gitops_sched.reconciler.source import Checkout, SourceError, open_source
 from gitops_sched.reconciler.sync import SourceConflict, Syncer, SyncResult
 
 log = logging.getLogger(__name__)
+ONCE_ATTEMPTS = 3
+RETRY_BASE_S = 1.0  # the wait after a first cut-off sync; it doubles, up to the interval
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,7 @@ class Settings:
     namespace: str = "gitops-sched"
     dry_run: bool = False
     prune_namespaces: str = "empty"
+    adopt: bool = False
     identity: str = ""
     workdir: Path | None = None
 
@@ -54,6 +64,7 @@ class Outcome:
     revision: str
     result: SyncResult | None = None  # None when the commit was invalid or not fetched
     errors: tuple[str, ...] = ()
+    cut_off: bool = False  # by a failure worth trying again soon (not an invalid commit)
 
     @property
     def ok(self) -> bool:
@@ -84,6 +95,7 @@ class Reconciler:
             settings.namespace,
             settings.source_id,
             prune_namespaces=settings.prune_namespaces,
+            adopt=settings.adopt,
         )
         identity = settings.identity or default_identity()
         inventory = self.syncer.inventory_store.ref
@@ -107,26 +119,38 @@ class Reconciler:
         return compiled
 
     def sync_once(self) -> Outcome:
+        """Fetch, compile, sync, report; whatever cuts it off is an Outcome, never raised
+        (but NotLeader: the loop stops writing)."""
         started = time.monotonic()
+        revision = ""
         try:
-            checkout = self.source.fetch()
-        except SourceError as exc:
-            self.metrics.errors.inc()
-            self.metrics.syncs.labels(outcome="fetch-failed").inc()
-            return Outcome("", errors=(str(exc),))
-        self.health.ready = True
-        compiled = self.compile(checkout)
-        if isinstance(compiled, tuple):
-            return self._invalid(checkout.revision, list(compiled))
-        try:
-            result = self.syncer.sync(compiled, checkout.revision, self.settings.dry_run)
+            try:
+                checkout = self.source.fetch()
+            except SourceError as exc:
+                self.metrics.errors.inc()
+                self.metrics.syncs.labels(outcome="fetch-failed").inc()
+                return Outcome("", errors=(str(exc),), cut_off=True)
+            revision = checkout.revision
+            self.health.ready = True
+            compiled = self.compile(checkout)
+            if isinstance(compiled, tuple):
+                return self._invalid(revision, list(compiled))
+            result = self.syncer.sync(compiled, revision, self.settings.dry_run)
             self.reporter.synced(result, cluster_ref(compiled))
-        except (ApiFailure, SourceConflict) as exc:
+        except SourceConflict as exc:
             self.metrics.errors.inc()
             self.metrics.syncs.labels(outcome="failed").inc()
-            return Outcome(checkout.revision, errors=(str(exc),))
+            return Outcome(revision, errors=(str(exc),))
+        except NotLeader:
+            raise
+        except Exception as exc:  # an ApiFailure past its retries, an undecodable answer, a bug
+            if not isinstance(exc, ApiFailure):
+                log.exception("sync of %s cut off", revision[:12] or "the repo")
+            self.metrics.errors.inc()
+            self.metrics.syncs.labels(outcome="failed").inc()
+            return Outcome(revision, errors=(f"sync cut off: {_describe(exc)}",), cut_off=True)
         self._record(result, time.monotonic() - started)
-        return Outcome(checkout.revision, result)
+        return Outcome(revision, result)
 
     def _invalid(self, revision: str, errors: list[str]) -> Outcome:
         self.metrics.errors.inc()
@@ -147,6 +171,8 @@ class Reconciler:
         m.pruned.inc(len(result.pruned))
         m.drift.set(len(result.drift))
         m.errors.inc(len(result.errors))
+        m.adopted.inc(len(result.adopted))
+        m.warnings.set(len(result.warnings))
         m.managed.set(result.objects)
         outcome = "failed" if result.errors else "replacing" if result.waiting else "synced"
         m.syncs.labels(outcome=outcome).inc()
@@ -155,13 +181,16 @@ class Reconciler:
             m.synced_commit(result.revision)
 
     def run(self, stop: threading.Event, once: bool = False) -> Outcome | None:
-        """Sync every interval while leading, until `stop` is set (or once with `once`)."""
+        """Sync every interval while leading, until `stop` is set (or once with `once`: a
+        sync cut off is tried again, `ONCE_ATTEMPTS` in all)."""
         outcome = None
+        failures = 0  # syncs cut off in a row
         while not stop.is_set():
             self.health.beat()
             leading = self.elector is None or self.elector.is_leader()
             if self.elector is not None:
                 self.metrics.leader.set(1 if leading else 0)
+            wait = min(self.settings.interval, 1.0)
             if leading:
                 try:
                     outcome = self.sync_once()
@@ -169,12 +198,27 @@ class Reconciler:
                     log.info("%s", exc)
                 else:
                     _log_outcome(outcome)
-                    if once:
+                    failures = failures + 1 if outcome.cut_off else 0
+                    if once and (not outcome.cut_off or failures >= ONCE_ATTEMPTS):
                         return outcome
+                    wait = next_sync_wait(failures, self.settings.interval)
             else:
                 self.health.ready = True  # a standby replica is ready: it waits for the Lease
-            stop.wait(self.settings.interval if leading else min(self.settings.interval, 1.0))
+            stop.wait(wait)
         return outcome
+
+
+def next_sync_wait(failures: int, interval: float) -> float:
+    """The interval after a sync that ended; after `failures` syncs cut off in a row, a wait
+    doubling from `RETRY_BASE_S`, jittered (replicas restarted together spread out), never
+    over the interval."""
+    if not failures:
+        return interval
+    return min(interval, RETRY_BASE_S * 2 ** min(failures - 1, 30)) * random.uniform(0.5, 1.0)
+
+
+def _describe(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, ApiFailure) else f"{type(exc).__name__}: {exc}"
 
 
 def _log_outcome(outcome: Outcome) -> None:
@@ -183,17 +227,21 @@ def _log_outcome(outcome: Outcome) -> None:
         log.error("commit %s not synced: %s", outcome.revision[:12], "; ".join(outcome.errors[:10]))
         return
     log.info(
-        "commit %s: %d objects, %d created, %d updated, %d replaced, %d pruned, %d drifted, "
-        "%d errors",
+        "commit %s: %d objects, %d created, %d updated, %d adopted, %d replaced, %d pruned, "
+        "%d drifted, %d errors, %d warnings",
         outcome.revision[:12],
         result.objects,
         len(result.created),
         len(result.updated),
+        len(result.adopted),
         len(result.replaced),
         len(result.pruned),
         len(result.drift),
         len(result.errors),
+        len(result.warnings),
     )
+    for warning in result.warnings:
+        log.warning("%s", warning)
     for waiting in result.waiting:
         log.warning("%s", waiting)
     for error in result.errors:

@@ -31,6 +31,7 @@ def run_reconciler(
     namespace: str,
     kubeconfig: str | None,
     prune_namespaces: str,
+    adopt: bool,
     leader_elect: bool,
     listen: str,
 ) -> int:
@@ -45,6 +46,7 @@ def run_reconciler(
         namespace=namespace,
         dry_run=dry_run,
         prune_namespaces=prune_namespaces,
+        adopt=adopt,
         identity=identity,
     )
     configuration = load_configuration(kubeconfig)

@@ -44,6 +44,17 @@ class Metrics:
         self.errors = Counter(
             "gitops_sched_reconcile_errors", "Errors (objects, invalid commits, API).", registry=r
         )
+        self.warnings = Gauge(
+            "gitops_sched_reconcile_warnings",
+            "Warnings of the last sync: namespaces the repo dropped kept because they hold "
+            "objects gitops-sched does not manage.",
+            registry=r,
+        )
+        self.adopted = Counter(
+            "gitops_sched_reconcile_objects_adopted",
+            "Objects someone else made, taken over with consent (also counted as applied).",
+            registry=r,
+        )
         self.managed = Gauge(
             "gitops_sched_reconcile_managed_objects", "Objects the repo renders.", registry=r
         )

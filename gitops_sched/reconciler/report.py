@@ -3,8 +3,9 @@ Events, written only when there is news (a new commit, objects applied or pruned
 errors that changed), so a sync with nothing to do makes no request at all.
 
 Status (`kubectl get clusters` shows the synced commit): syncedCommit, lastAttemptedCommit,
-lastSyncTime, objects, applied, replaced, pruned, drift, replacing, errors, and a `Synced`
-condition (False while a replacement waits for its old object to go: reason Replacing).
+lastSyncTime, objects, applied, replaced, pruned, drift, replacing, errors, warnings (a
+namespace kept: not an error, the sync is Synced), and a `Synced` condition (False while a
+replacement waits for its old object to go: reason Replacing).
 
 Events are about this reconciler's inventory ConfigMap, in its own namespace
 (`kubectl -n gitops-sched get events`, or `describe configmap gitops-sched-inventory-<name>`).
@@ -64,6 +65,7 @@ class Reporter:
             or (ok and old.get("syncedCommit") != result.revision)
             or old.get("errors", []) != result.errors[:MAX_LISTED]
             or old.get("replacing", []) != result.waiting[:MAX_LISTED]
+            or old.get("warnings", []) != result.warnings[:MAX_LISTED]
         )
         if not news or self.dry_run:
             return
@@ -79,6 +81,7 @@ class Reporter:
             "drift": result.drift[:MAX_LISTED],
             "replacing": result.waiting[:MAX_LISTED],
             "errors": result.errors[:MAX_LISTED],
+            "warnings": result.warnings[:MAX_LISTED],
             "conditions": [_condition(ok, reason, _summary(result))],
         }
         self._write_status(cluster, status)
@@ -90,6 +93,9 @@ class Reporter:
         if result.drift:
             text = "; ".join(result.drift[:MAX_LISTED])
             self._event("Warning", "DriftRepaired", f"{len(result.drift)} drifted: {text}")
+        if result.warnings:
+            text = "; ".join(result.warnings[:MAX_LISTED])
+            self._event("Warning", "PruneSkipped", f"{len(result.warnings)} kept: {text}")
 
     def invalid(
         self, revision: str, errors: list[str], live_cluster: dict[str, Any] | None
@@ -176,6 +182,8 @@ def _summary(result: SyncResult) -> str:
     ]
     if result.replaced:
         parts.append(f"{len(result.replaced)} replaced")
+    if result.adopted:
+        parts.append(f"{len(result.adopted)} adopted")
     parts.append(f"{len(result.pruned)} pruned")
     if result.drift:
         parts.append(f"{len(result.drift)} drifted")
@@ -185,4 +193,6 @@ def _summary(result: SyncResult) -> str:
         )
     if result.errors:
         parts.append(f"{len(result.errors)} errors: " + "; ".join(result.errors[:5]))
+    if result.warnings:
+        parts.append(f"{len(result.warnings)} warnings: " + "; ".join(result.warnings[:5]))
     return ", ".join(parts)

@@ -10,14 +10,21 @@
 5. replace what cannot change in place (`replace`: a Job whose pod template changed): delete
    in the foreground, wait until the old object and its pods are gone, create it again; one
    still terminating after `replace_timeout` is created by a later sync;
-6. prune, custom resources and namespaced objects first, namespaces (when empty of objects
-   we do not manage) and CRDs last; never the reconciler's own namespace; an object already
-   being deleted (a namespace kube-controller-manager is emptying) is left to go;
+6. prune, custom resources and namespaced objects first, namespaces and CRDs last; never
+   the reconciler's own namespace; an object already being deleted (a namespace
+   kube-controller-manager is emptying) is left to go. A namespace goes only when discovery
+   says it holds nothing we do not manage (every namespaced kind the server lists; the
+   defaults Kubernetes puts in every namespace, Events and objects with an owner aside);
+   one kept is a warning and stays in the inventory, pruned by the first sync that finds it
+   empty;
 7. write the inventory when it changed.
 
 Objects carrying another reconciler's owner label are never touched, whatever their other
-labels say. A failed object is reported and the others go on; the inventory keeps listing
-anything that may exist, so a sync cut off at any request is finished by the next one.
+labels say. An object that exists without our owner label and is not in the inventory was
+made by someone else: it is not taken (an error naming it) unless the live object carries
+`gitops-sched.io/adopt: "true"` or the sync adopts (`--adopt`). A failed object is reported
+and the others go on; the inventory keeps listing anything that may exist, so a sync cut off
+at any request is finished by the next one.
 """
 
 from __future__ import annotations
@@ -57,17 +64,12 @@ OWNER_LABEL = "gitops-sched.io/reconciler"
 CRD_KIND = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
 NAMESPACE_KIND = ("v1", "Namespace")
 PRUNE_NAMESPACES = ("empty", "always", "never")
-# What a namespace may hold that we would not delete with it (checked before pruning one).
-NAMESPACE_CONTENTS = [
-    ("v1", "PersistentVolumeClaim"),
-    ("v1", "ConfigMap"),
-    ("v1", "Service"),
-    ("v1", "Pod"),
-    ("apps/v1", "Deployment"),
-    ("apps/v1", "StatefulSet"),
-    ("batch/v1", "Job"),
-]
-NAMESPACE_DEFAULTS = {("ConfigMap", "kube-root-ca.crt")}  # put in every namespace by Kubernetes
+# put in every namespace by Kubernetes: they go with it
+NAMESPACE_DEFAULTS = {("ConfigMap", "kube-root-ca.crt"), ("ServiceAccount", "default")}
+# records of what happened in a namespace, not contents: they go with it
+NAMESPACE_RECORDS = {("v1", "Event"), ("events.k8s.io/v1", "Event")}
+# on the live object, the owner's consent to let this reconciler take it over
+ADOPT_ANNOTATION = "gitops-sched.io/adopt"
 
 
 class SourceConflict(Exception):
@@ -97,6 +99,10 @@ class SyncResult:
     pruned: list[str] = field(default_factory=list)
     # left in place when the repo dropped them (they carry a no-prune annotation: claims)
     orphaned: list[str] = field(default_factory=list)
+    # made by someone else, taken over with consent (annotation or --adopt)
+    adopted: list[str] = field(default_factory=list)
+    # not errors: namespaces the repo dropped kept because they hold what we do not manage
+    warnings: list[str] = field(default_factory=list)
     drift: list[str] = field(default_factory=list)  # objects repaired: "Kind/ns/name: fields"
     errors: list[str] = field(default_factory=list)
     # written for the reconciler itself, not rendered: its inventory's namespace, created
@@ -107,7 +113,7 @@ class SyncResult:
 
     @property
     def applied(self) -> int:
-        return len(self.created) + len(self.updated) + len(self.replaced)
+        return len(self.created) + len(self.updated) + len(self.replaced) + len(self.adopted)
 
     @property
     def changed(self) -> bool:
@@ -125,6 +131,8 @@ class _Pass:
     todo: dict[ObjectRef, list[str]]  # ref -> why it is applied
     result: SyncResult
     done: set[ObjectRef] = field(default_factory=set)  # applied (or replaced) this sync
+    adopting: set[ObjectRef] = field(default_factory=set)  # someone else's, taken with consent
+    refused: set[ObjectRef] = field(default_factory=set)  # someone else's: never ours
     # ref -> the fields that cannot change in place: deleted and created again
     replace: dict[ObjectRef, list[str]] = field(default_factory=dict)
 
@@ -137,6 +145,7 @@ class Syncer:
         namespace: str,
         source: str,
         prune_namespaces: str = "empty",
+        adopt: bool = False,
         crd_timeout: float = 60.0,
         replace_timeout: float = 60.0,
         poll: float = 0.5,
@@ -148,6 +157,7 @@ class Syncer:
         self.name = name
         self.source = source
         self.prune_namespaces = prune_namespaces
+        self.adopt = adopt
         self.crd_timeout, self.poll, self.sleep = crd_timeout, poll, sleep
         self.replace_timeout = replace_timeout
         self.inventory_store = InventoryStore(client, namespace, name, FIELD_MANAGER)
@@ -205,11 +215,8 @@ class Syncer:
         if own in prune and own in live:
             prune.remove(own)  # its inventory, Lease and Events (and maybe itself) live there
             result.orphaned.append(str(own))
-        foreign = self._foreign_owners([r for r in todo if r not in live])
-        for ref, owner in foreign.items():
-            result.errors.append(f"{ref}: owned by reconciler {owner!r}; left untouched")
-            del todo[ref]
         p = _Pass(desired, digests, inventory, live, todo, result)
+        self._claim(p, [r for r in todo if r not in live], own)
         p.replace = self._replacements(p)
         if dry_run:
             self._dry_run(p, prune)
@@ -222,7 +229,11 @@ class Syncer:
         self._apply_stages(p)
         self._replace(p)
         kept = self._prune(prune, live, result)
-        entries = {ref: digests[ref] for ref in desired if ref in p.done or ref not in todo}
+        entries = {
+            ref: digests[ref]
+            for ref in desired
+            if ref in p.done or (ref not in todo and ref not in p.refused)
+        }
         for ref in todo:
             if ref not in p.done:  # failed or waiting: keep what we knew (it may exist)
                 entries[ref] = inventory.entries.get(ref, UNKNOWN)
@@ -254,18 +265,39 @@ class Syncer:
                 out[ref] = fields
         return out
 
-    def _foreign_owners(self, refs: list[ObjectRef]) -> dict[ObjectRef, str]:
-        """New objects that already exist under another reconciler's owner label (one
-        unfiltered list per kind, only for kinds with new objects)."""
-        owners: dict[ObjectRef, str] = {}
-        for api_version, kind in sorted({(r.api_version, r.kind) for r in refs}):
+    def _claim(self, p: _Pass, refs: list[ObjectRef], own: ObjectRef) -> None:
+        """Of the objects to create, those that exist already (one unfiltered list per kind,
+        only for kinds with such objects): another reconciler's are left alone; one without
+        an owner label that the inventory does not list is someone else's, taken only with
+        consent (the live object's adopt annotation, or `adopt`); the reconciler's own
+        namespace (made before the first sync) is ours. Those not taken leave `todo`."""
+        kinds = {(r.api_version, r.kind) for r in refs}
+        for api_version, kind in sorted(
+            kinds, key=lambda k: (stage(ObjectRef(k[0], k[1], "", "")), k)
+        ):
             wanted = {r for r in refs if (r.api_version, r.kind) == (api_version, kind)}
-            for obj in self.client.list(api_version, kind, OWNER_LABEL) or []:
+            for obj in self.client.list(api_version, kind) or []:
                 ref = ObjectRef.of(obj)
-                owner = obj["metadata"].get("labels", {}).get(OWNER_LABEL)
-                if ref in wanted and owner != self.name:
-                    owners[ref] = owner
-        return owners
+                if ref not in wanted:
+                    continue
+                meta = obj["metadata"]
+                owner = (meta.get("labels") or {}).get(OWNER_LABEL)
+                consent = (meta.get("annotations") or {}).get(ADOPT_ANNOTATION) == "true"
+                if owner is not None and owner != self.name:
+                    p.result.errors.append(f"{ref}: owned by reconciler {owner!r}; left untouched")
+                elif owner is not None or ref in p.inventory.entries or ref == own:
+                    continue  # ours: listed, or labelled ours since our list
+                elif consent or self.adopt:
+                    p.adopting.add(ref)
+                    continue
+                else:
+                    p.result.errors.append(
+                        f"{ref}: exists and was not made by gitops-sched (no "
+                        f"{OWNER_LABEL} label, not in the inventory); not taken over: annotate "
+                        f'it {ADOPT_ANNOTATION}="true" or sync with --adopt to adopt it'
+                    )
+                del p.todo[ref]
+                p.refused.add(ref)
 
     def _apply_stages(self, p: _Pass) -> None:
         """Apply what changed in place, CRDs first (replacements are left to `_replace`)."""
@@ -299,7 +331,9 @@ class Syncer:
             return
         p.done.add(ref)
         unchanged_in_repo = p.inventory.entries.get(ref) == p.digests[ref]
-        if ref not in p.live:
+        if ref in p.adopting:
+            p.result.adopted.append(str(ref))
+        elif ref not in p.live:
             if unchanged_in_repo:
                 p.result.drift.append(f"{ref}: deleted")
             p.result.created.append(str(ref))
@@ -391,6 +425,7 @@ class Syncer:
     def _prune(self, prune: list[ObjectRef], live, result) -> list[ObjectRef]:
         """Delete what we manage and the repo no longer has; the refs that could not go."""
         kept = []
+        kinds: list[tuple[str, str]] = []  # namespaced kinds, discovered once per sync
         for ref in prune:
             obj = live.get(ref)
             if obj is None:
@@ -404,9 +439,9 @@ class Syncer:
                 result.orphaned.append(str(ref))  # its data outlives the repo's mention
                 continue
             if (ref.api_version, ref.kind) == NAMESPACE_KIND:
-                reason = self._keeps_namespace(ref.name)
+                reason = self._keeps_namespace(ref.name, kinds)
                 if reason:
-                    result.errors.append(f"{ref}: not pruned: {reason}")
+                    result.warnings.append(f"{ref}: not pruned: {reason}")
                     kept.append(ref)
                     continue
             try:
@@ -418,21 +453,37 @@ class Syncer:
             result.pruned.append(str(ref))
         return kept
 
-    def _keeps_namespace(self, namespace: str) -> str | None:
+    def _keeps_namespace(self, namespace: str, kinds: list[tuple[str, str]]) -> str | None:
+        """Why a namespace we manage must stay, or None when it may go: it holds an object of
+        some kind (all the server lists: `kinds`, filled on first use) that we do not
+        manage, or what it holds could not be read."""
         if self.prune_namespaces == "always":
             return None
         if self.prune_namespaces == "never":
             return "namespaces are never pruned (--prune-namespaces=never)"
-        for api_version, kind in NAMESPACE_CONTENTS:
-            for obj in self.client.list(api_version, kind, namespace=namespace) or []:
-                meta = obj["metadata"]
-                ours = meta.get("labels", {}).get(OWNER_LABEL) == self.name
-                if ours or (kind, meta["name"]) in NAMESPACE_DEFAULTS:
+        try:
+            if not kinds:
+                kinds.extend(self.client.namespaced_kinds())
+            for api_version, kind in kinds:
+                if (api_version, kind) in NAMESPACE_RECORDS:
                     continue
-                if kind == "Pod" and meta.get("ownerReferences"):
-                    continue  # a controller's pod goes with its controller
-                return f"it holds {kind}/{meta['name']}, which gitops-sched does not manage"
+                for obj in self.client.list(api_version, kind, namespace=namespace) or []:
+                    if not self._goes_with_namespace(obj):
+                        name = obj["metadata"]["name"]
+                        return f"it holds {kind}/{name}, which gitops-sched does not manage"
+        except ApiFailure as exc:
+            return f"what it holds could not be listed ({exc.message or exc})"
         return None
+
+    def _goes_with_namespace(self, obj: dict[str, Any]) -> bool:
+        """Ours, a default every namespace gets, or an object with an owner (a Job's pod, a
+        Deployment's ReplicaSet: the owner is checked itself)."""
+        meta = obj["metadata"]
+        return (
+            (meta.get("labels") or {}).get(OWNER_LABEL) == self.name
+            or (obj["kind"], meta["name"]) in NAMESPACE_DEFAULTS
+            or bool(meta.get("ownerReferences"))
+        )
 
     def _dry_run(self, p: _Pass, prune: list[ObjectRef]) -> None:
         """Each write the real sync would make, as a server-side dry run (dryRun=All), so
@@ -482,7 +533,10 @@ class Syncer:
                 shown = _shaped(before, after)  # what the server added is no difference
                 result.diff.append(f"{note}\n{_unified(ref, shown, after)}")
                 continue
-            (result.created if before is None else result.updated).append(str(ref))
+            if ref in p.adopting:
+                result.adopted.append(str(ref))
+            else:
+                (result.created if before is None else result.updated).append(str(ref))
             note = f"# {ref}: checked by the server once {first} exists\n" if first else ""
             result.diff.append(note + _unified(ref, before, after))
         for ref in prune:

@@ -10,6 +10,8 @@ waited for), so every test starts on a bare cluster. `real_client`: a ClusterCli
 from __future__ import annotations
 
 import contextlib
+import os
+import tempfile
 import time
 from collections.abc import Iterator
 
@@ -95,18 +97,21 @@ def wipe(plane: ControlPlane) -> None:
 
 
 def _empty(plane: ControlPlane, namespaces: set[str], seconds: float = 60) -> None:
-    """Delete every object of every namespaced kind in `namespaces`, until none is left."""
-    dynamic = kubernetes.dynamic.DynamicClient(plane.api_client())
-    # the discovery cache outlives a test: kinds it served (a CRD since deleted) or not yet
-    dynamic.resources.invalidate_cache()
-    kinds = {
-        (r.group, r.kind): r
-        for r in dynamic.resources.search()
-        if not isinstance(r, ResourceList)
-        and r.namespaced
-        and {"list", "delete"} <= set(r.verbs or ())
-        and "/" not in r.name
-    }
+    """Delete every object of every namespaced kind in `namespaces`, until none is left.
+    Discovery is read afresh (the client's default cache file, shared by every client of
+    the server, may still list the kinds of CRDs an earlier test's wipe deleted)."""
+    with tempfile.TemporaryDirectory() as cache:
+        dynamic = kubernetes.dynamic.DynamicClient(
+            plane.api_client(), cache_file=os.path.join(cache, "discovery.json")
+        )
+        kinds = {
+            (r.group, r.kind): r
+            for r in dynamic.resources.search()
+            if not isinstance(r, ResourceList)
+            and r.namespaced
+            and {"list", "delete"} <= set(r.verbs or ())
+            and "/" not in r.name
+        }
     deadline = time.monotonic() + seconds
     while namespaces:
         left = [
