@@ -17,6 +17,7 @@ from gitops_sched.cluster import ApiFailure, ClusterClient, ObjectRef
 from gitops_sched.cluster.informer import Informer
 from gitops_sched.compiler import render_repo
 from gitops_sched.compiler.contract import GPU_RESOURCE as GPU
+from gitops_sched.compiler.contract import NODE_GPUS
 from gitops_sched.compiler.meta import PROJECT_LABEL
 from gitops_sched.config.validate import check_repo
 from gitops_sched.scheduler.assumed import ASSUME_FOR_S, Assumed
@@ -273,3 +274,89 @@ def test_a_report_names_a_bound_ignored_pod_and_counts_only_what_it_leaves_out()
     assert len(ignored_lines([bound, *strays])) == SHOWN_IGNORED  # all shown: no "and N more"
     assert ignored_lines([bound, *strays], shown=3)[-1] == "... and 17 more ignored pods"
     assert ignored_lines([]) == []
+
+
+# --- whatever a request raises, the informers and the loop go on --------------------------
+
+
+def fail_first(target: ClusterClient, times: int, method: str, path: str) -> list[str]:
+    """Make the client raise, on its first `times` requests matching, what the official
+    client raised from inside its discovery cache under faults (`KeyError: 'resources'`),
+    which is no API error; the requests it failed."""
+    failed: list[str] = []
+
+    def hook(sent: str, to: str) -> None:
+        if sent == method and path in to and len(failed) < times:
+            failed.append(to)
+            raise KeyError("resources")
+
+    target.before_request.append(hook)
+    return failed
+
+
+def test_an_informer_survives_an_exception_that_is_no_api_error(kube, client):  # noqa: F811
+    client.create(namespace())
+    client.create(configmap("a", "1"))
+    informer = Informer(client, "v1", "ConfigMap", namespace=NS, retry_after=0.01)
+    failed = fail_first(client, 2, "GET", "/configmaps")
+    stop = threading.Event()
+    informer.start(stop, timeout=2)
+    try:
+        assert informer.wait_synced(5)
+        assert len(failed) == 2
+        client.create(configmap("b", "2"))
+        assert wait_for(lambda: names(informer) == {"a": "1", "b": "2"})
+    finally:
+        stop.set()
+
+
+def test_the_loop_survives_a_cycle_that_raises_and_binds_on_a_later_one(kube, client):  # noqa: F811
+    install_example(client)
+    client.create(our_pod("train"))
+    scheduler = Scheduler(connect(kube), Settings(namespace=SYSTEM, cycle_period=0.02))
+    failed = fail_first(scheduler.client, 2, "POST", "/binding")
+    stop = threading.Event()
+    thread = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        ref = ObjectRef("v1", "Pod", TEAM_A, "train")
+        assert wait_for(lambda: (client.get(ref) or {})["spec"].get("nodeName") == "dgx-0")
+        assert len(failed) == 2 and thread.is_alive()
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        scheduler.client.close()
+
+
+def test_a_node_with_garbage_annotations_is_skipped_with_an_event_and_a_metric(
+    kube,  # noqa: F811
+    client,  # noqa: F811
+):
+    install_example(client)
+    client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    garbage = {NODE_GPUS: "[" * 5000}
+    meta = {"name": "dgx-1", "labels": V100, "annotations": garbage}
+    client.create({"apiVersion": "v1", "kind": "Node", "metadata": meta})
+    status = {"allocatable": {GPU: "8"}, "conditions": [{"type": "Ready", "status": "True"}]}
+    client.patch(ObjectRef("v1", "Node", "", "dgx-1"), {"status": status}, subresource="status")
+    client.create(our_pod("train"))
+    scheduler = Scheduler(connect(kube), Settings(namespace=SYSTEM))
+    try:
+        report = scheduler.sync_once()
+        assert report is not None and len(report.outcome.bound) == 1  # on dgx-0
+        assert metric(scheduler, "gitops_sched_nodes", state="skipped") == 1
+        scheduler.sync_once()  # skipped again, for the same reason: not said again
+    finally:
+        scheduler.client.close()
+    events = [
+        (e["involvedObject"]["name"], e["reason"], e["message"])
+        for e in client.list("v1", "Event", namespace="default") or ()
+    ]
+    assert events == [
+        (
+            "dgx-1",
+            "NodeSkipped",
+            f"left out of scheduling: annotation {NODE_GPUS}: nested 5000 levels deep, "
+            "more than 16",
+        )
+    ]

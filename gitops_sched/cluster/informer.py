@@ -5,11 +5,16 @@ watch from the list's resourceVersion; when the watch breaks or the version has 
 The scheduler reads the cache every cycle instead of listing thousands of pods, and wakes
 up on change (`on_change`). The cache holds plain dicts keyed by namespace/name; readers get
 a list copy, so a cycle sees one consistent set while events keep arriving.
+
+The thread survives whatever a round raises (an API error, a dropped connection, a client
+that fails inside discovery or decoding): it says so and lists again after a pause that
+doubles with each failure in a row (`retry_after` up to `MAX_RETRY_AFTER_S`, jittered).
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +25,7 @@ from gitops_sched.cluster.errors import ApiFailure
 log = logging.getLogger(__name__)
 WATCH_TIMEOUT_S = 300  # the server ends a watch after this; we start the next one
 GONE = 410
+MAX_RETRY_AFTER_S = 30.0
 
 
 def object_key(obj: dict[str, Any]) -> str:
@@ -111,16 +117,32 @@ class Informer:
             raise
 
     def run(self, stop: threading.Event, timeout: int = WATCH_TIMEOUT_S) -> None:
-        """List and watch until `stop`; failures are logged and retried after a pause."""
+        """List and watch until `stop`; any failure is logged and the informer lists again
+        after a growing pause."""
+        failures = 0
         while not stop.is_set():
             try:
                 if not self._version:
                     self.relist()
                 self.watch_once(timeout)
+                failures = 0
             except ApiFailure as exc:
                 log.info("%s informer: %s; listing again", self.kind, exc)
-                self._version = ""
-                stop.wait(self.retry_after)
+                failures += 1
+            except Exception as exc:  # a bug, or a client failing outside its API errors
+                log.warning(
+                    "%s informer: %s: %s; listing again", self.kind, type(exc).__name__, exc
+                )
+                failures += 1
+            else:
+                continue
+            self._version = ""
+            stop.wait(self._pause(failures))
+
+    def _pause(self, failures: int) -> float:
+        """Seconds before listing again after `failures` failed rounds in a row."""
+        ceiling = min(MAX_RETRY_AFTER_S, self.retry_after * 2 ** (failures - 1))
+        return random.uniform(ceiling / 2, ceiling)
 
     def start(self, stop: threading.Event, timeout: int = WATCH_TIMEOUT_S) -> None:
         self._thread = threading.Thread(

@@ -40,6 +40,7 @@ from gitops_sched.scheduler.view import ClusterView, Ignored
 log = logging.getLogger(__name__)
 DEFAULT_NAMESPACE = "gitops-sched-system"
 SHOWN_IGNORED = 20  # ignored pods a report lists by name; the rest are only counted
+MAX_PAUSE_S = 30.0  # the longest pause after cycles that failed in a row
 # pods that hold or wait for GPUs: finished pods are neither
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
@@ -190,31 +191,47 @@ class Scheduler:
         return self.elector is None or self.elector.is_leader()
 
     def run(self, stop: threading.Event) -> None:
-        """Cycle every period, and soon after changes, while leading; until `stop`."""
+        """Cycle every period, and soon after changes, while leading; until `stop`. A cycle
+        that fails (whatever it raises) is said, and the next waits a pause that doubles
+        with each failure in a row, up to `MAX_PAUSE_S`: the loop itself never stops."""
         for informer in self.informers:
             informer.start(stop)
         for informer in self.informers:
             while not stop.is_set() and not informer.wait_synced(1.0):
                 self.health.beat()
+        failures = 0
         while not stop.is_set():
             self.health.beat()
             leading = self.leading()
             self.metrics.set_leader(leading)
             if leading:
                 self._wake.clear()
-                try:
-                    report = self.cycle()
-                except NotLeader as exc:
-                    log.info("%s", exc)
-                except ApiFailure as exc:  # the next cycle starts from the cluster again
-                    log.warning("cycle stopped: %s", exc)
-                else:
-                    if report is not None:
-                        _log_report(report, self._newly_ignored(report.ignored))
+                failures = 0 if self._cycle_logged() else failures + 1
             else:
                 self.health.ready = True  # a standby replica is ready: it waits for the Lease
-            self._wake.wait(self.settings.cycle_period)
+                failures = 0
+            if failures:
+                stop.wait(min(MAX_PAUSE_S, self.settings.cycle_period * 2**failures))
+            else:
+                self._wake.wait(self.settings.cycle_period)
             stop.wait(self.settings.debounce)
+
+    def _cycle_logged(self) -> bool:
+        """One cycle, its report logged; False when it failed (said, never raised)."""
+        try:
+            report = self.cycle()
+        except NotLeader as exc:
+            log.info("%s", exc)
+        except ApiFailure as exc:  # the next cycle starts from the cluster again
+            log.warning("cycle stopped: %s", exc)
+            return False
+        except Exception:  # a bug, or a client failing outside its API errors
+            log.exception("cycle failed")
+            return False
+        else:
+            if report is not None:
+                _log_report(report, self._newly_ignored(report.ignored))
+        return True
 
     def _newly_ignored(self, ignored: Sequence[Ignored]) -> list[Ignored]:
         """The ignored pods not logged yet, or logged with another reason; a pod no longer

@@ -5,7 +5,9 @@ order give the same view: nodes, jobs, releasing pods and the rest are sorted.
 
 Nodes: a node belongs to the first node group (by name) that finds it (`nodes.node_group_of`);
 nodes of no group, or of a `system` group, are left out. Its GPUs come from the agent's
-inventory, else GPU Feature Discovery's labels, else the group's declaration.
+inventory, else GPU Feature Discovery's labels, else the group's declaration. A node whose
+annotations cannot be read (`nodes.NodeError`) is left out too, and listed with why
+(`ClusterView.skipped`): one node's garbage never stops the cycle.
 
 Pods (Succeeded and Failed ones hold nothing and are skipped):
 - Ours (our schedulerName) in a project's namespace are read against the pod contract
@@ -58,6 +60,7 @@ from gitops_sched.engine.types import Job, Node, ReleasingPod, RequestKind, Snap
 from gitops_sched.gcpause import paused_gc
 from gitops_sched.hardware.mig import MigInstance
 from gitops_sched.scheduler.nodes import (
+    NodeError,
     allowed_groups,
     node_group_of,
     read_node,
@@ -74,7 +77,7 @@ from gitops_sched.scheduler.pods import (
     spec,
 )
 from gitops_sched.scheduler.taints import TaintRule, Toleration, node_taints, pod_tolerations
-from gitops_sched.scheduler.view import ClusterView, Ignored, PodRef, Reservation
+from gitops_sched.scheduler.view import ClusterView, Ignored, PodRef, Reservation, SkippedNode
 
 
 @dataclass
@@ -122,6 +125,7 @@ class _Build:
         self.releasing: list[OurPod] = []
         self.reservations: list[Reservation] = []
         self.ignored: list[Ignored] = []
+        self.skipped: list[SkippedNode] = []
         self.held: dict[str, int] = {}  # node -> whole GPUs held by pods not ours
         self.held_mig: dict[tuple[str, str], int] = {}  # (node, profile) -> their instances
         self.allowed: dict[tuple[str, str, str], tuple[str, ...]] = {}
@@ -136,7 +140,13 @@ class _Build:
         group = node_group_of(labels, self.policy.node_groups)
         if group is None or not group.runs_workloads:
             return
-        node = read_node(obj, group)
+        try:
+            node = read_node(obj, group)
+        except NodeError as error:
+            metadata = meta(obj)
+            name, uid = metadata.get("name") or "", metadata.get("uid") or ""
+            self.skipped.append(SkippedNode(name, uid, str(error)))
+            return
         self.nodes[node.name] = node
         if node.schedulable:
             self.taints.add_node(group.name, node.name, node_taints(obj))
@@ -268,6 +278,7 @@ class _Build:
             nodes={node.name: self.node_objects[node.name] for node in nodes},
             reservations=tuple(sorted(self.reservations, key=lambda r: (r.node, r.gpu, r.name))),
             ignored=tuple(sorted(self.ignored, key=lambda i: (i.namespace, i.name, i.uid))),
+            skipped=tuple(sorted(self.skipped)),
         )
 
     def _job(self, pods: list[OurPod]) -> tuple[Job, tuple[PodRef, ...]] | None:

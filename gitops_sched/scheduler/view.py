@@ -57,6 +57,15 @@ class Ignored:
     bound: bool = False  # bound already (by someone else, or with a placement we cannot use)
 
 
+@dataclass(frozen=True, order=True)
+class SkippedNode:
+    """A node of a node group the cycle left out, and why: annotations it cannot read."""
+
+    name: str
+    uid: str
+    why: str
+
+
 @dataclass(frozen=True)
 class ClusterView:
     snapshot: Snapshot
@@ -64,6 +73,7 @@ class ClusterView:
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> Node object
     reservations: tuple[Reservation, ...] = ()
     ignored: tuple[Ignored, ...] = ()
+    skipped: tuple[SkippedNode, ...] = ()
 
     def pod(self, job: str, index: int) -> PodRef | None:
         """The pod of `job` with `index`, if it is live."""
