@@ -99,8 +99,14 @@ def test_an_informer_whose_version_expired_lists_again():
             client.close()
 
 
-def pod(uid: str, node: str = "", deleting: bool = False) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": uid, "namespace": NS, "uid": uid, "annotations": {}}
+def pod(uid: str, node: str = "", deleting: bool = False, version: str = "1") -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": uid,
+        "namespace": NS,
+        "uid": uid,
+        "annotations": {},
+        "resourceVersion": version,
+    }
     if deleting:
         meta["deletionTimestamp"] = "2026-11-24T00:00:00Z"
     return {"metadata": meta, "spec": {"nodeName": node} if node else {}}
@@ -108,34 +114,69 @@ def pod(uid: str, node: str = "", deleting: bool = False) -> dict[str, Any]:
 
 def test_a_bind_is_assumed_until_the_cache_shows_it():
     assumed = Assumed()
-    assumed.bound("u1", "n1", {"x": "1"}, now=100.0)
+    assumed.bound((NS, "u1"), "u1", "n1", {"x": "1"}, now=100.0)
     seen = assumed.overlay([pod("u1"), pod("u2")], now=101.0)
     assert seen[0]["spec"]["nodeName"] == "n1" and seen[0]["metadata"]["annotations"] == {"x": "1"}
     assert seen[1]["spec"] == {}  # others untouched
     # the informer caught up: the assumption goes, the cache is believed from then on
     assert assumed.overlay([pod("u1", node="n1")], now=102.0)[0]["spec"]["nodeName"] == "n1"
-    assert assumed.binds == {}
+    assert assumed.writes == {}
 
 
-def test_an_assumption_the_cache_never_confirms_expires_and_a_gone_pod_drops_it():
+def test_an_assumption_the_cache_never_confirms_is_checked_not_dropped():
+    """A silent watch must not hand the GPUs out again once the assumption is old: the
+    pod is read, and what the server says is believed until the cache has that version."""
     assumed = Assumed()
-    assumed.bound("u1", "n1", {}, now=0.0)
-    assumed.evicted("u2", now=0.0)
+    assumed.bound((NS, "u1"), "u1", "n1", {}, now=0.0)
+    assumed.terminating((NS, "u2"), "u2", now=0.0)
+    assert assumed.to_check(1.0) == []
     later = ASSUME_FOR_S + 1
     seen = assumed.overlay([pod("u1"), pod("u2")], now=later)
-    assert seen[0]["spec"] == {} and "deletionTimestamp" not in seen[1]["metadata"]
-    assumed.evicted("u3", now=0.0)
-    assumed.overlay([], now=1.0)
-    assert assumed.evictions == {}
+    assert seen[0]["spec"]["nodeName"] == "n1" and seen[1]["metadata"]["deletionTimestamp"]
+    assert assumed.to_check(later) == [(NS, "u1"), (NS, "u2")]
+    assumed.read((NS, "u1"), pod("u1", node="n1", version="7"), later)
+    assumed.read((NS, "u2"), None, later)  # gone
+    assert assumed.to_check(later) == []
+    seen = assumed.overlay([pod("u1", version="3"), pod("u2")], now=later)
+    assert [p["metadata"]["name"] for p in seen] == ["u1"]  # u2 gone: not in the view
+    assert seen[0]["spec"]["nodeName"] == "n1"
+    seen = assumed.overlay([pod("u1", node="n1", version="8")], now=later)  # caught up
+    assert assumed.writes == {}
 
 
-def test_an_eviction_is_assumed_until_the_pod_terminates():
+def test_a_write_of_unknown_outcome_is_assumed_and_checked_at_once():
     assumed = Assumed()
-    assumed.evicted("u1", now=10.0)
+    assumed.bound((NS, "u1"), "u1", "n1", {}, now=0.0, unsure=True)
+    assert assumed.to_check(0.0) == [(NS, "u1")]
+    assumed.read((NS, "u1"), pod("u1", version="5"), now=0.0)  # it was not bound
+    assert assumed.overlay([pod("u1", version="4")], now=1.0)[0]["spec"] == {}
+    assumed.overlay([pod("u1", version="5")], now=1.0)
+    assert assumed.writes == {}
+
+
+def test_a_pod_we_created_and_bound_is_seen_before_the_cache_lists_it():
+    assumed = Assumed()
+    made = pod("r1")
+    assumed.created(made, now=0.0)
+    assumed.bound((NS, "r1"), "r1", "n1", {}, now=0.0)
+    (seen,) = assumed.overlay([], now=1.0)
+    assert seen["metadata"]["name"] == "r1" and seen["spec"]["nodeName"] == "n1"
+    (seen,) = assumed.overlay([pod("r1")], now=2.0)  # listed, the bind not shown yet
+    assert seen["spec"]["nodeName"] == "n1"
+    assumed.overlay([pod("r1", node="n1")], now=3.0)
+    assert assumed.writes == {}
+
+
+def test_an_eviction_is_assumed_until_the_pod_terminates_and_a_gone_pod_drops_it():
+    assumed = Assumed()
+    assumed.terminating((NS, "u1"), "u1", now=10.0)
     seen = assumed.overlay([pod("u1", node="n1")], now=11.0)
     assert seen[0]["metadata"]["deletionTimestamp"]
     assumed.overlay([pod("u1", node="n1", deleting=True)], now=12.0)
-    assert assumed.evictions == {}
+    assert assumed.writes == {}
+    assumed.terminating((NS, "u3"), "u3", now=0.0)
+    assumed.overlay([], now=1.0)
+    assert assumed.writes == {}
 
 
 # --- pods with our schedulerName that the scheduler cannot take ---------------------------

@@ -230,12 +230,17 @@ class ClusterClient:
         path = self._path(ref, subresource)
         return self._request("PATCH", path, body=body, content_type=content_type)
 
-    def post(self, ref: ObjectRef, subresource: str, body: dict[str, Any]) -> dict[str, Any]:
-        """POST to a subresource (`binding`, `eviction`). Neither a 409 nor a 429 is retried:
-        a pod already bound, or an eviction a PodDisruptionBudget refuses, is an answer the
-        caller acts on (the next cycle tries again)."""
+    def post(
+        self, ref: ObjectRef, subresource: str, body: dict[str, Any], retry_throttled: bool = False
+    ) -> dict[str, Any]:
+        """POST to a subresource (`binding`, `eviction`). A 409 is not retried, nor a 429
+        unless `retry_throttled`: a pod already bound, or an eviction a PodDisruptionBudget
+        refuses, is an answer the caller acts on (the next cycle tries again); a Binding's
+        429 is only the server's throttling."""
         path = self._path(ref, subresource)
-        return self._request("POST", path, body=body, retry_conflicts=False, retry_throttled=False)
+        return self._request(
+            "POST", path, body=body, retry_conflicts=False, retry_throttled=retry_throttled
+        )
 
     def delete(self, ref: ObjectRef, propagation: str = "Background") -> bool:
         """Delete an object; False when it was already gone."""

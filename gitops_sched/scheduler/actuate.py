@@ -11,11 +11,19 @@ plain one once the victims are gone), each shared GPU's reservation pod running 
 UUID known, each MIG profile advertised by the node. Then each pod gets its placement
 annotations (a merge patch) and is bound (a Binding). A gang therefore starts whole or
 not at all.
+
+Every write to a pod (Binding, reservation pod, Eviction, delete) enters the loop's
+`Assumed` state at once, done or of unknown outcome (a dropped connection, a 5xx, a 409
+saying the cache is behind), so the next cycle never hands its GPUs out again before the
+cache shows it. A Binding answered 429 (the server throttling) is retried after its
+Retry-After; if it is still refused the pod is not assumed bound, and the next cycle
+decides it again.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +48,7 @@ from gitops_sched.engine.types import (
     PodPlacement,
     RequestKind,
 )
+from gitops_sched.scheduler.assumed import Assumed, Key
 from gitops_sched.scheduler.migrequest import (
     advertised,
     agent_error,
@@ -113,9 +122,15 @@ def _json(data: Any) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
+def outcome_unknown(exc: ApiFailure) -> bool:
+    """Whether a failed write may have been carried out all the same: no answer (a dropped
+    connection, a timeout) or a server error; or a 409, which says the cache is behind."""
+    return exc.status in (0, 409) or exc.status >= 500
+
+
 class Actuator:
-    """Carries out each cycle's Decisions; keeps, between cycles, only the reservation pods
-    it has deleted (until the view shows them terminating, or gone)."""
+    """Carries out each cycle's Decisions; what it writes to pods goes into `assumed`
+    (the loop's, laid over the next cycles' cached pods)."""
 
     def __init__(
         self,
@@ -123,15 +138,18 @@ class Actuator:
         policy: ClusterPolicy,
         reservation_image: str = DEFAULT_IMAGE,
         dry_run: bool = False,
+        assumed: Assumed | None = None,
     ):
         self.client = client
         self.policy = policy  # its scheduler name and system namespace name our pods
         self.reservation_image = reservation_image
         self.dry_run = dry_run
-        self.deleting: set[str] = set()  # reservation pods deleted, until they are gone
+        self.assumed = Assumed() if assumed is None else assumed
 
-    def carry_out(self, view: ClusterView, decisions: Decisions) -> Outcome:
-        cycle = _Cycle(self, view, Outcome())
+    def carry_out(
+        self, view: ClusterView, decisions: Decisions, now: float | None = None
+    ) -> Outcome:
+        cycle = _Cycle(self, view, Outcome(), time.time() if now is None else now)
         for evict in decisions.evictions:
             cycle.evict(evict)
         cycle.request_mig(decisions)
@@ -144,8 +162,10 @@ class Actuator:
 class _Cycle:
     """One carry_out: the view, what was done so far, and the lookups it needs."""
 
-    def __init__(self, actuator: Actuator, view: ClusterView, outcome: Outcome):
+    def __init__(self, actuator: Actuator, view: ClusterView, outcome: Outcome, now: float):
         self.actuator = actuator
+        self.assumed = actuator.assumed
+        self.now = now
         self.client = actuator.client
         self.dry_run = actuator.dry_run
         self.view = view
@@ -195,6 +215,8 @@ class _Cycle:
                     self.outcome.log.append(f"{pod.namespace}/{pod.name}: eviction refused: {exc}")
                 else:
                     self._error(f"evicting {pod.namespace}/{pod.name}", exc)
+                    if outcome_unknown(exc):
+                        self.assumed.terminating(_key(pod), pod.uid, self.now, unsure=True)
 
     def stop_job(self, pod: PodRef, reason: EvictReason) -> None:
         """Stop, not re-queue: an evicted pod of a Job comes back (its podFailurePolicy
@@ -217,6 +239,7 @@ class _Cycle:
     def _evicted(self, pod: PodRef, reason: EvictReason) -> None:
         self.outcome.evicted.append(pod.uid)
         self.outcome.evicted_by_reason[reason] += 1
+        self.assumed.terminating(_key(pod), pod.uid, self.now)
 
     # --- MIG requests --------------------------------------------------------------
 
@@ -287,7 +310,7 @@ class _Cycle:
         if reservation is None:
             self._reserve(node, gpu)
             return f"waiting for the reservation pod of GPU {gpu} on {node} to start"
-        if reservation.terminating or reservation.name in self.actuator.deleting:
+        if reservation.terminating:
             return f"waiting for the old reservation pod of GPU {gpu} on {node} to go"
         if not reservation.bound:
             self._bind_reservation(reservation)
@@ -327,16 +350,19 @@ class _Cycle:
 
     def _bind_pod(self, pod: PodRef, node: str, annotations: dict[str, str]) -> bool:
         self.note(f"bind {pod.namespace}/{pod.name} to {node}")
-        return self.dry_run or self._post_binding(
-            pod.namespace, pod.name, pod.uid, node, annotations
-        )
+        if self.dry_run:
+            self.assumed.bound(_key(pod), pod.uid, node, annotations, self.now)
+            return True
+        return self._post_binding(pod.namespace, pod.name, pod.uid, node, annotations)
 
     def _post_binding(
         self, namespace: str, name: str, uid: str, node: str, annotations: dict[str, str]
     ) -> bool:
         """One request binds the pod and writes its annotations: the API server copies a
         Binding's annotations onto the pod as it sets spec.nodeName, so a pod is never
-        bound without them, and half the requests go out."""
+        bound without them, and half the requests go out. Assumed bound when it was, or
+        may have been."""
+        key = (namespace, name)
         meta: dict[str, Any] = {"name": name, "namespace": namespace}
         meta |= {"uid": uid} if uid else {}
         if annotations:
@@ -347,11 +373,15 @@ class _Cycle:
             "metadata": meta,
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
+        ref = ObjectRef("v1", "Pod", namespace, name)
         try:
-            self.client.post(ObjectRef("v1", "Pod", namespace, name), "binding", body)
+            self.client.post(ref, "binding", body, retry_throttled=True)
         except ApiFailure as exc:
             self._error(f"binding {namespace}/{name} to {node}", exc)
+            if outcome_unknown(exc):
+                self.assumed.bound(key, uid, node, annotations, self.now, unsure=True)
             return False
+        self.assumed.bound(key, uid, node, annotations, self.now)
         return True
 
     # --- reservation pods ----------------------------------------------------------
@@ -373,12 +403,16 @@ class _Cycle:
         self.note(f"create reservation pod {meta['namespace']}/{meta['name']} on {node}")
         self.outcome.reservations_created += 1
         if self.dry_run:
+            self.assumed.created(pod, self.now)
             return
         try:
             created = self.client.create(pod, FIELD_MANAGER)
-        except ApiFailure as exc:  # AlreadyExists: the view has not caught up; next cycle
+        except ApiFailure as exc:  # AlreadyExists: the view has not caught up
             self._error(f"creating reservation pod {meta['name']}", exc)
+            if outcome_unknown(exc):
+                self.assumed.created(pod, self.now, unsure=True)
             return
+        self.assumed.created(created, self.now)
         uid = created.get("metadata", {}).get("uid", "")
         self._post_binding(meta["namespace"], meta["name"], uid, node, {})
 
@@ -388,8 +422,13 @@ class _Cycle:
             return
         self.touched.add(key)
         self.note(f"bind reservation pod {reservation.name} to {reservation.node}")
-        if not self.dry_run:
-            self._post_binding(reservation.namespace, reservation.name, "", reservation.node, {})
+        if self.dry_run:
+            pod = (reservation.namespace, reservation.name)
+            self.assumed.bound(pod, reservation.uid, reservation.node, {}, self.now)
+        else:
+            self._post_binding(
+                reservation.namespace, reservation.name, reservation.uid, reservation.node, {}
+            )
 
     def release_reservations(self, binds: tuple[Bind, ...]) -> None:
         """Delete the reservation pods whose GPU no pod of ours uses or is about to."""
@@ -398,22 +437,24 @@ class _Cycle:
         placements += [releasing.pod for releasing in snapshot.releasing]
         placements += [pod for bind in binds for pod in bind.pods]
         used = {shared for shared in map(shared_gpu, placements) if shared is not None}
-        deleting = self.actuator.deleting
-        deleting &= {r.name for r in self.view.reservations}  # those gone are forgotten
         for reservation in self.view.reservations:
-            key = (reservation.node, reservation.gpu)
-            if key in used or reservation.terminating or reservation.name in deleting:
+            if (reservation.node, reservation.gpu) in used or reservation.terminating:
                 continue
             self.note(f"delete reservation pod {reservation.name}: GPU {reservation.gpu} unused")
             self.outcome.reservations_deleted += 1
+            key = (reservation.namespace, reservation.name)
             if self.dry_run:
+                self.assumed.terminating(key, reservation.uid, self.now)
                 continue
             ref = ObjectRef("v1", "Pod", reservation.namespace, reservation.name)
             try:
                 self.client.delete(ref)
-                deleting.add(reservation.name)
             except ApiFailure as exc:
                 self._error(f"deleting reservation pod {reservation.name}", exc)
+                if outcome_unknown(exc):
+                    self.assumed.terminating(key, reservation.uid, self.now, unsure=True)
+                continue
+            self.assumed.terminating(key, reservation.uid, self.now)
 
     def _error(self, what: str, exc: ApiFailure) -> None:
         self.outcome.errors.append(f"{what}: {exc}")
@@ -422,6 +463,10 @@ class _Cycle:
 
 def _pod_ref(pod: PodRef) -> ObjectRef:
     return ObjectRef("v1", "Pod", pod.namespace, pod.name)
+
+
+def _key(pod: PodRef) -> Key:
+    return pod.namespace, pod.name
 
 
 def _pipelined_reason(bind: Bind, nodes: dict[str, dict[str, Any]]) -> str:

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from gitops_sched.cluster.client import ClusterClient
+from gitops_sched.cluster.client import ClusterClient, ObjectRef
 from gitops_sched.cluster.errors import ApiFailure
 from gitops_sched.cluster.informer import Informer
 from gitops_sched.cluster.leader import LeaderElector, NotLeader
@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 DEFAULT_NAMESPACE = "gitops-sched-system"
 SHOWN_IGNORED = 20  # ignored pods a report lists by name; the rest are only counted
 MAX_PAUSE_S = 30.0  # the longest pause after cycles that failed in a row
+MAX_CHECKS = 50  # pods read a cycle to learn how an unconfirmed write of ours turned out
 # pods that hold or wait for GPUs: finished pods are neither
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
@@ -156,26 +157,39 @@ class Scheduler:
             return None
         self.health.ready = True
         now = self.clock()
+        self._check_assumed(now)
         pods = self.assumed.overlay(self.pods.items(), now)
         view = build_view(pods, self.nodes.items(), policy, now, self.memory)
         engine_started = time.perf_counter()
         decisions = in_words(view.snapshot, schedule(view.snapshot))
         engine_seconds = time.perf_counter() - engine_started
         self.memory.update(view.snapshot)
-        outcome = self._actuator_for(policy).carry_out(view, decisions)
-        for uid, node, written in outcome.bound:
-            self.assumed.bound(uid, node, written, now)
-        for uid in outcome.evicted:
-            self.assumed.evicted(uid, now)
+        outcome = self._actuator_for(policy).carry_out(view, decisions, now)
         self.status.write(view, decisions, outcome)
         seconds = time.perf_counter() - started
         self.metrics.record_cycle(seconds, view, decisions, outcome)
         return CycleReport(decisions, outcome, view, seconds, engine_seconds)
 
+    def _check_assumed(self, now: float) -> None:
+        """Read the pods whose write had an unknown outcome, or that the cache has not
+        shown for long (a silent watch): what the server says is believed over the cache.
+        At most `MAX_CHECKS` a cycle; one that fails is tried again next cycle."""
+        for namespace, name in self.assumed.to_check(now)[:MAX_CHECKS]:
+            try:
+                pod = self.client.get(ObjectRef("v1", "Pod", namespace, name))
+            except ApiFailure as exc:
+                log.info("checking pod %s/%s: %s", namespace, name, exc)
+                continue
+            self.assumed.read((namespace, name), pod, now)
+
     def _actuator_for(self, policy: ClusterPolicy) -> Actuator:
         if self._actuator is None or self._actuator.policy is not policy:
             self._actuator = Actuator(
-                self.client, policy, self.settings.reservation_image, self.settings.dry_run
+                self.client,
+                policy,
+                self.settings.reservation_image,
+                self.settings.dry_run,
+                self.assumed,
             )
         return self._actuator
 

@@ -193,6 +193,7 @@ class _Build:
                 name=metadata.get("name") or "",
                 node=node or labels.get(RESERVATION_NODE_LABEL, ""),  # the label may be cut
                 gpu=gpu,
+                uid=metadata.get("uid") or "",
                 uuid=(metadata.get("annotations") or {}).get(GPU_UUID, ""),
                 bound=bool(node),
                 terminating=bool(metadata.get("deletionTimestamp")),

@@ -43,6 +43,7 @@ class Reservation:
     uuid: str = ""  # the device the plugin gave it, once the pod has written it
     bound: bool = False
     terminating: bool = False  # deleted, still holding its GPU until it has gone
+    uid: str = ""
 
 
 @dataclass(frozen=True)
