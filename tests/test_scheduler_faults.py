@@ -42,20 +42,21 @@ from tests.kube_emulator.server import KubeEmulator
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "clusters" / "netapp-dgx"
 SYSTEM = "gitops-sched-system"
-TEAM_A = "project-team-a"  # netapp-dgx's namespace of project team-a
+TEAM_A = "project-team-a"  # netapp-dgx's namespaces of projects team-a and team-b
+TEAM_B = "project-team-b"
 NODE = "dgx-0"
 Obj = dict[str, Any]
 
 
-def user_pod(name: str, gpus: int = 0, fraction: str = "") -> Obj:
-    """A pod a user submits by hand to project team-a: whole GPUs, or a fraction of one."""
+def user_pod(name: str, gpus: int = 0, fraction: str = "", namespace: str = TEAM_A) -> Obj:
+    """A pod a user submits by hand to a project: whole GPUs, or a fraction of one."""
     resources = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
             "name": name,
-            "namespace": TEAM_A,
+            "namespace": namespace,
             "annotations": {GPU_FRACTION: fraction} if fraction else {},
         },
         "spec": {
@@ -180,7 +181,7 @@ FAULTS = {  # what one cycle's requests may meet, as the emulator injects it
     "reading a pod fails": Fault(503, method="GET", path=r"/pods/[^/]+$"),
 }
 STEPS = st.one_of(
-    st.tuples(st.just("submit"), st.sampled_from(["1", "2", "0.5", "0.25"])),
+    st.tuples(st.just("submit"), st.sampled_from(["1", "2", "0.5", "0.25"]), st.booleans()),
     st.tuples(st.just("finish"), st.integers(0, 20)),
     st.tuples(
         st.just("cycle"),
@@ -194,7 +195,7 @@ STEPS = st.one_of(
 def emulated_cluster(kube: KubeEmulator) -> None:
     """netapp-dgx's policy and one DGX-1 of 8 GPUs, made in-process (never faulted)."""
     api = kube.api
-    for name in (SYSTEM, TEAM_A):
+    for name in (SYSTEM, TEAM_A, TEAM_B):
         namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
         api.call("POST", "/api/v1/namespaces", namespace)
     repo, diagnostics = check_repo(EXAMPLE)
@@ -278,18 +279,19 @@ def test_no_gpu_is_ever_given_twice_under_faults_and_silent_watches(emulated, st
     for step in steps:
         if step[0] == "submit":
             gpus, fraction = (step[1], "") if "." not in step[1] else (0, step[1])
-            pod = user_pod(f"p{submitted}", gpus=int(gpus), fraction=fraction)
-            kube.api.call("POST", f"/api/v1/namespaces/{TEAM_A}/pods", pod)
+            namespace = TEAM_B if step[2] else TEAM_A
+            pod = user_pod(f"p{submitted}", int(gpus), fraction, namespace)
+            kube.api.call("POST", f"/api/v1/namespaces/{namespace}/pods", pod)
             submitted += 1
         elif step[0] == "finish":
             running = sorted(
-                p["metadata"]["name"]
+                (p["metadata"]["namespace"], p["metadata"]["name"])
                 for p in kube.api.objects("v1", "Pod")
-                if p["metadata"]["namespace"] == TEAM_A and p["spec"].get("nodeName")
+                if p["metadata"]["namespace"] in (TEAM_A, TEAM_B) and p["spec"].get("nodeName")
             )
             if running:
-                name = running[step[1] % len(running)]
-                kube.api.call("DELETE", f"/api/v1/namespaces/{TEAM_A}/pods/{name}")
+                namespace, name = running[step[1] % len(running)]
+                kube.api.call("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}")
         elif step[0] == "later":
             clock.offset += step[1]
         else:
