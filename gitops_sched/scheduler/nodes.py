@@ -188,18 +188,24 @@ def _with_instances(gpus: tuple[Gpu, ...], model: str, counts: dict[str, int]) -
 
 
 def with_held(
-    node: Node, taken: set[int], foreign: dict[int, set[MigInstance]] | None = None
+    node: Node,
+    taken: set[int],
+    foreign: dict[int, set[MigInstance]] | None = None,
+    reserved: set[int] | None = None,
 ) -> Node:
     """The node with the GPUs others hold (`taken`) marked held, which the engine neither
     uses nor counts, and without the MIG instances they hold (`foreign`, by GPU). A GPU that
     loses instances keeps the rest, as a fixed layout: the engine neither creates an
-    instance where theirs are nor destroys one. GPUs keep the device's indexes.
+    instance where theirs are nor destroys one. GPUs keep the device's indexes. The GPUs in
+    `reserved` (a live reservation pod of ours, no pod of ours on them) are marked so.
     """
-    if not taken and not foreign:
+    if not taken and not foreign and not reserved:
         return node
-    foreign = foreign or {}
+    foreign, reserved = foreign or {}, reserved or set()
     gpus = []
     for gpu in node.gpus:
+        if gpu.index in reserved and gpu.index not in taken:
+            gpu = replace(gpu, reserved=True)
         if gpu.index in taken:
             gpu = replace(gpu, held=True)
         elif gpu.index in foreign:

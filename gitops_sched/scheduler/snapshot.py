@@ -36,9 +36,11 @@ Pods (Succeeded and Failed ones hold nothing and are skipped):
   has gone). Their `nvidia.com/mig-<profile>` instances (of the profile, ones our pods do not
   use) are taken off the GPU's layout, which then stays fixed.
 - A live reservation pod's GPU stays in the engine's hands even with no fraction pod on
-  it: it is either being set up for a fraction pod the engine placed there (which waits to
-  be bound until the pod reports its GPU's UUID, and must be placed there again meanwhile)
-  or about to be deleted by `actuate`, which binds no whole-GPU pod on a reserved GPU.
+  it, marked `Gpu.reserved`: it is either being set up for a fraction pod the engine placed
+  there (which waits to be bound until the pod reports its GPU's UUID, and must be placed
+  there again meanwhile: a fraction goes to a reserved GPU before a GPU nobody holds), or,
+  left by a restart or a failed bind, taken by the next fraction, else deleted by
+  `actuate`, which binds no whole-GPU pod on a reserved GPU.
 """
 
 from __future__ import annotations
@@ -392,16 +394,13 @@ class _Build:
             if pod.mig is not None:
                 used_mig.add((pod.node, pod.gpus[0], pod.mig))
         taken: dict[str, set[int]] = {}
+        reserved: dict[str, set[int]] = {}  # live reservations no pod of ours uses yet
         for reservation in self.reservations:
             node = self.nodes.get(reservation.node)
             gpu = reservation.gpu
-            if (
-                reservation.terminating
-                and node is not None
-                and gpu < len(node.gpus)
-                and gpu not in used.get(node.name, ())
-            ):
-                taken.setdefault(node.name, set()).add(gpu)
+            if node is not None and gpu < len(node.gpus) and gpu not in used.get(node.name, ()):
+                unused = taken if reservation.terminating else reserved
+                unused.setdefault(node.name, set()).add(gpu)
         for name, gpus in self.held.items():
             node = self.nodes.get(name)
             if node is None:
@@ -423,7 +422,12 @@ class _Build:
             for index, instance in idle[:count]:
                 foreign.setdefault(name, {}).setdefault(index, set()).add(instance)
         return tuple(
-            with_held(self.nodes[name], taken.get(name, set()), foreign.get(name, {}))
+            with_held(
+                self.nodes[name],
+                taken.get(name, set()),
+                foreign.get(name, {}),
+                reserved.get(name, set()),
+            )
             for name in sorted(self.nodes)
         )
 
