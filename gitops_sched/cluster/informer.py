@@ -5,16 +5,11 @@ watch from the list's resourceVersion; when the watch breaks or the version has 
 The scheduler reads the cache every cycle instead of listing thousands of pods, and wakes
 up on change (`on_change`). The cache holds plain dicts keyed by namespace/name; readers get
 a list copy, so a cycle sees one consistent set while events keep arriving.
-
-The thread survives whatever a round raises (an API error, a dropped connection, a client
-that fails inside discovery or decoding): it says so and lists again after a pause that
-doubles with each failure in a row (`retry_after` up to `MAX_RETRY_AFTER_S`, jittered).
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -25,7 +20,7 @@ from gitops_sched.cluster.errors import ApiFailure
 log = logging.getLogger(__name__)
 WATCH_TIMEOUT_S = 300  # the server ends a watch after this; we start the next one
 GONE = 410
-MAX_RETRY_AFTER_S = 30.0
+MAX_PAUSE_S = 30.0  # the longest wait before listing again after failures in a row
 
 
 def object_key(obj: dict[str, Any]) -> str:
@@ -117,32 +112,24 @@ class Informer:
             raise
 
     def run(self, stop: threading.Event, timeout: int = WATCH_TIMEOUT_S) -> None:
-        """List and watch until `stop`; any failure is logged and the informer lists again
-        after a growing pause."""
+        """List and watch until `stop`. Any failure (an API failure, an event that does not
+        decode, a bug) is logged and followed by a fresh list after a pause that doubles
+        with each failure in a row, up to `MAX_PAUSE_S`: the thread never stops by itself."""
         failures = 0
         while not stop.is_set():
             try:
                 if not self._version:
                     self.relist()
+                    failures = 0
                 self.watch_once(timeout)
-                failures = 0
-            except ApiFailure as exc:
-                log.info("%s informer: %s; listing again", self.kind, exc)
+            except Exception as exc:  # the cache must keep following, whatever went wrong
+                if isinstance(exc, ApiFailure):
+                    log.info("%s informer: %s; listing again", self.kind, exc)
+                else:
+                    log.exception("%s informer failed; listing again", self.kind)
+                self._version = ""
+                stop.wait(min(MAX_PAUSE_S, self.retry_after * 2**failures))
                 failures += 1
-            except Exception as exc:  # a bug, or a client failing outside its API errors
-                log.warning(
-                    "%s informer: %s: %s; listing again", self.kind, type(exc).__name__, exc
-                )
-                failures += 1
-            else:
-                continue
-            self._version = ""
-            stop.wait(self._pause(failures))
-
-    def _pause(self, failures: int) -> float:
-        """Seconds before listing again after `failures` failed rounds in a row."""
-        ceiling = min(MAX_RETRY_AFTER_S, self.retry_after * 2 ** (failures - 1))
-        return random.uniform(ceiling / 2, ceiling)
 
     def start(self, stop: threading.Event, timeout: int = WATCH_TIMEOUT_S) -> None:
         self._thread = threading.Thread(

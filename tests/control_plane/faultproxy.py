@@ -77,13 +77,15 @@ SILENT = Fault("silent")
 class Rule:
     """`fault` for `times` requests (None: every one) whose method is `method` (None: any)
     and whose path and query match the regular expression `path`, after letting the first
-    `after` of them through."""
+    `after` of them through; with `armed_by`, only once a fault was injected on a request
+    matching that regular expression ("a 500 on /version once discovery got a 503")."""
 
     fault: Fault
     path: str = ""
     method: str | None = None
     times: int | None = 1
     after: int = 0
+    armed_by: str | None = None
 
     def matches(self, method: str, target: str) -> bool:
         return (self.method in (None, method)) and re.search(self.path, target) is not None
@@ -133,6 +135,10 @@ class _State:
         with self.lock:
             self.seen.append(f"{method} {target}")
             for rule in self.rules:
+                if rule.armed_by is not None and not any(
+                    re.search(rule.armed_by, done) for done in self.injected
+                ):
+                    continue
                 if rule.matches(method, target) and rule.after > 0:
                     rule.after -= 1
                     fault = None
