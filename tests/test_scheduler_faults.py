@@ -2,7 +2,7 @@
 (`tests.control_plane.faultproxy`), a pod watch that stays silent and a Binding answered
 429 never put two pods on one GPU (`DevicePlugin.overbooked()` sees what a kubelet would
 refuse); and, as a property over randomised faults on the API emulator, never a GPU given
-twice nor a shared GPU over 1.
+twice nor a shared GPU over 1, and once the faults stop, nothing written asked again.
 
 A silent watch is played by never listing again after the first cycle: the informers'
 caches then stay as they were, which is what a watch that delivers nothing leaves them.
@@ -302,6 +302,16 @@ def test_no_gpu_is_ever_given_twice_under_faults_and_silent_watches(emulated, st
             kube.api.faults.clear()
             assert double_booked(kube) == [], step
         kubelet.step()
+    # the faults over, the watch still silent: what was written is read back, and the
+    # scheduler does not keep asking for what it has done already
+    clock.offset += ASSUME_FOR_S + 1
+    errors: list[str] = []
+    for _ in range(2):
+        report = scheduler.cycle()
+        assert report is not None
+        errors = report.outcome.errors
+        kubelet.step()
+    assert errors == []  # no Binding (409) or reservation pod (AlreadyExists) asked again
     assert double_booked(kube) == []
     rejected = [
         p["status"].get("reason", "")
