@@ -455,7 +455,6 @@ def test_requests_the_agent_cannot_carry_out_are_refused_without_touching_the_gp
                 MigInstance("1g.10gb", 6),
             ],
             PLAIN_GPU: [MigInstance("1g.10gb", 0)],
-            5: [],
         }
     )
     node.agent.tick()
@@ -464,7 +463,6 @@ def test_requests_the_agent_cannot_carry_out_are_refused_without_touching_the_gp
     assert messages == {
         0: ("error", "not a valid A100-SXM4-80GB MIG layout: 4g.40gb@0, 3g.40gb@4, 1g.10gb@6"),
         1: ("error", "MIG mode is unsupported on GPU 1"),
-        5: ("error", "no GPU 5 on this node"),
     }
 
 
@@ -475,6 +473,49 @@ def test_an_unreadable_request_is_answered_with_an_error(node):
     status = node.status()
     assert status["gpus"] == [] and status["error"].startswith("unreadable: ")
     assert status["observed"] == request_digest('{"gpus": 3}')
+
+
+GARBAGE = "[" * 5000  # what a neighbour's bug may leave in an annotation
+
+
+@pytest.mark.parametrize("annotation", [NODE_GPUS, NODE_MIG_REQUEST, NODE_MIG_STATUS])
+def test_garbage_in_an_annotation_is_answered_or_repaired_not_a_crash(node, annotation):
+    """Not a RecursionError on every tick (a crash loop): the request is answered as
+    unreadable, the status and the inventory are written anew."""
+    node.request({MIG_GPU: [MigInstance("1g.10gb", 0)]})
+    node.agent.tick()
+    ref = ObjectRef("v1", "Node", "", NODE)
+    node.client.patch(ref, {"metadata": {"annotations": {annotation: GARBAGE}}})
+    node.agent.tick()
+    annotations = node.annotations()
+    assert annotations[NODE_GPUS] == encode_inventory(node_inventory(node.backend.gpus()))
+    status = node.status()
+    assert status["observed"] == request_digest(annotations[NODE_MIG_REQUEST])
+    if annotation == NODE_MIG_REQUEST:
+        assert status["gpus"] == []
+        assert status["error"] == "unreadable: nested 5000 levels deep, more than 16"
+    else:
+        assert [gpu["state"] for gpu in status["gpus"]] == ["done"]
+
+
+def test_a_request_for_gpus_the_node_does_not_have_is_refused_in_a_small_answer(node):
+    """A valid request for 6,000 GPUs (179 KB) would be answered GPU by GPU in ~400 KB,
+    more than the API server stores in an object's annotations: every tick would fail.
+    Refused whole, as one listing a single GPU the node does not have is."""
+    text = node.request({index: [] for index in range(6000)})
+    assert len(text) > 150_000
+    node.agent.tick()
+    status = node.status()
+    assert status["gpus"] == []
+    assert status["error"] == (
+        "the request lists GPUs this node does not have: 2, 3, 4 and 5995 more (it has 2)"
+    )
+    assert node.layout() == []  # nothing touched
+    assert len(node.annotations()[NODE_MIG_STATUS]) < 1024
+    node.request({MIG_GPU: [MigInstance("1g.10gb", 0)], 5: []})
+    node.agent.tick()
+    assert node.status()["error"] == "the request lists GPUs this node does not have: 5 (it has 2)"
+    assert node.layout() == []
 
 
 def test_a_dry_run_prints_each_write_and_changes_nothing(node):

@@ -194,6 +194,7 @@ def test_a_node_keeps_its_labels_and_static_mig() -> None:
                 "migEnabled": True,
                 "migStatic": True,
                 "held": False,
+                "reserved": False,
                 "mig": [{"profile": "7g.80gb", "start": 0}],
             }
         ],

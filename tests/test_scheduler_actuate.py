@@ -882,3 +882,45 @@ def test_a_reservation_pod_starts_on_its_node_whatever_the_nodes_taints(kube, cl
     Kubelet(kube.api).step()
     started = live_pod(kube, pod["metadata"]["name"], SYSTEM)
     assert started is not None and started["status"]["phase"] == "Running"
+
+
+def test_a_reservation_left_behind_is_used_by_the_next_fraction_or_released(kube):
+    """A restart or a failed bind can leave a reservation pod holding a GPU no fraction
+    uses. The next fraction takes it (no second GPU reserved, none deleted and made again),
+    as one does a half-used GPU; one nobody takes is released."""
+    client = connect(kube)
+    for namespace in (SYSTEM, TEAM_A):
+        client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    client.create(example_policy())
+    client.create(
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "dgx-0", "labels": V100}}
+    )
+    status = {
+        "allocatable": {"nvidia.com/gpu": "8"},
+        "conditions": [{"type": "Ready", "status": "True"}],
+    }
+    client.patch(ObjectRef("v1", "Node", "", "dgx-0"), {"status": status}, subresource="status")
+    for gpu in (3, 5):  # left behind, running, each with its GPU's UUID
+        pod = reservation_pod("dgx-0", gpu, SYSTEM, SCHEDULER, "img:1")
+        pod["spec"]["nodeName"] = "dgx-0"
+        pod["metadata"]["annotations"] = {GPU_UUID: f"GPU-{gpu}"}
+        client.create(pod)
+    Kubelet(kube.api).step()
+    scheduler = Scheduler(client, Settings(namespace=SYSTEM))
+    client.create(user_pod("notebook-a", fraction="0.5"))
+
+    report = scheduler.sync_once()
+
+    notebook = live_pod(kube, "notebook-a", TEAM_A)
+    assert notebook["spec"]["nodeName"] == "dgx-0"  # at once: its GPU was set up already
+    assert json.loads(notebook["metadata"]["annotations"][PLACEMENT])["gpus"] == [3]
+    assert notebook["metadata"]["annotations"][GPU_UUID] == "GPU-3"
+    assert report.outcome.reservations_created == 0
+    assert report.outcome.reservations_deleted == 1  # GPU 5's: nothing wants it
+    assert live_pod(kube, reservation_name("dgx-0", 5), SYSTEM)["metadata"]["deletionTimestamp"]
+
+    client.create(user_pod("notebook-b", fraction="0.25"))  # packs beside notebook-a
+    assert scheduler.sync_once().outcome.reservations_created == 0
+    placed = json.loads(live_pod(kube, "notebook-b", TEAM_A)["metadata"]["annotations"][PLACEMENT])
+    assert placed["gpus"] == [3]
+    client.close()

@@ -17,6 +17,7 @@ from gitops_sched.cluster import ApiFailure, ClusterClient, ObjectRef
 from gitops_sched.cluster.informer import Informer
 from gitops_sched.compiler import render_repo
 from gitops_sched.compiler.contract import GPU_RESOURCE as GPU
+from gitops_sched.compiler.contract import NODE_GPUS
 from gitops_sched.compiler.meta import PROJECT_LABEL
 from gitops_sched.config.validate import check_repo
 from gitops_sched.scheduler.assumed import ASSUME_FOR_S, Assumed
@@ -98,8 +99,14 @@ def test_an_informer_whose_version_expired_lists_again():
             client.close()
 
 
-def pod(uid: str, node: str = "", deleting: bool = False) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": uid, "namespace": NS, "uid": uid, "annotations": {}}
+def pod(uid: str, node: str = "", deleting: bool = False, version: str = "1") -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": uid,
+        "namespace": NS,
+        "uid": uid,
+        "annotations": {},
+        "resourceVersion": version,
+    }
     if deleting:
         meta["deletionTimestamp"] = "2026-11-24T00:00:00Z"
     return {"metadata": meta, "spec": {"nodeName": node} if node else {}}
@@ -107,34 +114,69 @@ def pod(uid: str, node: str = "", deleting: bool = False) -> dict[str, Any]:
 
 def test_a_bind_is_assumed_until_the_cache_shows_it():
     assumed = Assumed()
-    assumed.bound("u1", "n1", {"x": "1"}, now=100.0)
+    assumed.bound((NS, "u1"), "u1", "n1", {"x": "1"}, now=100.0)
     seen = assumed.overlay([pod("u1"), pod("u2")], now=101.0)
     assert seen[0]["spec"]["nodeName"] == "n1" and seen[0]["metadata"]["annotations"] == {"x": "1"}
     assert seen[1]["spec"] == {}  # others untouched
     # the informer caught up: the assumption goes, the cache is believed from then on
     assert assumed.overlay([pod("u1", node="n1")], now=102.0)[0]["spec"]["nodeName"] == "n1"
-    assert assumed.binds == {}
+    assert assumed.writes == {}
 
 
-def test_an_assumption_the_cache_never_confirms_expires_and_a_gone_pod_drops_it():
+def test_an_assumption_the_cache_never_confirms_is_checked_not_dropped():
+    """A silent watch must not hand the GPUs out again once the assumption is old: the
+    pod is read, and what the server says is believed until the cache has that version."""
     assumed = Assumed()
-    assumed.bound("u1", "n1", {}, now=0.0)
-    assumed.evicted("u2", now=0.0)
+    assumed.bound((NS, "u1"), "u1", "n1", {}, now=0.0)
+    assumed.terminating((NS, "u2"), "u2", now=0.0)
+    assert assumed.to_check(1.0) == []
     later = ASSUME_FOR_S + 1
     seen = assumed.overlay([pod("u1"), pod("u2")], now=later)
-    assert seen[0]["spec"] == {} and "deletionTimestamp" not in seen[1]["metadata"]
-    assumed.evicted("u3", now=0.0)
-    assumed.overlay([], now=1.0)
-    assert assumed.evictions == {}
+    assert seen[0]["spec"]["nodeName"] == "n1" and seen[1]["metadata"]["deletionTimestamp"]
+    assert assumed.to_check(later) == [(NS, "u1"), (NS, "u2")]
+    assumed.read((NS, "u1"), pod("u1", node="n1", version="7"), later)
+    assumed.read((NS, "u2"), None, later)  # gone
+    assert assumed.to_check(later) == []
+    seen = assumed.overlay([pod("u1", version="3"), pod("u2")], now=later)
+    assert [p["metadata"]["name"] for p in seen] == ["u1"]  # u2 gone: not in the view
+    assert seen[0]["spec"]["nodeName"] == "n1"
+    seen = assumed.overlay([pod("u1", node="n1", version="8")], now=later)  # caught up
+    assert assumed.writes == {}
 
 
-def test_an_eviction_is_assumed_until_the_pod_terminates():
+def test_a_write_of_unknown_outcome_is_assumed_and_checked_at_once():
     assumed = Assumed()
-    assumed.evicted("u1", now=10.0)
+    assumed.bound((NS, "u1"), "u1", "n1", {}, now=0.0, unsure=True)
+    assert assumed.to_check(0.0) == [(NS, "u1")]
+    assumed.read((NS, "u1"), pod("u1", version="5"), now=0.0)  # it was not bound
+    assert assumed.overlay([pod("u1", version="4")], now=1.0)[0]["spec"] == {}
+    assumed.overlay([pod("u1", version="5")], now=1.0)
+    assert assumed.writes == {}
+
+
+def test_a_pod_we_created_and_bound_is_seen_before_the_cache_lists_it():
+    assumed = Assumed()
+    made = pod("r1")
+    assumed.created(made, now=0.0)
+    assumed.bound((NS, "r1"), "r1", "n1", {}, now=0.0)
+    (seen,) = assumed.overlay([], now=1.0)
+    assert seen["metadata"]["name"] == "r1" and seen["spec"]["nodeName"] == "n1"
+    (seen,) = assumed.overlay([pod("r1")], now=2.0)  # listed, the bind not shown yet
+    assert seen["spec"]["nodeName"] == "n1"
+    assumed.overlay([pod("r1", node="n1")], now=3.0)
+    assert assumed.writes == {}
+
+
+def test_an_eviction_is_assumed_until_the_pod_terminates_and_a_gone_pod_drops_it():
+    assumed = Assumed()
+    assumed.terminating((NS, "u1"), "u1", now=10.0)
     seen = assumed.overlay([pod("u1", node="n1")], now=11.0)
     assert seen[0]["metadata"]["deletionTimestamp"]
     assumed.overlay([pod("u1", node="n1", deleting=True)], now=12.0)
-    assert assumed.evictions == {}
+    assert assumed.writes == {}
+    assumed.terminating((NS, "u3"), "u3", now=0.0)
+    assumed.overlay([], now=1.0)
+    assert assumed.writes == {}
 
 
 # --- pods with our schedulerName that the scheduler cannot take ---------------------------
@@ -273,3 +315,89 @@ def test_a_report_names_a_bound_ignored_pod_and_counts_only_what_it_leaves_out()
     assert len(ignored_lines([bound, *strays])) == SHOWN_IGNORED  # all shown: no "and N more"
     assert ignored_lines([bound, *strays], shown=3)[-1] == "... and 17 more ignored pods"
     assert ignored_lines([]) == []
+
+
+# --- whatever a request raises, the informers and the loop go on --------------------------
+
+
+def fail_first(target: ClusterClient, times: int, method: str, path: str) -> list[str]:
+    """Make the client raise, on its first `times` requests matching, what the official
+    client raised from inside its discovery cache under faults (`KeyError: 'resources'`),
+    which is no API error; the requests it failed."""
+    failed: list[str] = []
+
+    def hook(sent: str, to: str) -> None:
+        if sent == method and path in to and len(failed) < times:
+            failed.append(to)
+            raise KeyError("resources")
+
+    target.before_request.append(hook)
+    return failed
+
+
+def test_an_informer_survives_an_exception_that_is_no_api_error(kube, client):  # noqa: F811
+    client.create(namespace())
+    client.create(configmap("a", "1"))
+    informer = Informer(client, "v1", "ConfigMap", namespace=NS, retry_after=0.01)
+    failed = fail_first(client, 2, "GET", "/configmaps")
+    stop = threading.Event()
+    informer.start(stop, timeout=2)
+    try:
+        assert informer.wait_synced(5)
+        assert len(failed) == 2
+        client.create(configmap("b", "2"))
+        assert wait_for(lambda: names(informer) == {"a": "1", "b": "2"})
+    finally:
+        stop.set()
+
+
+def test_the_loop_survives_a_cycle_that_raises_and_binds_on_a_later_one(kube, client):  # noqa: F811
+    install_example(client)
+    client.create(our_pod("train"))
+    scheduler = Scheduler(connect(kube), Settings(namespace=SYSTEM, cycle_period=0.02))
+    failed = fail_first(scheduler.client, 2, "POST", "/binding")
+    stop = threading.Event()
+    thread = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        ref = ObjectRef("v1", "Pod", TEAM_A, "train")
+        assert wait_for(lambda: (client.get(ref) or {})["spec"].get("nodeName") == "dgx-0")
+        assert len(failed) == 2 and thread.is_alive()
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        scheduler.client.close()
+
+
+def test_a_node_with_garbage_annotations_is_skipped_with_an_event_and_a_metric(
+    kube,  # noqa: F811
+    client,  # noqa: F811
+):
+    install_example(client)
+    client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+    garbage = {NODE_GPUS: "[" * 5000}
+    meta = {"name": "dgx-1", "labels": V100, "annotations": garbage}
+    client.create({"apiVersion": "v1", "kind": "Node", "metadata": meta})
+    status = {"allocatable": {GPU: "8"}, "conditions": [{"type": "Ready", "status": "True"}]}
+    client.patch(ObjectRef("v1", "Node", "", "dgx-1"), {"status": status}, subresource="status")
+    client.create(our_pod("train"))
+    scheduler = Scheduler(connect(kube), Settings(namespace=SYSTEM))
+    try:
+        report = scheduler.sync_once()
+        assert report is not None and len(report.outcome.bound) == 1  # on dgx-0
+        assert metric(scheduler, "gitops_sched_nodes", state="skipped") == 1
+        scheduler.sync_once()  # skipped again, for the same reason: not said again
+    finally:
+        scheduler.client.close()
+    events = [
+        (e["involvedObject"]["name"], e["reason"], e["message"])
+        for e in client.list("v1", "Event", namespace="default") or ()
+    ]
+    assert events == [
+        (
+            "dgx-1",
+            "NodeSkipped",
+            f"left out of scheduling: annotation {NODE_GPUS}: nested 5000 levels deep, "
+            "more than 16",
+        )
+    ]

@@ -24,6 +24,7 @@ from gitops_sched.compiler.contract import (
     GPU_UUID,
     IDLE_SINCE,
     NODE_GPUS,
+    NODE_MIG_STATUS,
     PLACEMENT,
     REPLICAS,
     RESERVATION_LABEL,
@@ -424,9 +425,35 @@ def test_the_agents_inventory_wins_over_labels() -> None:
     labels = {**V100, "nvidia.com/gpu.count": "8"}
     (agent,) = view_of([], [node("agent", labels, annotations)]).snapshot.nodes
     assert [(g.index, g.memory_mib) for g in agent.gpus] == [(0, 16384), (1, 16384)]
-    broken = {NODE_GPUS: "{not json"}
-    (fallback,) = view_of([], [node("agent", labels, broken)]).snapshot.nodes
-    assert len(fallback.gpus) == 8
+
+
+GARBAGE = "[" * 5000  # what a neighbour's bug may leave in an annotation
+
+
+@pytest.mark.parametrize(
+    "annotation, value, why",
+    [
+        (NODE_GPUS, "{not json", f"annotation {NODE_GPUS}: not JSON: "),
+        (NODE_GPUS, GARBAGE, f"annotation {NODE_GPUS}: nested 5000 levels deep, more than 16"),
+        (NODE_GPUS, '{"gpus": 7}', f"annotation {NODE_GPUS}: not an inventory "),
+        (NODE_GPUS, "[" + "0," * 200_000 + "0]", f"annotation {NODE_GPUS}: 400003 bytes, more "),
+        (NODE_MIG_STATUS, GARBAGE, f"annotation {NODE_MIG_STATUS}: nested 5000 levels deep"),
+    ],
+)
+def test_a_node_whose_annotations_cannot_be_read_is_skipped_and_the_rest_scheduled(
+    annotation: str, value: str, why: str
+) -> None:
+    """Not the labels' GPUs instead (they may say more than the node has), and no
+    RecursionError stopping every node's scheduling: the node is left out, with why."""
+    labels = {**V100, "nvidia.com/gpu.count": "8"}
+    broken = node("broken", labels, {annotation: value})
+    pods = [bare_pod("train", gpus=1)]
+    view = view_of(pods, [broken, node("dgx-0")])
+    assert [n.name for n in view.snapshot.nodes] == ["dgx-0"]
+    (skipped,) = view.skipped
+    assert skipped.name == "broken" and skipped.why.startswith(why)
+    (bind,) = schedule(view.snapshot).binds
+    assert {p.node for p in bind.pods} == {"dgx-0"}
 
 
 def selector(group: str, example: str = "oci-a100") -> dict[str, str]:

@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from gitops_sched import foreignjson
 from gitops_sched.agent.gpus import Gpu
 from gitops_sched.hardware.gpus import MIB
 
@@ -63,7 +64,7 @@ def inventory_changed(
         return True
     if isinstance(published, str):
         try:
-            published = json.loads(published)
+            published = foreignjson.loads(published)
         except ValueError:
             return True
     return published != current

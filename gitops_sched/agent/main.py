@@ -146,6 +146,13 @@ def run_agent(
                 probes.ticked("api-error")
                 if once:
                     return EXIT_FAILED
+            except GpuError:
+                raise  # the GPUs themselves fail: said and exit, as at start
+            except Exception as exc:  # a bug or a client failure: the next tick starts afresh
+                click.echo(f"agent: tick failed: {type(exc).__name__}: {exc}", err=True)
+                probes.ticked("error")
+                if once:
+                    return EXIT_FAILED
             else:
                 probes.ticked("ok", len(gpus))
                 inventory = node_inventory(gpus)

@@ -13,8 +13,10 @@ and the agent answers in `NODE_MIG_STATUS`, naming the request it answers by its
 A GPU is `done` when its instances are exactly the requested ones, `pending` while an
 instance to destroy still has processes on it (the agent tries again every tick), `error`
 when it cannot be done (static layout, no MIG, a layout NVIDIA does not allow, an NVML
-error, named): final for that request. A request that cannot be read gets an answer with no
-GPUs and an `error`.
+error, named): final for that request. A request that cannot be read (not JSON, over 256 KiB,
+nested too deep), or that lists more GPUs than the node has, gets an answer with no GPUs and
+an `error`. Each message is cut to `MAX_MESSAGE` characters, so an answer stays a few KiB
+whatever was asked (the API server refuses an object's annotations over 256 KiB in all).
 
 A GPU is planned whole before anything is touched: nothing is destroyed while another
 instance to destroy is busy, and a requested layout NVIDIA does not allow is refused, so a
@@ -27,12 +29,14 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeGuard
 
+from gitops_sched import foreignjson
 from gitops_sched.agent.errors import GpuError, InUse
 from gitops_sched.agent.gpus import Gpu, GpuBackend
 from gitops_sched.hardware.gpus import lookup_gpu_model
 from gitops_sched.hardware.mig import MigInstance, is_valid_layout
 
 MIG_VERSION = 1
+MAX_MESSAGE = 256  # characters of one message in the status
 State = Literal["done", "pending", "error"]
 
 
@@ -98,10 +102,7 @@ def request_digest(text: str) -> str:
 
 def parse_request(text: str) -> tuple[GpuLayout, ...]:
     """The GPUs a request annotation lists; ValueError saying what is wrong with it."""
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"not JSON: {exc}") from None
+    data = foreignjson.loads(text)
     if not isinstance(data, dict) or data.get("version") != MIG_VERSION:
         raise ValueError(f"expected an object with version {MIG_VERSION}")
     gpus = data.get("gpus")
@@ -132,16 +133,26 @@ def _whole(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def beyond_node(layouts: Sequence[GpuLayout], gpus: Collection[int]) -> str | None:
+    """Why a request is refused whole: it lists GPUs the node does not have (`gpus`, its
+    indexes), said with the first three; None when it lists only the node's GPUs."""
+    missing = [layout.index for layout in layouts if layout.index not in gpus]
+    if not missing:
+        return None
+    shown = ", ".join(map(str, missing[:3])) + (
+        f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+    )
+    return f"the request lists GPUs this node does not have: {shown} (it has {len(gpus)})"
+
+
 def plan_gpu(
-    gpu: Gpu | None, wanted: GpuLayout, busy: Collection[int], static: bool
+    gpu: Gpu, wanted: GpuLayout, busy: Collection[int], static: bool
 ) -> MigPlan | GpuAnswer:
     """The plan converging `gpu` to `wanted`, or the answer when it cannot be (now).
 
     `busy` holds the starts of instances with processes on them.
     """
     index = wanted.index
-    if gpu is None:
-        return GpuAnswer(index, "error", f"no GPU {index} on this node")
     if static:
         return GpuAnswer(index, "error", "static MIG layout: the agent does not change it")
     if gpu.mig_mode != "enabled":
@@ -186,17 +197,21 @@ def encode_status(digest: str, answers: Iterable[GpuAnswer], error: str | None =
     status: dict[str, Any] = {
         "version": MIG_VERSION,
         "observed": digest,
-        "gpus": [{"index": a.index, "state": a.state, "message": a.message} for a in answers],
+        "gpus": [{"index": a.index, "state": a.state, "message": _cut(a.message)} for a in answers],
     }
     if error is not None:
-        status["error"] = error
+        status["error"] = _cut(error)
     return _canonical(status)
+
+
+def _cut(message: str) -> str:
+    return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
 
 
 def needs_work(request: str, status: str | None) -> bool:
     """Whether the request is not yet answered, or was answered with a GPU still pending."""
     try:
-        answer = json.loads(status or "")
+        answer = foreignjson.loads(status or "")
     except ValueError:
         return True
     if not isinstance(answer, dict) or answer.get("observed") != request_digest(request):

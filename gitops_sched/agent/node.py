@@ -28,6 +28,7 @@ from gitops_sched.agent.mig import (
     GpuAnswer,
     MigPlan,
     apply_plan,
+    beyond_node,
     encode_status,
     needs_work,
     parse_request,
@@ -127,9 +128,13 @@ class NodeAgent:
         except ValueError as exc:
             self._answer(annotations, encode_status(digest, (), error=f"unreadable: {exc}"))
             return False
+        by_index = {gpu.index: gpu for gpu in gpus}
+        refused = beyond_node(layouts, by_index)
+        if refused is not None:
+            self._answer(annotations, encode_status(digest, (), error=refused))
+            return False
         labels = node["metadata"].get("labels") or {}
         static = self.policy.mig_static or labels.get(MIG_STATIC_LABEL) == "true"
-        by_index = {gpu.index: gpu for gpu in gpus}
         answers: list[GpuAnswer] = []
         for wanted in layouts:
             busy = {
@@ -137,7 +142,7 @@ class NodeAgent:
                 for p in processes
                 if p.gpu_index == wanted.index and p.instance_start is not None
             }
-            plan = plan_gpu(by_index.get(wanted.index), wanted, busy, static)
+            plan = plan_gpu(by_index[wanted.index], wanted, busy, static)
             answers.append(self._carry_out(plan) if isinstance(plan, MigPlan) else plan)
         changed = any(answer.changed for answer in answers)
         if changed:

@@ -299,11 +299,17 @@ class ClusterClient:
         return self._request("PATCH", path, body=body, query=query, content_type=content_type)
 
     def post(
-        self, ref: ObjectRef, subresource: str, body: dict[str, Any], dry_run: bool = False
+        self,
+        ref: ObjectRef,
+        subresource: str,
+        body: dict[str, Any],
+        dry_run: bool = False,
+        retry_throttled: bool = False,
     ) -> dict[str, Any]:
-        """POST to a subresource (`binding`, `eviction`). Neither a 409 nor a 429 is retried:
-        a pod already bound, or an eviction a PodDisruptionBudget refuses, is an answer the
-        caller acts on (the next cycle tries again)."""
+        """POST to a subresource (`binding`, `eviction`). A 409 is not retried, nor a 429
+        unless `retry_throttled`: a pod already bound, or an eviction a PodDisruptionBudget
+        refuses, is an answer the caller acts on (the next cycle tries again); a Binding's
+        429 is only the server's throttling."""
         path = self._path(ref, subresource)
         return self._request(
             "POST",
@@ -311,7 +317,7 @@ class ClusterClient:
             body=body,
             query=_dry(dry_run),
             retry_conflicts=False,
-            retry_throttled=False,
+            retry_throttled=retry_throttled,
         )
 
     def delete(

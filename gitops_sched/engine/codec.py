@@ -213,6 +213,7 @@ def gpu_to_dict(gpu: Gpu) -> dict[str, Any]:
         "migEnabled": gpu.mig_enabled,
         "migStatic": gpu.mig_static,
         "held": gpu.held,
+        "reserved": gpu.reserved,
         "mig": [mig_instance_to_dict(instance) for instance in gpu.mig_instances],
     }
 
@@ -225,6 +226,7 @@ def gpu_from_dict(data: dict[str, Any]) -> Gpu:
         mig_instances=tuple(mig_instance_from_dict(i) for i in data.get("mig") or ()),
         mig_static=data.get("migStatic", False),
         held=data.get("held", False),
+        reserved=data.get("reserved", False),
     )
 
 

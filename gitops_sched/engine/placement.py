@@ -163,6 +163,17 @@ def _shared(session: Session, job: Job, domain: str | None, limit: float) -> Pod
     if best is not _NO_FIT:
         return PodPlacement(best[2], (best[3],), fraction=best[4])
     cap = min(1.0, limit) + GPU_EPSILON
+    for key in usage.reserved:  # set up for sharing already: before a GPU nobody holds
+        use, gpu = usage.gpu(key)
+        share = _share_of(job, gpu.memory_mib)
+        if (
+            gpu.is_free
+            and use.node.schedulable
+            and use.node.node_group in groups
+            and (domain is None or use.node.topology == domain)
+            and share <= cap
+        ):
+            return PodPlacement(use.node.name, (gpu.index,), fraction=min(share, 1.0))
     # a group whose GPUs all have one memory size fits the share on every node or on none
     fitting = [
         g

@@ -44,6 +44,10 @@ class Gpu:
     # not the engine's to use (another scheduler's pod, a reservation pod going): never
     # placed on, not counted in the capacity fair share splits
     held: bool = False
+    # free, but set up for sharing already (a reservation pod holds it for fractions, none
+    # placed yet: left by a restart or a failed bind): a fraction goes here before a GPU
+    # nobody holds, so the cluster keeps no GPU reserved for nothing
+    reserved: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -104,7 +104,10 @@ class Usage:
         self.mig_idle_any: dict[str, list[PackEntry]] = {}
         self._mig_entries: dict[GpuKey, list[tuple[list[PackEntry], PackEntry]]] = {}
         self._mig_profiles: dict[str, tuple[str, ...]] = {}  # GPU model -> its MIG profiles
+        # free GPUs a reservation pod holds for fractions, by node and index: fractions first
+        self.reserved: list[GpuKey] = []
         for node in sorted(nodes, key=lambda n: n.name):
+            self.reserved += [(node.name, g.index) for g in node.gpus if g.reserved]
             gpus = [
                 GpuUse(
                     g.index,

@@ -16,11 +16,19 @@ A dry run sends every one of these writes as a server-side dry run (dryRun=All):
 checks each as it would carry it out (permissions, a PodDisruptionBudget, a pod bound
 meanwhile) and stores nothing, so its refusals are the errors the real cycle would meet.
 Only binding a reservation pod the dry run has just "created" cannot be asked.
+
+Every write to a pod (Binding, reservation pod, Eviction, delete) enters the loop's
+`Assumed` state at once, done or of unknown outcome (a dropped connection, a 5xx, a 409
+saying the cache is behind), so the next cycle never hands its GPUs out again before the
+cache shows it. A Binding answered 429 (the server throttling) is retried after its
+Retry-After; if it is still refused the pod is not assumed bound, and the next cycle
+decides it again.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +53,7 @@ from gitops_sched.engine.types import (
     PodPlacement,
     RequestKind,
 )
+from gitops_sched.scheduler.assumed import Assumed, Key
 from gitops_sched.scheduler.migrequest import (
     advertised,
     agent_error,
@@ -118,9 +127,15 @@ def _json(data: Any) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
+def outcome_unknown(exc: ApiFailure) -> bool:
+    """Whether a failed write may have been carried out all the same: no answer (a dropped
+    connection, a timeout) or a server error; or a 409, which says the cache is behind."""
+    return exc.status in (0, 409) or exc.status >= 500
+
+
 class Actuator:
-    """Carries out each cycle's Decisions; keeps, between cycles, only the reservation pods
-    it has deleted (until the view shows them terminating, or gone)."""
+    """Carries out each cycle's Decisions; what it writes to pods goes into `assumed`
+    (the loop's, laid over the next cycles' cached pods)."""
 
     def __init__(
         self,
@@ -128,15 +143,18 @@ class Actuator:
         policy: ClusterPolicy,
         reservation_image: str = DEFAULT_IMAGE,
         dry_run: bool = False,
+        assumed: Assumed | None = None,
     ):
         self.client = client
         self.policy = policy  # its scheduler name and system namespace name our pods
         self.reservation_image = reservation_image
         self.dry_run = dry_run
-        self.deleting: set[str] = set()  # reservation pods deleted, until they are gone
+        self.assumed = Assumed() if assumed is None else assumed
 
-    def carry_out(self, view: ClusterView, decisions: Decisions) -> Outcome:
-        cycle = _Cycle(self, view, Outcome())
+    def carry_out(
+        self, view: ClusterView, decisions: Decisions, now: float | None = None
+    ) -> Outcome:
+        cycle = _Cycle(self, view, Outcome(), time.time() if now is None else now)
         for evict in decisions.evictions:
             cycle.evict(evict)
         cycle.request_mig(decisions)
@@ -149,8 +167,10 @@ class Actuator:
 class _Cycle:
     """One carry_out: the view, what was done so far, and the lookups it needs."""
 
-    def __init__(self, actuator: Actuator, view: ClusterView, outcome: Outcome):
+    def __init__(self, actuator: Actuator, view: ClusterView, outcome: Outcome, now: float):
         self.actuator = actuator
+        self.assumed = actuator.assumed
+        self.now = now
         self.client = actuator.client
         self.dry_run = actuator.dry_run
         self.view = view
@@ -197,6 +217,8 @@ class _Cycle:
                     self.outcome.log.append(f"{pod.namespace}/{pod.name}: eviction refused: {exc}")
                 else:
                     self._error(f"evicting {pod.namespace}/{pod.name}", exc)
+                    if outcome_unknown(exc):
+                        self.assumed.terminating(_key(pod), pod.uid, self.now, unsure=True)
 
     def stop_job(self, pod: PodRef, reason: EvictReason) -> None:
         """Stop, not re-queue: an evicted pod of a Job comes back (its podFailurePolicy
@@ -218,6 +240,7 @@ class _Cycle:
     def _evicted(self, pod: PodRef, reason: EvictReason) -> None:
         self.outcome.evicted.append(pod.uid)
         self.outcome.evicted_by_reason[reason] += 1
+        self.assumed.terminating(_key(pod), pod.uid, self.now)
 
     # --- MIG requests --------------------------------------------------------------
 
@@ -286,7 +309,7 @@ class _Cycle:
         if reservation is None:
             self._reserve(node, gpu)
             return f"waiting for the reservation pod of GPU {gpu} on {node} to start"
-        if reservation.terminating or reservation.name in self.actuator.deleting:
+        if reservation.terminating:
             return f"waiting for the old reservation pod of GPU {gpu} on {node} to go"
         if not reservation.bound:
             self._bind_reservation(reservation)
@@ -333,7 +356,9 @@ class _Cycle:
     ) -> bool:
         """One request binds the pod and writes its annotations: the API server copies a
         Binding's annotations onto the pod as it sets spec.nodeName, so a pod is never
-        bound without them, and half the requests go out."""
+        bound without them, and half the requests go out. Assumed bound when it was, or
+        may have been."""
+        key = (namespace, name)
         meta: dict[str, Any] = {"name": name, "namespace": namespace}
         meta |= {"uid": uid} if uid else {}
         if annotations:
@@ -344,12 +369,15 @@ class _Cycle:
             "metadata": meta,
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
+        ref = ObjectRef("v1", "Pod", namespace, name)
         try:
-            ref = ObjectRef("v1", "Pod", namespace, name)
-            self.client.post(ref, "binding", body, dry_run=self.dry_run)
+            self.client.post(ref, "binding", body, dry_run=self.dry_run, retry_throttled=True)
         except ApiFailure as exc:
             self._error(f"binding {namespace}/{name} to {node}", exc)
+            if outcome_unknown(exc):
+                self.assumed.bound(key, uid, node, annotations, self.now, unsure=True)
             return False
+        self.assumed.bound(key, uid, node, annotations, self.now)
         return True
 
     # --- reservation pods ----------------------------------------------------------
@@ -374,7 +402,10 @@ class _Cycle:
             created = self.client.create(pod, FIELD_MANAGER, dry_run=self.dry_run)
         except ApiFailure as exc:  # AlreadyExists: the view has not caught up; next cycle
             self._error(f"creating reservation pod {meta['name']}", exc)
+            if outcome_unknown(exc):
+                self.assumed.created(pod, self.now, unsure=True)
             return
+        self.assumed.created(created, self.now)
         if self.dry_run:
             return  # a pod the dry run did not create cannot be bound, even as a dry run
         uid = created.get("metadata", {}).get("uid", "")
@@ -386,7 +417,9 @@ class _Cycle:
             return
         self.touched.add(key)
         self.note(f"bind reservation pod {reservation.name} to {reservation.node}")
-        self._post_binding(reservation.namespace, reservation.name, "", reservation.node, {})
+        self._post_binding(
+            reservation.namespace, reservation.name, reservation.uid, reservation.node, {}
+        )
 
     def release_reservations(self, binds: tuple[Bind, ...]) -> None:
         """Delete the reservation pods whose GPU no pod of ours uses or is about to."""
@@ -395,21 +428,21 @@ class _Cycle:
         placements += [releasing.pod for releasing in snapshot.releasing]
         placements += [pod for bind in binds for pod in bind.pods]
         used = {shared for shared in map(shared_gpu, placements) if shared is not None}
-        deleting = self.actuator.deleting
-        deleting &= {r.name for r in self.view.reservations}  # those gone are forgotten
         for reservation in self.view.reservations:
-            key = (reservation.node, reservation.gpu)
-            if key in used or reservation.terminating or reservation.name in deleting:
+            if (reservation.node, reservation.gpu) in used or reservation.terminating:
                 continue
             self.note(f"delete reservation pod {reservation.name}: GPU {reservation.gpu} unused")
             self.outcome.reservations_deleted += 1
+            key = (reservation.namespace, reservation.name)
             ref = ObjectRef("v1", "Pod", reservation.namespace, reservation.name)
             try:
                 self.client.delete(ref, dry_run=self.dry_run)
-                if not self.dry_run:
-                    deleting.add(reservation.name)
             except ApiFailure as exc:
                 self._error(f"deleting reservation pod {reservation.name}", exc)
+                if outcome_unknown(exc):
+                    self.assumed.terminating(key, reservation.uid, self.now, unsure=True)
+                continue
+            self.assumed.terminating(key, reservation.uid, self.now)
 
     def _error(self, what: str, exc: ApiFailure) -> None:
         self.outcome.errors.append(f"{what}: {exc}")
@@ -418,6 +451,10 @@ class _Cycle:
 
 def _pod_ref(pod: PodRef) -> ObjectRef:
     return ObjectRef("v1", "Pod", pod.namespace, pod.name)
+
+
+def _key(pod: PodRef) -> Key:
+    return pod.namespace, pod.name
 
 
 def _pipelined_reason(bind: Bind, nodes: dict[str, dict[str, Any]]) -> str:

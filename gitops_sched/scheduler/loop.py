@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from gitops_sched.cluster.client import ClusterClient
+from gitops_sched.cluster.client import ClusterClient, ObjectRef
 from gitops_sched.cluster.errors import ApiFailure
 from gitops_sched.cluster.informer import Informer
 from gitops_sched.cluster.leader import LeaderElector, NotLeader
@@ -40,6 +40,8 @@ from gitops_sched.scheduler.view import ClusterView, Ignored
 log = logging.getLogger(__name__)
 DEFAULT_NAMESPACE = "gitops-sched-system"
 SHOWN_IGNORED = 20  # ignored pods a report lists by name; the rest are only counted
+MAX_PAUSE_S = 30.0  # the longest pause after cycles that failed in a row
+MAX_CHECKS = 50  # pods read a cycle to learn how an unconfirmed write of ours turned out
 # pods that hold or wait for GPUs: finished pods are neither
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
@@ -155,17 +157,14 @@ class Scheduler:
             return None
         self.health.ready = True
         now = self.clock()
+        self._check_assumed(now)
         pods = self.assumed.overlay(self.pods.items(), now)
         view = build_view(pods, self.nodes.items(), policy, now, self.memory)
         engine_started = time.perf_counter()
         decisions = in_words(view.snapshot, schedule(view.snapshot))
         engine_seconds = time.perf_counter() - engine_started
         self.memory.update(view.snapshot)
-        outcome = self._actuator_for(policy).carry_out(view, decisions)
-        for uid, node, written in outcome.bound:
-            self.assumed.bound(uid, node, written, now)
-        for uid in outcome.evicted:
-            self.assumed.evicted(uid, now)
+        outcome = self._actuator_for(policy).carry_out(view, decisions, now)
         # the status writes' failures are the cycle's errors too: a dry run meets them as
         # the real cycle would (see StatusWriter)
         outcome.errors += self.status.write(view, decisions, outcome).errors
@@ -173,10 +172,26 @@ class Scheduler:
         self.metrics.record_cycle(seconds, view, decisions, outcome)
         return CycleReport(decisions, outcome, view, seconds, engine_seconds)
 
+    def _check_assumed(self, now: float) -> None:
+        """Read the pods whose write had an unknown outcome, or that the cache has not
+        shown for long (a silent watch): what the server says is believed over the cache.
+        At most `MAX_CHECKS` a cycle; one that fails is tried again next cycle."""
+        for namespace, name in self.assumed.to_check(now)[:MAX_CHECKS]:
+            try:
+                pod = self.client.get(ObjectRef("v1", "Pod", namespace, name))
+            except ApiFailure as exc:
+                log.info("checking pod %s/%s: %s", namespace, name, exc)
+                continue
+            self.assumed.read((namespace, name), pod, now)
+
     def _actuator_for(self, policy: ClusterPolicy) -> Actuator:
         if self._actuator is None or self._actuator.policy is not policy:
             self._actuator = Actuator(
-                self.client, policy, self.settings.reservation_image, self.settings.dry_run
+                self.client,
+                policy,
+                self.settings.reservation_image,
+                self.settings.dry_run,
+                self.assumed,
             )
         return self._actuator
 
@@ -192,31 +207,47 @@ class Scheduler:
         return self.elector is None or self.elector.is_leader()
 
     def run(self, stop: threading.Event) -> None:
-        """Cycle every period, and soon after changes, while leading; until `stop`."""
+        """Cycle every period, and soon after changes, while leading; until `stop`. A cycle
+        that fails (whatever it raises) is said, and the next waits a pause that doubles
+        with each failure in a row, up to `MAX_PAUSE_S`: the loop itself never stops."""
         for informer in self.informers:
             informer.start(stop)
         for informer in self.informers:
             while not stop.is_set() and not informer.wait_synced(1.0):
                 self.health.beat()
+        failures = 0
         while not stop.is_set():
             self.health.beat()
             leading = self.leading()
             self.metrics.set_leader(leading)
             if leading:
                 self._wake.clear()
-                try:
-                    report = self.cycle()
-                except NotLeader as exc:
-                    log.info("%s", exc)
-                except ApiFailure as exc:  # the next cycle starts from the cluster again
-                    log.warning("cycle stopped: %s", exc)
-                else:
-                    if report is not None:
-                        _log_report(report, self._newly_ignored(report.ignored))
+                failures = 0 if self._cycle_logged() else failures + 1
             else:
                 self.health.ready = True  # a standby replica is ready: it waits for the Lease
-            self._wake.wait(self.settings.cycle_period)
+                failures = 0
+            if failures:
+                stop.wait(min(MAX_PAUSE_S, self.settings.cycle_period * 2**failures))
+            else:
+                self._wake.wait(self.settings.cycle_period)
             stop.wait(self.settings.debounce)
+
+    def _cycle_logged(self) -> bool:
+        """One cycle, its report logged; False when it failed (said, never raised)."""
+        try:
+            report = self.cycle()
+        except NotLeader as exc:
+            log.info("%s", exc)
+        except ApiFailure as exc:  # the next cycle starts from the cluster again
+            log.warning("cycle stopped: %s", exc)
+            return False
+        except Exception:  # a bug, or a client failing outside its API errors
+            log.exception("cycle failed")
+            return False
+        else:
+            if report is not None:
+                _log_report(report, self._newly_ignored(report.ignored))
+        return True
 
     def _newly_ignored(self, ignored: Sequence[Ignored]) -> list[Ignored]:
         """The ignored pods not logged yet, or logged with another reason; a pod no longer

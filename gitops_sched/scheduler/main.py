@@ -8,6 +8,7 @@ it prints what that cycle would do and writes nothing. The report, one line each
     pending JOB: WHY
     ignored NAMESPACE/NAME[ (bound)]: WHY      (the first `loop.SHOWN_IGNORED`)
     ... and N more ignored pods
+    skipped node NAME: WHY                      (annotations it cannot read)
     N bound, N evicted, N evictions refused, N waiting, N ignored, N errors
 
 "ignored" pods have our schedulerName but the cycle could not take them at all (a namespace
@@ -102,6 +103,8 @@ def _print_report(report: CycleReport) -> None:
         print(f"pending {job}: {why}")
     for line in ignored_lines(report.ignored):
         print(line)
+    for node in report.view.skipped:
+        print(f"skipped node {node.name}: {node.why}")
     print(report.summary())
     for error in outcome.errors:
         print(f"error: {error}", file=sys.stderr)

@@ -87,7 +87,12 @@ class SchedulerMetrics:
             ["state"],
             registry=r,
         )
-        self.nodes = Gauge("gitops_sched_nodes", "GPU nodes by state.", ["state"], registry=r)
+        self.nodes = Gauge(
+            "gitops_sched_nodes",
+            "GPU nodes by state (skipped: annotations the scheduler cannot read).",
+            ["state"],
+            registry=r,
+        )
         self.workloads = Gauge(
             "gitops_sched_workloads", "Workloads (jobs) by state.", ["state"], registry=r
         )
@@ -118,6 +123,7 @@ class SchedulerMetrics:
         self.record_queues(decisions)
         self.record_cluster(view.snapshot)
         self.record_ignored(view.ignored)
+        self.nodes.labels(state="skipped").set(len(view.skipped))
         self.record_binds(outcome.bound_by_kind)
         self.record_evictions(outcome.evicted_by_reason, outcome.eviction_refused)
 

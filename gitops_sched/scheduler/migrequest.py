@@ -27,11 +27,11 @@ that profile. An agent's `error` for the GPU is said as the waiting pods' pendin
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from gitops_sched import foreignjson
 from gitops_sched.agent.mig import encode_request, request_digest
 from gitops_sched.compiler.contract import MIG_RESOURCE_PREFIX, NODE_MIG_REQUEST, NODE_MIG_STATUS
 from gitops_sched.engine.types import MigChange, Node, Snapshot
@@ -97,7 +97,7 @@ def agent_error(node: dict[str, Any] | None, gpu: int) -> str:
     annotations = node_annotations(node)
     request = annotations.get(NODE_MIG_REQUEST)
     try:
-        status = json.loads(annotations.get(NODE_MIG_STATUS) or "")
+        status = foreignjson.loads(annotations.get(NODE_MIG_STATUS) or "")
     except ValueError:
         return ""
     if request is None or not isinstance(status, dict):

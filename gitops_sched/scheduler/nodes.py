@@ -4,6 +4,9 @@ takes new work, and which node groups a pod's node selector and affinity allow.
 A node's GPUs come from the best source it has: the inventory the node agent publishes
 (`NODE_GPUS`), else NVIDIA GPU Feature Discovery's labels and `status.allocatable`, else
 what its node group declares. A static-MIG group's GPUs always have the declared layout.
+An inventory, or an agent's MIG status, that is there but cannot be read (garbage another
+process wrote: not JSON, too large, too deep) makes the node unreadable (`NodeError`): the
+cycle leaves it out and says why, and the agent rewrites both on its next tick.
 """
 
 from __future__ import annotations
@@ -13,18 +16,28 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
+from gitops_sched import foreignjson
 from gitops_sched.bridge.build import (
     canonical_model,
     gpu_memory_mib,
     group_gpu,
     group_node_labels,
 )
-from gitops_sched.compiler.contract import GPU_RESOURCE, MIG_RESOURCE_PREFIX, NODE_GPUS
+from gitops_sched.compiler.contract import (
+    GPU_RESOURCE,
+    MIG_RESOURCE_PREFIX,
+    NODE_GPUS,
+    NODE_MIG_STATUS,
+)
 from gitops_sched.compiler.policy import PolicyNodeGroup
 from gitops_sched.engine.types import Gpu, Node
 from gitops_sched.hardware.gfd import GFD_COUNT, GFD_MEMORY, GFD_MIG_COUNT, GFD_PRODUCT
 from gitops_sched.hardware.mig import MigInstance, find_placement, in_layout_order, mig_profiles
 from gitops_sched.quantity import parse_quantity
+
+
+class NodeError(ValueError):
+    """A node whose annotations cannot be read: the cycle leaves it out, saying this."""
 
 
 def node_group_of(
@@ -40,10 +53,17 @@ def node_group_of(
 
 
 def read_node(obj: dict[str, Any], group: PolicyNodeGroup) -> Node:
-    """The node as the engine sees it, before GPUs held by others are marked."""
+    """The node as the engine sees it, before GPUs held by others are marked; NodeError
+    when its inventory or MIG status is there but cannot be read."""
     metadata = obj.get("metadata") or {}
     labels = metadata.get("labels") or {}
-    model, gpus = _inventory(metadata.get("annotations") or {}, group) or _labelled(obj, group)
+    annotations = metadata.get("annotations") or {}
+    if NODE_MIG_STATUS in annotations:
+        try:
+            foreignjson.loads(annotations[NODE_MIG_STATUS])
+        except ValueError as exc:
+            raise NodeError(f"annotation {NODE_MIG_STATUS}: {exc}") from None
+    model, gpus = _inventory(annotations, group) or _labelled(obj, group)
     topology = labels.get(group.topology_label, "") if group.topology_label else ""
     return Node(
         name=metadata.get("name") or "",
@@ -67,22 +87,24 @@ def takes_work(obj: dict[str, Any]) -> bool:
 def _inventory(
     annotations: dict[str, str], group: PolicyNodeGroup
 ) -> tuple[str, tuple[Gpu, ...]] | None:
-    """The agent's inventory (`agent.inventory.node_inventory`); None when there is none or
-    it cannot be read (GPUs indexed 0..n-1, each with its memory)."""
+    """The agent's inventory (`agent.inventory.node_inventory`); None when there is none,
+    NodeError when it cannot be read (GPUs indexed 0..n-1, each with its memory)."""
     text = annotations.get(NODE_GPUS)
     if not text:
         return None
     try:
-        entries = json.loads(text)["gpus"]
+        entries = foreignjson.loads(text)["gpus"]
         entries = sorted(entries, key=lambda entry: entry["index"])
         if [entry["index"] for entry in entries] != list(range(len(entries))):
-            return None
+            raise ValueError("GPUs not indexed 0, 1, ...")
         model = (
             canonical_model(entries[0].get("model") or entries[0].get("product")) if entries else ""
         )
         gpus = tuple(_inventory_gpu(entry, group) for entry in entries)
-    except (ValueError, KeyError, TypeError, AttributeError, IndexError):
-        return None
+    except ValueError as exc:
+        raise NodeError(f"annotation {NODE_GPUS}: {exc}") from None
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise NodeError(f"annotation {NODE_GPUS}: not an inventory ({exc!r})") from None
     return model or canonical_model(group.gpu_model), gpus
 
 
@@ -162,18 +184,24 @@ def _with_instances(gpus: tuple[Gpu, ...], model: str, counts: dict[str, int]) -
 
 
 def with_held(
-    node: Node, taken: set[int], foreign: dict[int, set[MigInstance]] | None = None
+    node: Node,
+    taken: set[int],
+    foreign: dict[int, set[MigInstance]] | None = None,
+    reserved: set[int] | None = None,
 ) -> Node:
     """The node with the GPUs others hold (`taken`) marked held, which the engine neither
     uses nor counts, and without the MIG instances they hold (`foreign`, by GPU). A GPU that
     loses instances keeps the rest, as a fixed layout: the engine neither creates an
-    instance where theirs are nor destroys one. GPUs keep the device's indexes.
+    instance where theirs are nor destroys one. GPUs keep the device's indexes. The GPUs in
+    `reserved` (a live reservation pod of ours, no pod of ours on them) are marked so.
     """
-    if not taken and not foreign:
+    if not taken and not foreign and not reserved:
         return node
-    foreign = foreign or {}
+    foreign, reserved = foreign or {}, reserved or set()
     gpus = []
     for gpu in node.gpus:
+        if gpu.index in reserved and gpu.index not in taken:
+            gpu = replace(gpu, reserved=True)
         if gpu.index in taken:
             gpu = replace(gpu, held=True)
         elif gpu.index in foreign:

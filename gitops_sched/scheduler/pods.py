@@ -14,6 +14,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any, TypeGuard
 
+from gitops_sched import foreignjson
 from gitops_sched.bridge.build import gpu_request
 from gitops_sched.compiler.contract import (
     COMPLETION_INDEX,
@@ -136,9 +137,9 @@ def read_placement(text: str, node: str) -> tuple[PodPlacement, int | None]:
     """The PLACEMENT annotation (the codec's pod shape) on `node`, checked, and the index
     it gives the pod (None where it gives none)."""
     try:
-        data = json.loads(text)
-    except ValueError:
-        raise PodError(f"{PLACEMENT}: not JSON") from None
+        data = foreignjson.loads(text)
+    except ValueError as exc:
+        raise PodError(f"{PLACEMENT}: {exc}") from None
     if not isinstance(data, dict):
         raise PodError(f"{PLACEMENT}: expected a JSON object")
     gpus, fraction, mig, index = (data.get(k) for k in ("gpus", "fraction", "mig", "index"))

@@ -5,7 +5,9 @@ order give the same view: nodes, jobs, releasing pods and the rest are sorted.
 
 Nodes: a node belongs to the first node group (by name) that finds it (`nodes.node_group_of`);
 nodes of no group, or of a `system` group, are left out. Its GPUs come from the agent's
-inventory, else GPU Feature Discovery's labels, else the group's declaration.
+inventory, else GPU Feature Discovery's labels, else the group's declaration. A node whose
+annotations cannot be read (`nodes.NodeError`) is left out too, and listed with why
+(`ClusterView.skipped`): one node's garbage never stops the cycle.
 
 Pods (Succeeded and Failed ones hold nothing and are skipped):
 - Ours (our schedulerName) in a project's namespace are read against the pod contract
@@ -34,9 +36,11 @@ Pods (Succeeded and Failed ones hold nothing and are skipped):
   has gone). Their `nvidia.com/mig-<profile>` instances (of the profile, ones our pods do not
   use) are taken off the GPU's layout, which then stays fixed.
 - A live reservation pod's GPU stays in the engine's hands even with no fraction pod on
-  it: it is either being set up for a fraction pod the engine placed there (which waits to
-  be bound until the pod reports its GPU's UUID, and must be placed there again meanwhile)
-  or about to be deleted by `actuate`, which binds no whole-GPU pod on a reserved GPU.
+  it, marked `Gpu.reserved`: it is either being set up for a fraction pod the engine placed
+  there (which waits to be bound until the pod reports its GPU's UUID, and must be placed
+  there again meanwhile: a fraction goes to a reserved GPU before a GPU nobody holds), or,
+  left by a restart or a failed bind, taken by the next fraction, else deleted by
+  `actuate`, which binds no whole-GPU pod on a reserved GPU.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ from gitops_sched.engine.types import Job, Node, ReleasingPod, RequestKind, Snap
 from gitops_sched.gcpause import paused_gc
 from gitops_sched.hardware.mig import MigInstance
 from gitops_sched.scheduler.nodes import (
+    NodeError,
     allowed_groups,
     node_group_of,
     read_node,
@@ -74,7 +79,7 @@ from gitops_sched.scheduler.pods import (
     spec,
 )
 from gitops_sched.scheduler.taints import TaintRule, Toleration, node_taints, pod_tolerations
-from gitops_sched.scheduler.view import ClusterView, Ignored, PodRef, Reservation
+from gitops_sched.scheduler.view import ClusterView, Ignored, PodRef, Reservation, SkippedNode
 
 
 @dataclass
@@ -122,6 +127,7 @@ class _Build:
         self.releasing: list[OurPod] = []
         self.reservations: list[Reservation] = []
         self.ignored: list[Ignored] = []
+        self.skipped: list[SkippedNode] = []
         self.held: dict[str, int] = {}  # node -> whole GPUs held by pods not ours
         self.held_mig: dict[tuple[str, str], int] = {}  # (node, profile) -> their instances
         self.allowed: dict[tuple[str, str, str], tuple[str, ...]] = {}
@@ -136,7 +142,13 @@ class _Build:
         group = node_group_of(labels, self.policy.node_groups)
         if group is None or not group.runs_workloads:
             return
-        node = read_node(obj, group)
+        try:
+            node = read_node(obj, group)
+        except NodeError as error:
+            metadata = meta(obj)
+            name, uid = metadata.get("name") or "", metadata.get("uid") or ""
+            self.skipped.append(SkippedNode(name, uid, str(error)))
+            return
         self.nodes[node.name] = node
         if node.schedulable:
             self.taints.add_node(group.name, node.name, node_taints(obj))
@@ -183,6 +195,7 @@ class _Build:
                 name=metadata.get("name") or "",
                 node=node or labels.get(RESERVATION_NODE_LABEL, ""),  # the label may be cut
                 gpu=gpu,
+                uid=metadata.get("uid") or "",
                 uuid=(metadata.get("annotations") or {}).get(GPU_UUID, ""),
                 bound=bool(node),
                 terminating=bool(metadata.get("deletionTimestamp")),
@@ -268,6 +281,7 @@ class _Build:
             nodes={node.name: self.node_objects[node.name] for node in nodes},
             reservations=tuple(sorted(self.reservations, key=lambda r: (r.node, r.gpu, r.name))),
             ignored=tuple(sorted(self.ignored, key=lambda i: (i.namespace, i.name, i.uid))),
+            skipped=tuple(sorted(self.skipped)),
         )
 
     def _job(self, pods: list[OurPod]) -> tuple[Job, tuple[PodRef, ...]] | None:
@@ -380,16 +394,13 @@ class _Build:
             if pod.mig is not None:
                 used_mig.add((pod.node, pod.gpus[0], pod.mig))
         taken: dict[str, set[int]] = {}
+        reserved: dict[str, set[int]] = {}  # live reservations no pod of ours uses yet
         for reservation in self.reservations:
             node = self.nodes.get(reservation.node)
             gpu = reservation.gpu
-            if (
-                reservation.terminating
-                and node is not None
-                and gpu < len(node.gpus)
-                and gpu not in used.get(node.name, ())
-            ):
-                taken.setdefault(node.name, set()).add(gpu)
+            if node is not None and gpu < len(node.gpus) and gpu not in used.get(node.name, ()):
+                unused = taken if reservation.terminating else reserved
+                unused.setdefault(node.name, set()).add(gpu)
         for name, gpus in self.held.items():
             node = self.nodes.get(name)
             if node is None:
@@ -411,7 +422,12 @@ class _Build:
             for index, instance in idle[:count]:
                 foreign.setdefault(name, {}).setdefault(index, set()).add(instance)
         return tuple(
-            with_held(self.nodes[name], taken.get(name, set()), foreign.get(name, {}))
+            with_held(
+                self.nodes[name],
+                taken.get(name, set()),
+                foreign.get(name, {}),
+                reserved.get(name, set()),
+            )
             for name in sorted(self.nodes)
         )
 

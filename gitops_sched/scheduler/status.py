@@ -6,7 +6,8 @@ a queue's status is patched only when a value differs from what the object has; 
 pending pod gets its `PodScheduled=False` condition (reason `Unschedulable`, the message
 in the engine's words) and one `FailedScheduling` Event only when its message changes.
 The messages already said are remembered by pod UID, so a restarted (or newly elected)
-scheduler says each pending pod's reason once more.
+scheduler says each pending pod's reason once more. A node the cycle skipped (annotations
+it cannot read) gets one `NodeSkipped` Warning Event each time its reason changes.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class StatusWriter:
         self.client = client
         self.dry_run = dry_run
         self._said: dict[str, str] = {}  # pod UID -> the pending message it was last given
+        self._skipped: dict[str, str] = {}  # node -> why it was last said to be skipped
 
     def write(
         self, view: ClusterView, decisions: Decisions, outcome: Outcome | None = None
@@ -70,7 +72,27 @@ class StatusWriter:
         report = StatusReport()
         self.write_queues(decisions, report)
         self.write_pending(view, decisions, outcome, report)
+        self.write_skipped(view, report)
         return report
+
+    def write_skipped(self, view: ClusterView, report: StatusReport) -> None:
+        """A Warning Event on each node newly skipped, or skipped for another reason."""
+        said, self._skipped = self._skipped, {}
+        for node in view.skipped:
+            why = f"left out of scheduling: {node.why}"[:MAX_MESSAGE]
+            self._skipped[node.name] = why
+            if said.get(node.name) == why:
+                continue
+            report.events += 1
+            if self.dry_run:
+                continue
+            stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            involved = {"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": node.uid}
+            try:
+                self.client.create(_event(involved, "default", "NodeSkipped", why, stamp, stamp))
+            except ApiFailure as exc:
+                del self._skipped[node.name]  # said next cycle
+                report.errors.append(f"creating an event for node {node.name}: {exc}")
 
     # --- queues --------------------------------------------------------------------
 
@@ -176,7 +198,14 @@ class StatusWriter:
             self._said[pod.uid] = why
 
     def _event(self, pod: _Pod, why: str, version: str, stamp: str, report: StatusReport) -> None:
-        event = _event(pod, why, version, stamp)
+        involved = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": pod.name,
+            "namespace": pod.namespace,
+            "uid": pod.uid,
+        }
+        event = _event(involved, pod.namespace, "FailedScheduling", why, version, stamp)
         if self.dry_run:
             # a dry-run condition write leaves the pod's version as it was, so the name
             # may be an Event the last real run made: the server names this one
@@ -188,23 +217,20 @@ class StatusWriter:
             report.errors.append(f"creating an event for {pod.namespace}/{pod.name}: {exc}")
 
 
-def _event(pod: _Pod, why: str, version: str, stamp: str) -> dict[str, Any]:
-    """A FailedScheduling Event; its name is unique to the pod, message and the pod's
-    version that the condition write made (so never a clash, and the same on a retry)."""
-    digest = hashlib.sha256(f"{pod.uid}\0{why}\0{version}".encode()).hexdigest()[:16]
+def _event(
+    involved: dict[str, str], namespace: str, reason: str, why: str, version: str, stamp: str
+) -> dict[str, Any]:
+    """A Warning Event about `involved`; its name is unique to the object, message and
+    `version` (a pod's: the one its condition write made), so never a clash, and the same
+    on a retry."""
+    digest = hashlib.sha256(f"{involved['uid']}\0{why}\0{version}".encode()).hexdigest()[:16]
     return {
         "apiVersion": "v1",
         "kind": "Event",
-        "metadata": {"name": f"{pod.name[:200]}.{digest}", "namespace": pod.namespace},
-        "involvedObject": {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "name": pod.name,
-            "namespace": pod.namespace,
-            "uid": pod.uid,
-        },
+        "metadata": {"name": f"{involved['name'][:200]}.{digest}", "namespace": namespace},
+        "involvedObject": involved,
         "type": "Warning",
-        "reason": "FailedScheduling",
+        "reason": reason,
         "message": why,
         "source": {"component": COMPONENT},
         "reportingComponent": COMPONENT,

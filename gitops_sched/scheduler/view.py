@@ -43,6 +43,7 @@ class Reservation:
     uuid: str = ""  # the device the plugin gave it, once the pod has written it
     bound: bool = False
     terminating: bool = False  # deleted, still holding its GPU until it has gone
+    uid: str = ""
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,15 @@ class Ignored:
     bound: bool = False  # bound already (by someone else, or with a placement we cannot use)
 
 
+@dataclass(frozen=True, order=True)
+class SkippedNode:
+    """A node of a node group the cycle left out, and why: annotations it cannot read."""
+
+    name: str
+    uid: str
+    why: str
+
+
 @dataclass(frozen=True)
 class ClusterView:
     snapshot: Snapshot
@@ -64,6 +74,7 @@ class ClusterView:
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> Node object
     reservations: tuple[Reservation, ...] = ()
     ignored: tuple[Ignored, ...] = ()
+    skipped: tuple[SkippedNode, ...] = ()
 
     def pod(self, job: str, index: int) -> PodRef | None:
         """The pod of `job` with `index`, if it is live."""
