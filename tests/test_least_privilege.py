@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -199,8 +200,8 @@ def scheduler_scenario(plane: ControlPlane, tmp_path: Path) -> None:
     """The example repo's workloads placed (fractions on GPUs held by reservation pods,
     whose `reserve` runs as their own ServiceAccount), a higher claim that evicts and leaves
     pods waiting (told why), an idle notebook's Job suspended, the claim's and the
-    fractions' Jobs deleted (their reservation pods go); as the Lease's holder. Then, on the
-    MIG example, a MIG layout requested on a node."""
+    fractions' Jobs deleted (their reservation pods go), a pod bound by the running loop;
+    as the Lease's holder. Then, on the MIG example, a MIG layout requested on a node."""
     repo, _ = check_repo(scheduler_test.EXAMPLE)
     assert repo is not None
     cluster = scheduler_test.Cluster(plane, repo)
@@ -232,6 +233,17 @@ def scheduler_scenario(plane: ControlPlane, tmp_path: Path) -> None:
             cluster.client.delete(ObjectRef.of(job))
         cluster.wait("the pods gone", lambda: not cluster.pods())
         cluster.settle(scheduler)
+        # the loop as the Deployment runs it: informers watching pods, nodes and the policy
+        pod = scheduler_test.hand_made_pod(repo.project_namespace("team-d"), gpus=1)
+        cluster.client.create(pod)
+        stop = threading.Event()
+        loop = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
+        loop.start()
+        try:
+            cluster.wait("the pod bound", lambda: _bound(cluster.client.get(ObjectRef.of(pod))))
+        finally:
+            stop.set()
+            loop.join(30)
     finally:
         elector.stop(release=True)
         for client in (elector.client, scheduler.client):
@@ -271,6 +283,10 @@ def mig_request(plane: ControlPlane) -> None:
     finally:
         for client in (reconciler, admin, scheduler.client):
             client.close()
+
+
+def _bound(pod: dict[str, Any] | None) -> bool:
+    return bool((pod or {}).get("spec", {}).get("nodeName"))
 
 
 def _workload(pod: dict[str, Any]) -> str:
