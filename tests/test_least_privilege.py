@@ -14,7 +14,6 @@ README's table per part is checked against the same grants.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -59,10 +58,10 @@ from tests.control_plane.install import apply_kustomization, kustomization
 from tests.control_plane.nodes import group_nodes
 from tests.control_plane.permissions import Grant, grants, missing, table, unused
 from tests.control_plane.waiting import wait
+from tests.readme_blocks import check
 from tests.reconciler_harness import API, commit, config, doc
 
 CLI = str(Path(sys.executable).with_name("gitops-sched"))
-README = Path(__file__).resolve().parent.parent / "README.md"
 
 
 @dataclass(frozen=True)
@@ -418,11 +417,4 @@ def readme_tables() -> str:
 def test_the_readme_shows_each_parts_permissions():
     """The README's tables are the shipped roles (which the test above proves are exactly
     what each part calls); `UPDATE_README=1` writes them."""
-    text = README.read_text(encoding="utf-8")
-    begin, end = "<!-- permissions: begin -->\n", "<!-- permissions: end -->"
-    head, rest = text.split(begin)
-    body, tail = rest.split(end)
-    wanted = readme_tables()
-    if os.environ.get("UPDATE_README"):
-        README.write_text(head + begin + wanted + end + tail, encoding="utf-8")
-    assert body == wanted
+    check("permissions", readme_tables())
