@@ -97,6 +97,7 @@ def wipe(plane: ControlPlane) -> None:
 def _empty(plane: ControlPlane, namespaces: set[str], seconds: float = 60) -> None:
     """Delete every object of every namespaced kind in `namespaces`, until none is left."""
     dynamic = kubernetes.dynamic.DynamicClient(plane.api_client())
+    dynamic.resources.invalidate_cache()  # its cache file is shared: kinds since deleted
     kinds = {
         (r.group, r.kind): r
         for r in dynamic.resources.search()
