@@ -405,6 +405,9 @@ def test_a_grant_never_called_and_a_call_never_granted_are_both_found():
     assert unused(broad, calls) == [
         "create core/pods: used only in namespace gitops-sched-system (a Role there)"
     ]
+    # a wildcard covers every resource, and is used as soon as one call needs it
+    assert missing(calls, {Grant("*", "*", "*")}) == []
+    assert unused({Grant("list", "*", "*")}, calls) == []
     # a name the Role is limited to, and a call for another name
     other = Call("get", "coordination.k8s.io", "leases", "gitops-sched-system", "other")
     assert missing(calls | {other}, granted) == [other]

@@ -28,8 +28,11 @@ class Grant:
     name: str = ""  # "" any name
 
     def covers(self, call: Call) -> bool:
+        """As RBAC matches a rule: `*` stands for any verb, group or resource."""
         return (
-            (self.verb, self.group, self.resource) == (call.verb, call.group, call.resource)
+            self.verb in ("*", call.verb)
+            and self.group in ("*", call.group)
+            and self.resource in ("*", call.resource)
             and self.namespace in ("", call.namespace)
             and self.name in ("", call.name)
         )
