@@ -212,7 +212,10 @@ def scheduler_scenario(plane: ControlPlane, tmp_path: Path) -> None:
         cluster.install()
         elector.start()  # renews the Lease while the scenario runs
         wait("the Lease", elector.is_leader)
-        cluster.submit_repo_workloads()
+        for workload in cluster.rendered:
+            if workload["kind"] in scheduler_test.WORKLOAD_KINDS:
+                cluster.client.create(workload)  # at once: no order to keep here
+        cluster.wait("the workloads' pods", cluster.controllers_done)
         cluster.settle(scheduler)
         claim = doc("Workload", "d-train", {"project": "team-d", "type": "train", "gpu": 4})
         job = next(o for o in scheduler_test.render_claim(claim, tmp_path) if o["kind"] == "Job")
@@ -272,7 +275,8 @@ def mig_request(plane: ControlPlane) -> None:
         gpus = FakeBackend([FakeGpuSpec("A100-80GB", mig=True)] * 8, node=name).gpus()
         node["metadata"]["annotations"] = {NODE_GPUS: encode_inventory(node_inventory(gpus))}
         admin.create(node)
-        wait("the node Ready", lambda: mig_test.node_ready(admin.get(ObjectRef.of(node))))
+        # Ready, and untainted by the node lifecycle controller: the scheduler places on it
+        wait("the node settled", lambda: agent_test.settled(admin.get(ObjectRef.of(node)) or {}))
         namespace = repo.project_namespace("sandbox")
         account = ObjectRef("v1", "ServiceAccount", namespace, "default")
         wait(f"{namespace}'s default ServiceAccount", lambda: admin.get(account))

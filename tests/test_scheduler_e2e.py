@@ -153,11 +153,21 @@ class Cluster:
         return True
 
     def quiet(self) -> bool:
-        """Nothing in flight: bound pods started, devices handed out, controllers done."""
+        """Nothing in flight: bound pods started, devices handed out, running reservation
+        pods' `reserve` done reporting their GPU's UUID (a process starting takes seconds on
+        a loaded machine), controllers done."""
         self.devices.step()
         pods = self.all_pods()
         started = all(phase(p) != "Pending" for p in pods if p["spec"].get("nodeName"))
-        return started and self.controllers_done()
+        reporting = [
+            p
+            for p in pods
+            if RESERVATION_LABEL in labels(p)
+            and phase(p) == "Running"
+            and not p["metadata"].get("deletionTimestamp")
+            and GPU_UUID not in (p["metadata"].get("annotations") or {})
+        ]
+        return started and not reporting and self.controllers_done()
 
     def fingerprint(self) -> list[tuple[str, ...]]:
         return sorted(
