@@ -23,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import examples
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gitops_sched.agent.fake import FakeBackend, FakeGpuSpec
 from gitops_sched.agent.inventory import encode_inventory, node_inventory
@@ -415,6 +418,43 @@ def test_a_grant_never_called_and_a_call_never_granted_are_both_found():
     # a name the Role is limited to, and a call for another name
     other = Call("get", "coordination.k8s.io", "leases", "gitops-sched-system", "other")
     assert missing(calls | {other}, granted) == [other]
+
+
+OWN = ("gitops-sched-system",)  # the namespace the generated parts keep Roles in
+calls_drawn = st.builds(
+    Call,
+    verb=st.sampled_from(["get", "list", "watch", "create", "patch", "delete"]),
+    group=st.sampled_from(["", "apps", "gitops-sched.io"]),
+    resource=st.sampled_from(["pods", "pods/eviction", "jobs", "projects/status"]),
+    namespace=st.sampled_from(["", "team", *OWN]),
+    name=st.sampled_from(["", "a"]),
+)
+
+
+def least(calls: set[Call]) -> set[Grant]:
+    """The smallest roles for these calls: a Role grant for what is called only in an own
+    namespace, a ClusterRole grant for the rest."""
+    elsewhere = {(c.verb, c.group, c.resource) for c in calls if c.namespace not in OWN}
+    return {
+        Grant(
+            c.verb,
+            c.group,
+            c.resource,
+            c.namespace if (c.verb, c.group, c.resource) not in elsewhere else "",
+        )
+        for c in calls
+    }
+
+
+@settings(max_examples=examples(200))
+@given(st.sets(calls_drawn, min_size=1, max_size=12))
+def test_the_least_roles_for_any_calls_pass_and_any_grant_more_or_less_fails(calls):
+    granted = least(calls)
+    assert missing(calls, granted) == [] and unused(granted, calls) == []
+    for grant in granted:  # each one is needed
+        assert missing(calls, granted - {grant})
+    extra = Grant("deletecollection", "", "pods")  # a verb none of the calls uses
+    assert unused(granted | {extra}, calls) == ["deletecollection core/pods: never used"]
 
 
 def readme_tables() -> str:
