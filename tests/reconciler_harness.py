@@ -136,22 +136,24 @@ def listable_kinds(client: ClusterClient) -> list[tuple[str, str]]:
 class Harness:
     """A reconciler named `name` of the Git repo `repo`.
 
-    `client` is the reconciler's: its requests are counted in `client.requests` ("read",
-    "write") and listed as "METHOD path" in `sent`, both emptied by `reset()`. The test looks
-    through `look`, a client of its own, so its reads never count as the reconciler's (and
-    never go through `via`, where the reconciler's client connects when given: a proxy)."""
+    `client` is the reconciler's (from `reconciler`, else `connect`; through `via` when given:
+    a proxy): its requests are counted in `client.requests` ("read", "write") and listed as
+    "METHOD path" in `sent`, both emptied by `reset()`. The test looks through `look`, a
+    client of its own (`connect`), so its reads never count as the reconciler's."""
 
     def __init__(
         self,
         connect: Callable[[], ClusterClient],
         repo: Path,
         name: str = "gitops-sched",
+        reconciler: Callable[[], ClusterClient] | None = None,
         via: Callable[[], ClusterClient] | None = None,
     ):
-        self.connect, self.repo, self.name = connect, repo, name
+        self.repo, self.name = repo, name
+        self.connect = reconciler or connect  # the reconciler's clients (its ServiceAccount's)
         self.sent: list[str] = []
         self.look = connect()
-        self.client = (via or connect)()
+        self.client = (via or self.connect)()
         self.client.before_request.append(lambda method, path: self.sent.append(f"{method} {path}"))
         self.reconciler = self.new_reconciler(self.client)
         self._clients = [self.look, self.client]

@@ -1,7 +1,8 @@
 """Dynamic MIG through the scheduler and the node agent on the real control plane: the
 oci-a100 example installed by the reconciler's Syncer, its `a100-mig` node a kwok node
 carrying only its NodeGroup's selector labels and GPU Feature Discovery's, the agent on fake
-GPUs running as its ServiceAccount with its shipped RBAC, and NVIDIA's device plugin played
+GPUs, the scheduler and the reconciler each running as its ServiceAccount with its shipped
+RBAC, and NVIDIA's device plugin played
 by `tests.control_plane.migplugin`.
 
 A pod asks for a MIG profile no GPU has yet; the scheduler writes the node's MIG request and
@@ -25,9 +26,15 @@ from gitops_sched.compiler.contract import NODE_MIG_REQUEST, NODE_MIG_STATUS, PL
 from gitops_sched.config.validate import check_repo
 from gitops_sched.reconciler.sync import Syncer
 from gitops_sched.scheduler.loop import Scheduler, Settings
-from tests.control_plane.accounts import account_client, install_agent, make_namespace
+from tests.control_plane.accounts import (
+    RECONCILER,
+    SCHEDULER,
+    account_client,
+    install_agent,
+    make_namespace,
+)
 from tests.control_plane.cluster import ControlPlane
-from tests.control_plane.fixtures import connect
+from tests.control_plane.install import apply_kustomization
 from tests.control_plane.migplugin import MigDevicePlugin
 from tests.control_plane.nodes import group_nodes
 from tests.control_plane.waiting import wait
@@ -63,10 +70,13 @@ def test_a_mig_request_is_made_by_the_agent_then_the_pod_is_bound(
     client = real_client
     repo, diagnostics = check_repo(EXAMPLE)
     assert repo is not None, diagnostics
-    for namespace in ("gitops-sched", "gpu-operator"):
-        make_namespace(client, namespace)
+    make_namespace(client, "gpu-operator")
+    for folder in ("reconciler", "scheduler"):
+        apply_kustomization(real_cluster, folder)
     rest = [o for o in render_repo(repo) if o["kind"] not in ("Job", "Deployment")]
-    assert not Syncer(client, "e2e", "gitops-sched", "test").sync(rest, "r1").errors
+    reconciler = account_client(real_cluster, *RECONCILER)
+    assert not Syncer(reconciler, "e2e", RECONCILER[0], "test").sync(rest, "r1").errors
+    reconciler.close()
     install_agent(real_cluster)
 
     (group,) = [g for g in repo.node_groups if g.name == GROUP]
@@ -84,7 +94,9 @@ def test_a_mig_request_is_made_by_the_agent_then_the_pod_is_bound(
     first = wait("the device plugin serving", plugin.step)
     agent_client = account_client(real_cluster)
     agent = NodeAgent(backend, NodeApi(agent_client, name, dry_run=False, say=lambda _: None))
-    scheduler = Scheduler(connect(real_cluster), Settings(namespace=repo.cluster.system_namespace))
+    scheduler = Scheduler(
+        account_client(real_cluster, *SCHEDULER), Settings(namespace=repo.cluster.system_namespace)
+    )
     try:
         namespace = repo.project_namespace("sandbox")
         wait(

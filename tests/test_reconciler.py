@@ -1,6 +1,8 @@
 """The reconciler on a real control plane (kube-apiserver, etcd, kube-controller-manager
 making pods from Jobs, kwok for nodes): the real client, a real Git repo, the real CLI and
-kubectl. Every test starts on a bare cluster (`real_cluster` wipes it after each).
+kubectl. Every test starts on a bare cluster (`real_cluster` wipes it after each); the
+harness installs the shipped manifests and runs the reconciler as its ServiceAccount, with
+their RBAC, but where a test is about a bare cluster (an admin's `reconcile` from outside).
 
 "Writes nothing" is the reconciler's own client's count of write requests; the order of its
 requests is read from the same client (`Harness.sent`). The faults a real server cannot be
@@ -27,29 +29,33 @@ import yaml
 from gitops_sched.cluster import ApiFailure, ObjectRef
 from gitops_sched.cluster.leader import LeaderElector
 from gitops_sched.reconciler import OWNER_LABEL, Reconciler, Settings
+from tests.control_plane.accounts import RECONCILER, account_client
 from tests.control_plane.cluster import ControlPlane, free_port
 from tests.control_plane.fixtures import connect
-from tests.control_plane.install import kubectl
+from tests.control_plane.install import apply_kustomization, kubectl
 from tests.control_plane.nodes import gpu_node
 from tests.control_plane.waiting import wait as wait_for
 from tests.reconciler_harness import API, HOLD, SYSTEM, Harness, commit, config
 
 CLI = str(Path(sys.executable).with_name("gitops-sched"))
 JOB = ("batch/v1", "Job", "vision-train", "gpu-vision")
-SYSTEM_NAMESPACE = {
-    "apiVersion": "v1",
-    "kind": "Namespace",
-    "metadata": {"name": SYSTEM, "labels": {"app.kubernetes.io/managed-by": "gitops-sched"}},
-}
 
 
 @pytest.fixture
 def harness(real_cluster: ControlPlane, tmp_path: Path) -> Iterator[Callable[..., Harness]]:
-    """`harness(repo=tmp_path/"repo", name="gitops-sched")`: a Harness on the real cluster."""
+    """`harness(repo=tmp_path/"repo", name="gitops-sched", installed=True)`: a Harness on
+    the real cluster. Installed (`kubectl apply -k reconciler/`, its Deployment aside), the
+    reconciler runs as its ServiceAccount; on a bare cluster, as an admin would from outside."""
     made: list[Harness] = []
 
-    def make(repo: Path | None = None, name: str = "gitops-sched") -> Harness:
-        made.append(Harness(lambda: connect(real_cluster), repo or tmp_path / "repo", name))
+    def make(repo: Path | None = None, name: str = "gitops-sched", installed: bool = True):
+        reconciler = None
+        if installed:
+            if not made:
+                apply_kustomization(real_cluster, "reconciler")
+            reconciler = lambda: account_client(real_cluster, *RECONCILER)  # noqa: E731
+        folder = repo or tmp_path / "repo"
+        made.append(Harness(lambda: connect(real_cluster), folder, name, reconciler))
         return made[-1]
 
     yield make
@@ -334,7 +340,6 @@ def test_a_changed_image_replaces_the_job_its_pods_stop_and_the_next_sync_writes
     changes the image with 422 "field is immutable". The reconciler deletes the Job (its
     running pod stops first) and creates it again from the repo, in the same sync."""
     h = harness()
-    h.look.create(SYSTEM_NAMESPACE)  # installed, as `kubectl apply -k reconciler/` leaves it
     commit(h.repo, config({"vision": 8}))
     assert h.sync().ok
     old_uid = h.get(*JOB)["metadata"]["uid"]
@@ -588,7 +593,7 @@ def test_reconcile_once_on_a_bare_cluster_creates_its_namespace_and_writes_the_i
 ):
     """Nothing installed yet (no gitops-sched namespace): the inventory's namespace is
     created, labelled as ours but never pruned, and the sync succeeds."""
-    h = harness()
+    h = harness(installed=False)
     commit(h.repo, config({"vision": 8}))
     assert h.get("v1", "Namespace", SYSTEM) is None
     base = ["reconcile", "--repo", str(h.repo), "--kubeconfig", str(real_cluster.kubeconfig)]
@@ -612,7 +617,7 @@ def test_the_reconcile_process_on_a_bare_cluster_takes_the_lease_syncs_and_serve
     """The long-running command, leader election on (the default): on a cluster without its
     namespace it creates it, takes the Lease, syncs, answers /healthz, /readyz and /metrics,
     and gives the Lease back when stopped."""
-    h = harness()
+    h = harness(installed=False)
     revision = commit(h.repo, config({"vision": 8}))
     port = free_port()
     process = subprocess.Popen(
@@ -645,8 +650,10 @@ def test_the_reconcile_process_on_a_bare_cluster_takes_the_lease_syncs_and_serve
         wait_for("the commit synced", synced, 90)
         assert get("/healthz")[0] == 200
         assert get("/readyz")[0] == 200
+        info = f'gitops_sched_reconcile_synced_commit_info{{commit="{revision}"}} 1.0'
+        # recorded just after the status is written: the two may be read in between
+        wait_for("the synced commit's metric", lambda: info in get("/metrics")[1])
         metrics = get("/metrics")[1]
-        assert f'gitops_sched_reconcile_synced_commit_info{{commit="{revision}"}} 1.0' in metrics
         assert "gitops_sched_reconcile_leader 1.0" in metrics
         lease = h.get(
             "coordination.k8s.io/v1", "Lease", "gitops-sched-reconciler-gitops-sched", SYSTEM
@@ -667,7 +674,6 @@ def test_the_reconcile_process_on_a_bare_cluster_takes_the_lease_syncs_and_serve
 def test_only_the_leader_writes_and_the_other_takes_over_when_it_stops(harness):
     h = harness()
     commit(h.repo, config({"vision": 8}))
-    h.look.create(SYSTEM_NAMESPACE)  # as `gitops-sched reconcile` makes sure of first
     replicas = []
     for identity in ("a", "b"):
         client = h.new_client()

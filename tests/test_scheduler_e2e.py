@@ -1,6 +1,7 @@
 """The in-cluster scheduler end to end on a real control plane (kube-apiserver, etcd,
 kube-controller-manager, kwok nodes labelled as GPU Feature Discovery labels them): the
-example repo installed with the shipped manifests and the reconciler, the workloads created
+example repo installed with the shipped manifests and the reconciler, each part (and each
+reservation pod) running as its ServiceAccount with the RBAC they ship, the workloads created
 as batch/v1 Jobs whose pods kube-controller-manager makes, bound by our scheduler, started
 by kwok; the device plugin's part (GPUs by UUID, the reservation pod's command) played by
 `tests.control_plane.devices`.
@@ -23,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gitops_sched.cluster import ObjectRef
+from gitops_sched.cluster import ClusterClient, ObjectRef
 from gitops_sched.cluster.leader import LeaderElector, NotLeader
 from gitops_sched.compiler import render_repo
 from gitops_sched.compiler.contract import GPU_UUID, IDLE_SINCE, PLACEMENT, RESERVATION_LABEL
@@ -37,6 +38,13 @@ from gitops_sched.scheduler.loop import Scheduler, Settings
 from gitops_sched.sim.events import load_simulation
 from gitops_sched.sim.report import to_json
 from gitops_sched.sim.run import simulate
+from tests.control_plane.accounts import (
+    RECONCILER,
+    RESERVATION,
+    SCHEDULER,
+    account_client,
+    account_kubeconfig,
+)
 from tests.control_plane.cluster import ControlPlane
 from tests.control_plane.devices import DevicePlugin, PodLog
 from tests.control_plane.fixtures import connect
@@ -59,7 +67,11 @@ class Cluster:
         self.client = connect(plane)
         self.rendered = render_repo(repo)
         self.system = repo.cluster.system_namespace
-        self.devices = DevicePlugin(self.client, plane.kubeconfig)
+        # the shipped manifests: each part runs as its ServiceAccount, reservation pods too
+        apply_kustomization(plane, "reconciler")
+        apply_kustomization(plane, "scheduler")
+        reservation = account_kubeconfig(plane, *RESERVATION)
+        self.devices = DevicePlugin(self.client, reservation)
         self.log = PodLog(connect(plane)).start()
         self.scheduler = self.new_scheduler()
 
@@ -69,21 +81,27 @@ class Cluster:
     def close(self) -> None:
         self.devices.close()
         self.log.stop()
+        self.scheduler.client.close()
         self.client.close()
+
+    def scheduler_client(self) -> ClusterClient:
+        return account_client(self.plane, *SCHEDULER)
 
     def new_scheduler(self, elector: LeaderElector | None = None) -> Scheduler:
         settings = Settings(namespace=self.system)
-        return Scheduler(connect(self.plane), settings, elector=elector, clock=self.clock)
+        return Scheduler(self.scheduler_client(), settings, elector=elector, clock=self.clock)
 
     def install(self) -> None:
-        """The shipped manifests, everything the repo renders but the workloads (as the
-        reconciler applies it), then the nodes, Ready."""
-        apply_kustomization(self.plane, "reconciler")
-        apply_kustomization(self.plane, "scheduler")
+        """Everything the repo renders but the workloads (as the reconciler applies it), then
+        the nodes, Ready."""
         rest = [o for o in self.rendered if o["kind"] not in WORKLOAD_KINDS]
         # the scheduler's kustomization made the system namespace: the reconciler adopts it
-        syncer = Syncer(self.client, "e2e", "gitops-sched", "test", adopt=True)
-        result = syncer.sync(rest, "r1")
+        reconciler = account_client(self.plane, *RECONCILER)
+        try:
+            syncer = Syncer(reconciler, "e2e", RECONCILER[0], "test", adopt=True)
+            result = syncer.sync(rest, "r1")
+        finally:
+            reconciler.close()
         assert not result.errors, result.errors
         for node in repo_nodes(self.repo):
             self.client.create(node)
@@ -134,7 +152,8 @@ class Cluster:
         return True
 
     def quiet(self) -> bool:
-        """Nothing in flight: bound pods started, devices handed out, their commands started,
+        """Nothing in flight: bound pods started, devices handed out, their commands started
+        (a reservation pod's `reserve` says its line once it has published its GPU's UUID),
         controllers done."""
         self.devices.step()
         pods = self.all_pods()
@@ -402,7 +421,7 @@ def test_gpus_of_other_schedulers_are_respected_and_a_cordoned_node_gets_nothing
 def test_of_two_schedulers_only_the_leader_writes(cluster: Cluster):
     def elector(identity: str) -> LeaderElector:
         return LeaderElector(
-            connect(cluster.plane),
+            cluster.scheduler_client(),
             cluster.system,
             "gitops-sched-scheduler",
             identity,

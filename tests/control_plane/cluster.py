@@ -2,7 +2,9 @@
 on 127.0.0.1 (free ports, one data folder), the way envtest runs a control plane.
 
 The API server authenticates a static admin token (group `system:masters`) and authorizes
-with Node,RBAC; the controller manager runs its default controllers (Jobs make pods,
+with Node,RBAC; it writes an audit log (`audit.log`, one JSON event a line) of every request
+a ServiceAccount makes, the RBAC roles it writes with their request body (see `audit`, which
+reads it); the controller manager runs its default controllers (Jobs make pods,
 Deployments make ReplicaSets and pods, namespaces are finalised, the garbage collector and
 the disruption controller run); kwok plays every node's kubelet with `stages.yaml`. Every
 process dies with the one that started it (PR_SET_PDEATHSIG), so a killed test run leaves
@@ -30,6 +32,7 @@ import yaml
 from kubernetes import client
 
 from tests.control_plane import binaries
+from tests.control_plane.audit import POLICY as AUDIT_POLICY
 
 STAGES = Path(__file__).with_name("stages.yaml")
 ADMIN = "gitops-sched-admin"
@@ -63,6 +66,10 @@ class ControlPlane:
     @property
     def kubeconfig(self) -> Path:
         return self.root / "kubeconfig"
+
+    @property
+    def audit_log(self) -> Path:
+        return self.root / "audit.log"
 
     @property
     def server(self) -> str:
@@ -212,6 +219,7 @@ class ControlPlane:
     def _apiserver(self) -> None:
         d = self.root
         self.api_port = free_port()
+        (d / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY))
         self._spawn(
             "kube-apiserver",
             [
@@ -231,6 +239,9 @@ class ControlPlane:
                 "--service-cluster-ip-range=10.96.0.0/24",
                 "--enable-priority-and-fairness=false",
                 "--allow-privileged=true",
+                f"--audit-policy-file={d / 'audit-policy.yaml'}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-mode=blocking",  # an event is on disk before its answer is sent
             ],
         )
         self._wait("kube-apiserver", lambda: self._get(f"{self.server}/readyz"), 90)

@@ -30,10 +30,21 @@ def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None) -> str:
     return done.stdout
 
 
+def kustomization(folder: str) -> list[dict]:
+    """`kubectl kustomize` of a folder of this repository, without what runs an image."""
+    done = subprocess.run(
+        [binaries.path("kubectl"), "kustomize", str(ROOT / folder)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return [o for o in yaml.safe_load_all(done.stdout) if o and o["kind"] not in RUNS_IMAGES]
+
+
 def apply_kustomization(plane: ControlPlane, folder: str) -> list[dict]:
     """`kubectl apply -k` of a folder of this repository, without what runs an image; the
     objects applied."""
-    built = kubectl(plane, "kustomize", str(ROOT / folder))
-    objects = [o for o in yaml.safe_load_all(built) if o and o["kind"] not in RUNS_IMAGES]
+    objects = kustomization(folder)
     kubectl(plane, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(objects))
     return objects
