@@ -195,6 +195,21 @@ class ClusterClient:
             return None
         return [{"apiVersion": api_version, "kind": kind, **item} for item in body["items"]]
 
+    def list_metadata(
+        self, api_version: str, kind: str, namespace: str
+    ) -> builtins.list[dict[str, Any]]:
+        """The metadata of a kind's objects in a namespace (PartialObjectMetadata: names,
+        labels, owners; never a Secret's data), to tell what a namespace holds."""
+        resource = self.resource(api_version, kind)
+        if resource is None:
+            return []
+        accept = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+        try:
+            body = self._request("GET", resource.path(namespace=namespace), accept=accept)
+        except NotFound:
+            return []
+        return [item.get("metadata") or {} for item in body.get("items") or []]
+
     def list_versioned(
         self,
         api_version: str,
@@ -340,7 +355,10 @@ class ClusterClient:
         content_type: str | None = None,
         retry_conflicts: bool = True,
         retry_throttled: bool = True,
+        accept: str | None = None,
     ) -> dict[str, Any]:
+        headers = {"Accept": accept} if accept else {}
+
         def send() -> dict[str, Any]:
             for hook in self.before_request:
                 hook(method, path)
@@ -353,6 +371,7 @@ class ClusterClient:
                 serialize=False,
                 query_params=list(query or []),
                 content_type=content_type,
+                header_params=dict(headers),
                 _request_timeout=self.timeout,
             )
             try:

@@ -467,21 +467,20 @@ class Syncer:
             for api_version, kind in kinds:
                 if (api_version, kind) in NAMESPACE_RECORDS:
                     continue
-                for obj in self.client.list(api_version, kind, namespace=namespace) or []:
-                    if not self._goes_with_namespace(obj):
-                        name = obj["metadata"]["name"]
+                for meta in self.client.list_metadata(api_version, kind, namespace):
+                    if not self._goes_with_namespace(kind, meta):
+                        name = meta.get("name", "")
                         return f"it holds {kind}/{name}, which gitops-sched does not manage"
         except ApiFailure as exc:
             return f"what it holds could not be listed ({exc.message or exc})"
         return None
 
-    def _goes_with_namespace(self, obj: dict[str, Any]) -> bool:
+    def _goes_with_namespace(self, kind: str, meta: dict[str, Any]) -> bool:
         """Ours, a default every namespace gets, or an object with an owner (a Job's pod, a
         Deployment's ReplicaSet: the owner is checked itself)."""
-        meta = obj["metadata"]
         return (
             (meta.get("labels") or {}).get(OWNER_LABEL) == self.name
-            or (obj["kind"], meta["name"]) in NAMESPACE_DEFAULTS
+            or (kind, meta.get("name")) in NAMESPACE_DEFAULTS
             or bool(meta.get("ownerReferences"))
         )
 
