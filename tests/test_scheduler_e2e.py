@@ -95,11 +95,10 @@ class Cluster:
         """Everything the repo renders but the workloads (as the reconciler applies it), then
         the nodes, Ready."""
         rest = [o for o in self.rendered if o["kind"] not in WORKLOAD_KINDS]
-        # the scheduler's kustomization made the system namespace: the reconciler adopts it
+        # the scheduler's kustomization made the system namespace, annotated to be adopted
         reconciler = account_client(self.plane, *RECONCILER)
         try:
-            syncer = Syncer(reconciler, "e2e", RECONCILER[0], "test", adopt=True)
-            result = syncer.sync(rest, "r1")
+            result = Syncer(reconciler, "e2e", RECONCILER[0], "test").sync(rest, "r1")
         finally:
             reconciler.close()
         assert not result.errors, result.errors
