@@ -39,6 +39,10 @@ class Expect(Enum):
     GONE = "gone"  # read: no such pod
 
 
+# writes that hold the whole pod: the overlay lists it even while the cache does not
+KNOWN_ONLY_HERE = (Expect.CREATED, Expect.READ)
+
+
 @dataclass
 class Write:
     expect: Expect
@@ -65,11 +69,12 @@ class Assumed:
         now: float,
         unsure: bool = False,
     ) -> None:
-        created = self.writes.get(key)
-        if created is not None and created.expect is Expect.CREATED and created.obj is not None:
-            obj = _bound(created.obj, node, annotations)  # a pod we made, then bound
-            unsure = unsure or created.unsure
-            self.writes[key] = Write(Expect.CREATED, created.uid, now, obj=obj, unsure=unsure)
+        known = self.writes.get(key)
+        if known is not None and known.obj is not None and known.expect in KNOWN_ONLY_HERE:
+            # a pod the cache may not list yet (we made it, or read it), then bound
+            obj = _bound(known.obj, node, annotations)
+            unsure = unsure or known.unsure
+            self.writes[key] = Write(Expect.CREATED, known.uid or uid, now, obj=obj, unsure=unsure)
             return
         self.writes[key] = Write(Expect.BOUND, uid, now, node, dict(annotations), unsure=unsure)
 
@@ -125,7 +130,7 @@ class Assumed:
         for key, write in list(self.writes.items()):
             if key in seen:
                 continue
-            if write.obj is not None and write.expect in (Expect.CREATED, Expect.READ):
+            if write.obj is not None and write.expect in KNOWN_ONLY_HERE:
                 out.append(copy.deepcopy(write.obj))  # made by us, not listed yet
             else:
                 del self.writes[key]  # the pod has gone
