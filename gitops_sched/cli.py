@@ -333,6 +333,7 @@ def run_tests(path: Path, junit: Path | None, fmt: str, excludes: tuple[str, ...
     help="The cluster now, as `simulate --format json` prints it (default: the repo's "
     "workloads settled under the base config).",
 )
+@target_option
 @exclude_option
 def plan(
     path: Path,
@@ -340,13 +341,16 @@ def plan(
     head_ref: str | None,
     fmt: str,
     state: Path | None,
+    target: str,
     excludes: tuple[str, ...],
 ) -> None:
     """What a change does: objects, quota and capacity deltas, fair-share impact.
 
-    Exits 0 when the head is valid (changes are not failures), 1 when it is invalid,
-    2 for usage errors (not a Git repo, unknown ref, a state that does not fit). Each side
-    leaves out what its own .gitops-schedignore says, and both what --exclude says.
+    With --target kai|kueue the object diff is of that scheduler's objects, and the plan says
+    where it may decide otherwise than the simulation. Exits 0 when the head is valid
+    (changes are not failures), 1 when it is invalid, 2 for usage errors (not a Git repo,
+    unknown ref, a state that does not fit). Each side leaves out what its own
+    .gitops-schedignore says, and both what --exclude says.
     """
     import json
 
@@ -355,7 +359,7 @@ def plan(
     from gitops_sched.plan.markdown import render as render_markdown
 
     try:
-        result = make_plan(path, base_ref, head_ref, state, excludes)
+        result = make_plan(path, base_ref, head_ref, state, excludes, target)
     except PlanInputError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(EXIT_USAGE)
