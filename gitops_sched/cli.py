@@ -152,7 +152,9 @@ def render(path: Path, output: str, target: str, excludes: tuple[str, ...]) -> N
 
     repo = load_or_exit(path, excludes)
     rendered = render_target(repo, target)
-    _print_diagnostics(Diagnostics(list(rendered.warnings)))
+    _print_diagnostics(Diagnostics(list(rendered.diagnostics)))
+    if rendered.failed:
+        sys.exit(EXIT_INVALID)
     objects = rendered.objects
     if output == "-":
         write_stream(objects, sys.stdout)

@@ -65,7 +65,7 @@ def line_of(path: Path, name: str, key: str) -> int:
 def test_a_repo_the_target_expresses_in_full_renders_without_warnings(
     tmp_path: Path, target: str
 ) -> None:
-    assert render(tmp_path, base(), target).warnings == []
+    assert render(tmp_path, base(), target).diagnostics == []
 
 
 # (targets, code, how the base repo is changed, object named, key the warning points at)
@@ -149,7 +149,7 @@ def test_what_the_target_cannot_express_is_a_warning_at_its_line(
     documents = changed(change)
     rendered = render(tmp_path, documents, target)
     path = tmp_path / "repo.yaml"
-    [warning] = [w for w in rendered.warnings if w.code is code]
+    [warning] = [w for w in rendered.diagnostics if w.code is code]
     assert warning.severity.value == "warning"
     assert warning.obj.endswith(f"/{name}")
     assert (warning.location.file, warning.location.line) == (
@@ -159,9 +159,32 @@ def test_what_the_target_cannot_express_is_a_warning_at_its_line(
     assert {"kai": "KAI Scheduler", "kueue": "Kueue"}[target] in warning.message
 
 
-def test_every_target_code_has_a_warning_test() -> None:
+def test_every_target_code_has_a_test() -> None:
     target_codes = {c for c in codes.CODES.values() if c.id.startswith("GS9")}
-    assert {case[1] for case in CASES} == target_codes
+    assert {case[1] for case in CASES} | {codes.TARGET_QUEUE_NAME} == target_codes
+
+
+def test_a_project_named_as_a_department_cannot_be_rendered_for_kai(tmp_path: Path) -> None:
+    """KAI's parent and leaf queues are one kind: render refuses, writes nothing, exit 1."""
+    documents = base()
+    documents.append(doc("Project", "research", department="research", quota={"gpu": 0}))
+    (tmp_path / "repo").mkdir()
+    path = write(tmp_path / "repo", documents)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        main, ["render", str(tmp_path / "repo"), "--target", "kai", "-o", str(out)]
+    )
+    assert result.exit_code == 1
+    lines = path.read_text().splitlines()
+    line = max(i + 1 for i, text in enumerate(lines) if text == "  name: research")
+    assert f"repo.yaml:{line}:3: error GS911 Project/research: KAI Scheduler's queues" in (
+        result.stderr
+    )
+    assert not out.exists()
+    kueue = CliRunner().invoke(
+        main, ["render", str(tmp_path / "repo"), "--target", "kueue", "-o", "-"]
+    )
+    assert kueue.exit_code == 0  # a Cohort and a ClusterQueue may share a name
 
 
 def test_kai_queues_are_a_department_parent_and_project_leaves(tmp_path: Path) -> None:

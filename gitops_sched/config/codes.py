@@ -359,3 +359,8 @@ TARGET_DEPARTMENT = _code(
     "department quota or limit not expressible",
     "make the department quota the sum of its projects' quotas and drop its limit",
 )
+TARGET_QUEUE_NAME = _code(
+    "GS911",
+    "department and project share a queue name",
+    "rename the project or the department: KAI's queues share one namespace",
+)

@@ -171,5 +171,5 @@ def make_plan(
         workloads=scenario,
         warnings=warnings(base.repo, head.repo, scenario, problems),
         target=target,
-        target_differences=tuple(Problem.of(w) for w in after.warnings),
+        target_differences=tuple(Problem.of(w) for w in after.diagnostics),
     )

@@ -18,7 +18,7 @@ from gitops_sched.compiler.storage import render_claims
 from gitops_sched.compiler.targets.differences import Check
 from gitops_sched.compiler.tenancy import render_tenancy
 from gitops_sched.compiler.workloads import render_inputs, render_workload
-from gitops_sched.config.diagnostics import Diagnostic
+from gitops_sched.config.diagnostics import Diagnostic, Severity
 from gitops_sched.config.model import Project, Repo, Workload
 
 # a workload's Job or Deployment, its workload and project: the target marks it in place
@@ -30,10 +30,15 @@ OUR_DOWNWARD_ANNOTATIONS = (GPU_UUID, GPU_MEMORY_LIMIT)
 
 @dataclass(frozen=True)
 class Rendered:
-    """A target's objects in apply order, and what it cannot express."""
+    """A target's objects in apply order, and what it cannot express: warnings, and errors
+    where the repo cannot be rendered for it at all (nothing may be written then)."""
 
     objects: list[dict[str, Any]]
-    warnings: list[Diagnostic]
+    diagnostics: list[Diagnostic]
+
+    @property
+    def failed(self) -> bool:
+        return any(d.severity is Severity.ERROR for d in self.diagnostics)
 
 
 def render_for(

@@ -2,8 +2,9 @@
 of the config that asks for it, naming what the target does instead.
 
 Each check is a function of the repo and the target's display name; a target module lists the
-checks that apply to it. `plan --target` shows these warnings as the places where the target's
-scheduler may decide otherwise than the simulation.
+checks that apply to it. One is an error, not a warning: names that would make two objects of
+one kind (`queue_names`), where nothing can be rendered. `plan --target` shows them as the
+places where the target's scheduler may decide otherwise than the simulation.
 """
 
 from __future__ import annotations
@@ -189,4 +190,20 @@ def department(repo: Repo, target: str) -> Iterator[Diagnostic]:
                 f"{target}'s cohort has no limit of its own: the department's limit of "
                 f"{d.limit.gpu:g} GPUs is not kept (each project's limit still is)",
                 codes.TARGET_DEPARTMENT,
+            )
+
+
+def queue_names(repo: Repo, target: str) -> Iterator[Diagnostic]:
+    """KAI's parent and leaf queues are one kind: a project named as a department would be
+    a second Queue of that name."""
+    departments = {d.name for d in repo.departments}
+    for p in repo.projects:
+        if p.name in departments:
+            yield Diagnostic(
+                p.doc.key_location(("metadata", "name")),
+                f"{target}'s queues share one namespace: Department/{p.name} and this project "
+                f"would both be Queue {p.name}",
+                p.doc.ref,
+                Severity.ERROR,
+                codes.TARGET_QUEUE_NAME,
             )

@@ -57,6 +57,7 @@ CHECKS = (
     differences.dynamic_mig,
     differences.fraction_policy,
     differences.priority_override,
+    differences.queue_names,
 )
 
 
