@@ -161,30 +161,36 @@ def test_what_the_target_cannot_express_is_a_warning_at_its_line(
 
 def test_every_target_code_has_a_test() -> None:
     target_codes = {c for c in codes.CODES.values() if c.id.startswith("GS9")}
-    assert {case[1] for case in CASES} | {codes.TARGET_QUEUE_NAME} == target_codes
+    assert {case[1] for case in CASES} | {codes.TARGET_NAME_CLASH} == target_codes
 
 
-def test_a_project_named_as_a_department_cannot_be_rendered_for_kai(tmp_path: Path) -> None:
-    """KAI's parent and leaf queues are one kind: render refuses, writes nothing, exit 1."""
+@pytest.mark.parametrize(
+    ("target", "kind", "name", "says"),
+    [
+        ("kai", "Project", "research", "KAI Scheduler's queues share one namespace"),
+        ("kueue", "Department", "lab", "Kueue's root cohort is named after the Cluster"),
+    ],
+)
+def test_names_the_target_would_render_twice_are_an_error_and_nothing_is_written(
+    tmp_path: Path, target: str, kind: str, name: str, says: str
+) -> None:
     documents = base()
-    documents.append(doc("Project", "research", department="research", quota={"gpu": 0}))
+    if kind == "Project":  # a project named as its department: two Queues `research`
+        documents.append(doc("Project", name, department="research", quota={"gpu": 0}))
+    else:  # a department named as the Cluster: two Cohorts `lab`
+        documents.append(doc("Department", name, quota={"gpu": 0}))
     (tmp_path / "repo").mkdir()
     path = write(tmp_path / "repo", documents)
     out = tmp_path / "out"
-    result = CliRunner().invoke(
-        main, ["render", str(tmp_path / "repo"), "--target", "kai", "-o", str(out)]
-    )
+    args = ["render", str(tmp_path / "repo"), "-o", str(out)]
+    result = CliRunner().invoke(main, [*args, "--target", target])
     assert result.exit_code == 1
     lines = path.read_text().splitlines()
-    line = max(i + 1 for i, text in enumerate(lines) if text == "  name: research")
-    assert f"repo.yaml:{line}:3: error GS911 Project/research: KAI Scheduler's queues" in (
-        result.stderr
-    )
+    line = max(i + 1 for i, text in enumerate(lines) if text == f"  name: {name}")
+    assert f"repo.yaml:{line}:3: error GS911 {kind}/{name}: {says}" in result.stderr
     assert not out.exists()
-    kueue = CliRunner().invoke(
-        main, ["render", str(tmp_path / "repo"), "--target", "kueue", "-o", "-"]
-    )
-    assert kueue.exit_code == 0  # a Cohort and a ClusterQueue may share a name
+    other = "kueue" if target == "kai" else "kai"
+    assert CliRunner().invoke(main, [*args, "--target", other]).exit_code == 0
 
 
 def test_kai_queues_are_a_department_parent_and_project_leaves(tmp_path: Path) -> None:

@@ -359,8 +359,8 @@ TARGET_DEPARTMENT = _code(
     "department quota or limit not expressible",
     "make the department quota the sum of its projects' quotas and drop its limit",
 )
-TARGET_QUEUE_NAME = _code(
+TARGET_NAME_CLASH = _code(
     "GS911",
-    "department and project share a queue name",
-    "rename the project or the department: KAI's queues share one namespace",
+    "two objects that would share a name in the target",
+    "rename one of them: the target renders both as objects of one kind",
 )

@@ -193,17 +193,31 @@ def department(repo: Repo, target: str) -> Iterator[Diagnostic]:
             )
 
 
+def _clash(doc: Document, message: str) -> Diagnostic:
+    location = doc.key_location(("metadata", "name"))
+    return Diagnostic(location, message, doc.ref, Severity.ERROR, codes.TARGET_NAME_CLASH)
+
+
 def queue_names(repo: Repo, target: str) -> Iterator[Diagnostic]:
     """KAI's parent and leaf queues are one kind: a project named as a department would be
     a second Queue of that name."""
     departments = {d.name for d in repo.departments}
     for p in repo.projects:
         if p.name in departments:
-            yield Diagnostic(
-                p.doc.key_location(("metadata", "name")),
+            yield _clash(
+                p.doc,
                 f"{target}'s queues share one namespace: Department/{p.name} and this project "
                 f"would both be Queue {p.name}",
-                p.doc.ref,
-                Severity.ERROR,
-                codes.TARGET_QUEUE_NAME,
+            )
+
+
+def cohort_names(repo: Repo, target: str) -> Iterator[Diagnostic]:
+    """The root cohort is named after the cluster: a department may not take that name."""
+    root = repo.required_cluster.name
+    for d in repo.departments:
+        if d.name == root:
+            yield _clash(
+                d.doc,
+                f"{target}'s root cohort is named after the Cluster: this department and "
+                f"Cluster/{root} would both be Cohort {root}",
             )

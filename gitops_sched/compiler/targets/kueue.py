@@ -63,6 +63,7 @@ CHECKS = (
     differences.over_quota_rank,
     differences.spread_quota,
     differences.department,
+    differences.cohort_names,
 )
 
 
