@@ -655,8 +655,9 @@ def test_plan_for_kueue_names_where_kueue_may_decide_otherwise(config_repo: Path
     assert code == 0
     changed = {(o["kind"], o["name"]) for o in data["objects"]["items"]}
     assert changed == {("ClusterQueue", "team-b")}
-    [difference] = data["targetDifferences"]
-    assert (difference["code"], difference["object"]) == ("GS910", "Department/prod")
+    codes = {(d["code"], d["object"]) for d in data["targetDifferences"]}
+    assert codes == {("GS910", "Department/prod"), ("GS912", "NodeGroup/dgx")}
+    [difference] = [d for d in data["targetDifferences"] if d["code"] == "GS910"]
     assert difference["location"].startswith("cfg/departments.yaml:")
     _, markdown, _ = plan("cfg", "--base", "main", "--target", "kueue")
     section = markdown.split("#### Where Kueue may decide otherwise", 1)[1]

@@ -30,7 +30,9 @@ def base(**project: Any) -> list[dict[str, Any]]:
     """A repo both targets express in full: no warning for either."""
     return [
         doc("Cluster", "lab", namespacePrefix="team-"),
-        node_group("dgx", nodeCount=2, gpusPerNode=8, gpu=V100, cpuPerNode="80"),
+        node_group(
+            "dgx", nodeCount=2, gpusPerNode=8, gpu=V100, cpuPerNode="80", memoryPerNode="512Gi"
+        ),
         doc("Department", "research", quota={"gpu": 12}),
         doc("Project", "vision", department="research", quota={"gpu": 8}, **project),
         doc("Project", "nlp", department="research", quota={"gpu": 4}, overQuotaWeight=1),
@@ -109,6 +111,9 @@ def changed(change: str) -> list[dict[str, Any]]:
     if change in SPECIAL:
         return SPECIAL[change]
     documents = base()
+    if change == "capacity":
+        del documents[1]["spec"]["memoryPerNode"]
+        return documents
     kind, name, key, value = {
         "idle": ("Project", "vision", "idleGpuTimeout", "30m"),
         "gang": ("Workload", "ddp", "minAvailable", 2),
@@ -139,6 +144,7 @@ CASES = [
     ("kueue", codes.TARGET_RANK, "rank", "nlp", "overQuotaRank"),
     ("kueue", codes.TARGET_SPREAD_QUOTA, "spread", "vision", "quota"),
     ("kueue", codes.TARGET_DEPARTMENT, "department", "research", "limit"),
+    ("kueue", codes.TARGET_UNKNOWN_CAPACITY, "capacity", "dgx", "spec"),
 ]
 
 
@@ -370,3 +376,20 @@ def test_a_kai_leaf_allows_its_quota_and_no_more_than_the_repo_allows(
         assert gpu["limit"] == -1
     else:
         assert gpu["limit"] == quota + extra >= gpu["quota"]
+
+
+def test_kueue_spreads_no_quota_over_the_other_flavors(tmp_path: Path) -> None:
+    """An overall quota sits on the first flavor; the others get 0 of what it limits (borrowed,
+    or, with over quota denied, nothing: the warning says the project cannot run there)."""
+    documents = changed("spread")
+    documents[-1]["spec"].update(quota={"gpu": 8, "cpu": "16"}, overQuota="denied")
+    rendered = render(tmp_path, documents, "kueue")
+    queue = find(rendered.objects, "ClusterQueue", "vision")["spec"]["resourceGroups"][0]
+    by_flavor = {f["name"]: {r["name"]: r for r in f["resources"]} for f in queue["flavors"]}
+    assert by_flavor["dgx"]["cpu"] == {"name": "cpu", "nominalQuota": "16", "borrowingLimit": "0"}
+    assert by_flavor["a100"]["cpu"] == {"name": "cpu", "nominalQuota": "0", "borrowingLimit": "0"}
+    assert by_flavor["a100"]["memory"]["nominalQuota"] == "0"  # no memory quota, no capacity
+    [warning] = [d for d in rendered.diagnostics if d.code is codes.TARGET_SPREAD_QUOTA]
+    assert warning.message.endswith(
+        "on a100 it has none and, over quota denied, may not borrow: it cannot run there"
+    )

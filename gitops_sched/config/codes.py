@@ -364,3 +364,8 @@ TARGET_NAME_CLASH = _code(
     "two objects that would share a name in the target",
     "rename one of them: the target renders both as objects of one kind",
 )
+TARGET_UNKNOWN_CAPACITY = _code(
+    "GS912",
+    "node group capacity unknown to the target",
+    "declare the group's cpuPerNode and memoryPerNode, or give the project a cpu/memory quota",
+)

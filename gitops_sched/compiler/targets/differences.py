@@ -148,7 +148,11 @@ def spread_quota(repo: Repo, target: str) -> Iterator[Diagnostic]:
                 ("spec", "quota"),
                 f"{target} has a quota per node group (flavor): the quota of "
                 f"{p.quota.gpu:g} GPUs is on {groups[0]} only; on {', '.join(groups[1:])} "
-                f"the project borrows",
+                + (
+                    "the project borrows"
+                    if p.over_quota_allowed
+                    else "it has none and, over quota denied, may not borrow: it cannot run there"
+                ),
                 codes.TARGET_SPREAD_QUOTA,
             )
 
@@ -167,6 +171,27 @@ def spread_groups(repo: Repo, project: str) -> list[str]:
     if not allowed:
         allowed = {g.name for g in repo.node_groups if g.runs_workloads}
     return [g.name for g in repo.node_groups if g.name in allowed]
+
+
+def unknown_capacity(repo: Repo, target: str) -> Iterator[Diagnostic]:
+    """A flavor's cpu and memory quota, where the project sets none, is the node group's
+    capacity: unknown, it is 0 and nothing asking for cpu or memory is admitted there."""
+    used = {name for p in repo.projects for name in spread_groups(repo, p.name)}
+    for g in repo.node_groups:
+        missing = [
+            key
+            for key, value in (("cpuPerNode", g.cpu_per_node), ("memoryPerNode", g.memory_per_node))
+            if value is None
+        ]
+        if g.name in used and missing:
+            yield _warning(
+                g.doc,
+                ("spec",),
+                f"{target} quotas cpu and memory per flavor: without {' and '.join(missing)} "
+                f"this group's quota of them is 0 for projects that set none, so their pods "
+                f"asking for cpu or memory are not admitted here",
+                codes.TARGET_UNKNOWN_CAPACITY,
+            )
 
 
 def department(repo: Repo, target: str) -> Iterator[Diagnostic]:

@@ -22,6 +22,7 @@ placing the pods Kueue admits.
 from __future__ import annotations
 
 from collections.abc import Collection
+from decimal import Decimal
 from typing import Any
 
 from gitops_sched.bridge.build import over_quota_weight
@@ -41,7 +42,14 @@ from gitops_sched.compiler.targets.common import (
     pod_template,
     render_for,
 )
-from gitops_sched.config.model import DEFAULT_PRIORITY, NodeGroup, Project, Repo, Workload
+from gitops_sched.config.model import (
+    DEFAULT_PRIORITY,
+    NodeGroup,
+    Project,
+    Repo,
+    Resources,
+    Workload,
+)
 from gitops_sched.hardware.mig import compute_share
 
 NAME = "Kueue"
@@ -64,6 +72,7 @@ CHECKS = (
     differences.spread_quota,
     differences.department,
     differences.cohort_names,
+    differences.unknown_capacity,
 )
 
 
@@ -158,14 +167,14 @@ def _cluster_queue(repo: Repo, project: Project, migs: list[str], weight: float)
     flavors = []
     for index, name in enumerate(differences.spread_groups(repo, project.name)):
         group = groups[name]
-        own = project.node_group_quotas.get(name)
-        quota = own if project.node_group_quotas else (project.quota if index == 0 else None)
+        if project.node_group_quotas:
+            quota = project.node_group_quotas.get(name) or _none_of(project.quota)
+        else:  # an overall quota sits on the first flavor (GS909): borrowed on the others
+            quota = project.quota if index == 0 else _none_of(project.quota)
         resources = [
-            _resource("cpu", quota.cpu if quota else None, group.cpu_per_node, group, project),
-            _resource(
-                "memory", quota.memory if quota else None, group.memory_per_node, group, project
-            ),
-            _gpu(quota.gpu if quota else None, project),
+            _resource("cpu", quota.cpu, group.cpu_per_node, group, project),
+            _resource("memory", quota.memory, group.memory_per_node, group, project),
+            _gpu(quota.gpu, project),
             *({"name": m, "nominalQuota": "0"} for m in migs),
         ]
         flavors.append({"name": name, "resources": resources})
@@ -183,6 +192,17 @@ def _cluster_queue(repo: Repo, project: Project, migs: list[str], weight: float)
         ],
     }
     return _obj("ClusterQueue", project.name, spec)
+
+
+def _none_of(quota: Resources) -> Resources:
+    """No quota on this flavor of what the project limits: 0 where it sets a quota (it
+    borrows there), unset (the group's capacity) where it sets none."""
+    zero = Decimal(0)
+    return Resources(
+        gpu=None if quota.gpu is None else 0.0,
+        cpu=None if quota.cpu is None else zero,
+        memory=None if quota.memory is None else zero,
+    )
 
 
 def _resource(
