@@ -393,3 +393,18 @@ def test_kueue_spreads_no_quota_over_the_other_flavors(tmp_path: Path) -> None:
     assert warning.message.endswith(
         "on a100 it has none and, over quota denied, may not borrow: it cannot run there"
     )
+
+
+@pytest.mark.parametrize(
+    ("target", "label"), [("kai", "kai.scheduler/queue"), ("kueue", "kueue.x-k8s.io/queue-name")]
+)
+def test_only_the_workload_is_marked_for_the_target_not_its_services(
+    tmp_path: Path, target: str, label: str
+) -> None:
+    documents = base()
+    documents[-1]["spec"].update(replicas=2, minAvailable=1)  # a gang: a headless Service too
+    objects = render(tmp_path, documents, target).objects
+    assert label in find(objects, "Job", "ddp")["metadata"]["labels"]
+    service = find(objects, "Service", "ddp")
+    assert label not in service["metadata"]["labels"]
+    assert "annotations" not in service["metadata"]

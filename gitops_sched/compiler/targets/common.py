@@ -54,11 +54,12 @@ def render_for(
     for workload, project, rendered in _workloads(repo, skip):
         for obj in rendered:
             if obj["kind"] in WORKLOAD_KINDS:
+                obj["metadata"] = dict(obj["metadata"])  # shared with its Services: marked apart
                 _drop_our_downward_env(obj["spec"]["template"]["spec"])
                 mark(obj, workload, project)
             objects.append(obj)
-    warnings = sorted((w for check in checks for w in check(repo, target)), key=Diagnostic.sort_key)
-    return Rendered(sorted(objects, key=apply_order), warnings)
+    found = sorted((d for check in checks for d in check(repo, target)), key=Diagnostic.sort_key)
+    return Rendered(sorted(objects, key=apply_order), found)
 
 
 def _workloads(
