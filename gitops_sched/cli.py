@@ -41,6 +41,15 @@ exclude_option = click.option(
 )
 
 
+target_option = click.option(
+    "--target",
+    type=click.Choice(["gitops-sched", "kai", "kueue"]),
+    default="gitops-sched",
+    show_default=True,
+    help="The scheduler to compile for: ours, NVIDIA KAI Scheduler, or Kueue.",
+)
+
+
 def _print_diagnostics(diagnostics: Diagnostics, fmt: str = "text") -> None:
     text = format_diagnostics(diagnostics.sorted(), fmt)
     if text:
@@ -122,10 +131,12 @@ def _simulations(repo: Repo) -> str:
     required=True,
     help="Directory to write (one file per object plus kustomization.yaml), or - for stdout.",
 )
+@target_option
 @exclude_option
-def render(path: Path, output: str, excludes: tuple[str, ...]) -> None:
-    """Compile a config repo to Kubernetes YAML."""
-    from gitops_sched.compiler import render_repo
+def render(path: Path, output: str, target: str, excludes: tuple[str, ...]) -> None:
+    """Compile a config repo to Kubernetes YAML, for our scheduler or for KAI or Kueue.
+
+    What the target cannot express is printed as warnings at the config's lines."""
     from gitops_sched.compiler.output import write_directory, write_stream
     from gitops_sched.config.ignore import IGNORE_FILE
     from gitops_sched.config.loader import loaded_folder
@@ -137,8 +148,14 @@ def render(path: Path, output: str, excludes: tuple[str, ...]) -> None:
             f"the output folder {output} is inside the config folder {path}: validate, plan "
             f"and render would read the rendered files as config; render elsewhere{ignore}"
         )
+    from gitops_sched.compiler.targets import render_target
+
     repo = load_or_exit(path, excludes)
-    objects = render_repo(repo)
+    rendered = render_target(repo, target)
+    _print_diagnostics(Diagnostics(list(rendered.diagnostics)))
+    if rendered.failed:
+        sys.exit(EXIT_INVALID)
+    objects = rendered.objects
     if output == "-":
         write_stream(objects, sys.stdout)
         sys.stdout.flush()  # a full disk shows here, inside the command (see _Commands)
@@ -318,6 +335,7 @@ def run_tests(path: Path, junit: Path | None, fmt: str, excludes: tuple[str, ...
     help="The cluster now, as `simulate --format json` prints it (default: the repo's "
     "workloads settled under the base config).",
 )
+@target_option
 @exclude_option
 def plan(
     path: Path,
@@ -325,13 +343,16 @@ def plan(
     head_ref: str | None,
     fmt: str,
     state: Path | None,
+    target: str,
     excludes: tuple[str, ...],
 ) -> None:
     """What a change does: objects, quota and capacity deltas, fair-share impact.
 
-    Exits 0 when the head is valid (changes are not failures), 1 when it is invalid,
-    2 for usage errors (not a Git repo, unknown ref, a state that does not fit). Each side
-    leaves out what its own .gitops-schedignore says, and both what --exclude says.
+    With --target kai|kueue the object diff is of that scheduler's objects, and the plan says
+    where it may decide otherwise than the simulation. Exits 0 when the head is valid
+    (changes are not failures), 1 when it is invalid, 2 for usage errors (not a Git repo,
+    unknown ref, a state that does not fit). Each side leaves out what its own
+    .gitops-schedignore says, and both what --exclude says.
     """
     import json
 
@@ -340,7 +361,7 @@ def plan(
     from gitops_sched.plan.markdown import render as render_markdown
 
     try:
-        result = make_plan(path, base_ref, head_ref, state, excludes)
+        result = make_plan(path, base_ref, head_ref, state, excludes, target)
     except PlanInputError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(EXIT_USAGE)

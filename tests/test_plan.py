@@ -623,3 +623,42 @@ def test_a_ref_and_a_folder_load_the_same(config_repo: Path) -> None:
     git(config_repo, "commit", "-q", "-m", "more files")
     folder = git_folder(Path("cfg"))
     assert list(ref_files(folder, resolve(folder, "HEAD"))) == list(folder_files(Path("cfg")))
+
+
+# --- --target: the diff of another scheduler's objects ------------------------------------
+
+
+def test_plan_for_kai_diffs_kais_queues_and_finds_no_difference_to_warn_of(
+    config_repo: Path,
+) -> None:
+    change(config_repo, "raise-quota")
+    code, data = plan_json("cfg", "--base", "main", "--target", "kai")
+    assert code == 0
+    changed = {(o["kind"], o["name"]): o for o in data["objects"]["items"]}
+    assert set(changed) == {("Queue", "team-b")}
+    fields = changed[("Queue", "team-b")]["fields"]
+    assert {(f["path"], f["before"], f["after"]) for f in fields} == {
+        ("spec.resources.gpu.quota", 2, 4),
+        ("spec.resources.gpu.overQuotaWeight", 2, 4),
+        ("spec.resources.cpu.overQuotaWeight", 2, 4),
+        ("spec.resources.memory.overQuotaWeight", 2, 4),
+    }
+    assert (data["target"], data["targetDifferences"]) == ("kai", [])
+    _, markdown, _ = plan("cfg", "--base", "main", "--target", "kai")
+    assert "(for KAI Scheduler)" in markdown
+    assert "KAI Scheduler expresses this config in full" in markdown
+
+
+def test_plan_for_kueue_names_where_kueue_may_decide_otherwise(config_repo: Path) -> None:
+    change(config_repo, "raise-quota")
+    code, data = plan_json("cfg", "--base", "main", "--target", "kueue")
+    assert code == 0
+    changed = {(o["kind"], o["name"]) for o in data["objects"]["items"]}
+    assert changed == {("ClusterQueue", "team-b")}
+    codes = {(d["code"], d["object"]) for d in data["targetDifferences"]}
+    assert codes == {("GS910", "Department/prod"), ("GS912", "NodeGroup/dgx")}
+    [difference] = [d for d in data["targetDifferences"] if d["code"] == "GS910"]
+    assert difference["location"].startswith("cfg/departments.yaml:")
+    _, markdown, _ = plan("cfg", "--base", "main", "--target", "kueue")
+    section = markdown.split("#### Where Kueue may decide otherwise", 1)[1]
+    assert "warning GS910 Department/prod: Kueue's cohort guarantees" in section

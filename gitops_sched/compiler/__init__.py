@@ -22,7 +22,7 @@ from gitops_sched.compiler.workloads import render_workloads
 from gitops_sched.config.model import Repo
 from gitops_sched.gcpause import paused_gc
 
-__all__ = ["render_repo", "unchanged_workloads"]
+__all__ = ["apply_order", "render_repo", "unchanged_workloads"]
 
 
 @paused_gc()
@@ -47,10 +47,12 @@ def render_repo(
         *render_claims(repo),
         *render_workloads(repo, skip),
     ]
-    return sorted(objects, key=_apply_order)
+    return sorted(objects, key=apply_order)
 
 
-def _apply_order(obj: dict[str, Any]) -> tuple[int, str, str, str]:
+def apply_order(obj: dict[str, Any]) -> tuple[int, str, str, str]:
+    """Cluster-scoped before namespaced, CRDs and namespaces before what needs them; then
+    kind, namespace and name, so equal repos give byte-identical output."""
     meta = obj["metadata"]
     namespace = meta.get("namespace")
     if obj["kind"] == "CustomResourceDefinition":

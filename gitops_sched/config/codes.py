@@ -8,6 +8,7 @@ showing up as new. Codes are grouped by family, the hundreds digit:
     GS2xx schemas                GS6xx GPUs and MIG
     GS3xx references and names   GS7xx templates
     GS4xx quotas and capacity    GS8xx Simulation documents
+                                 GS9xx what `--target kai|kueue` cannot express
 
 "Allow oversubscription" is the Cluster's `spec.policy.allowOversubscription: true` (the
 sums become warnings). A code, once published, keeps its meaning: a retired one is not
@@ -304,4 +305,67 @@ SIMULATION_RUNNING = _code(
 )
 SIMULATION_UNKNOWN = _code(
     "GS805", "unknown name in a Simulation step", "name a node, project or workload that exists"
+)
+
+# --- GS9xx: what another scheduler cannot express (render/plan --target) ---------------------
+
+TARGET_NODE_GROUP_QUOTA = _code(
+    "GS901",
+    "per-node-group quota not expressible",
+    "the target sees the sum; give the project one overall quota, or accept the difference",
+)
+TARGET_IDLE_TIMEOUT = _code(
+    "GS902",
+    "idle-GPU timeout not expressible",
+    "stop idle workloads another way (a culling job) or drop idleGpuTimeout",
+)
+TARGET_GANG = _code(
+    "GS903",
+    "gang of a batch Job not expressible",
+    "run the gang as a framework job the target groups (PyTorchJob, JobSet) or accept one by one",
+)
+TARGET_FRACTION = _code(
+    "GS904",
+    "GPU fraction not expressible",
+    "request whole GPUs or a MIG profile, or run on a scheduler with GPU sharing",
+)
+TARGET_DYNAMIC_MIG = _code(
+    "GS905",
+    "dynamic MIG not expressible",
+    "declare the layout (`mig.strategy: static`) and have the nodes partitioned in advance",
+)
+TARGET_FRACTION_POLICY = _code(
+    "GS906",
+    "fraction memory policy not expressible",
+    "enforce GPU memory shares another way, or drop fractionPolicy",
+)
+TARGET_PRIORITY = _code(
+    "GS907",
+    "workload priority override not expressible",
+    "use the type's priority, or create a priority class of that value in the target",
+)
+TARGET_RANK = _code(
+    "GS908",
+    "over-quota rank not expressible",
+    "express the preference with over-quota weights instead",
+)
+TARGET_SPREAD_QUOTA = _code(
+    "GS909",
+    "overall quota over several node groups",
+    "give the project its quota per node group (nodeGroupQuotas)",
+)
+TARGET_DEPARTMENT = _code(
+    "GS910",
+    "department quota or limit not expressible",
+    "make the department quota the sum of its projects' quotas and drop its limit",
+)
+TARGET_NAME_CLASH = _code(
+    "GS911",
+    "two objects that would share a name in the target",
+    "rename one of them: the target renders both as objects of one kind",
+)
+TARGET_UNKNOWN_CAPACITY = _code(
+    "GS912",
+    "node group capacity unknown to the target",
+    "declare the group's cpuPerNode and memoryPerNode, or give the project a cpu/memory quota",
 )

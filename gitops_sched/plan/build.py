@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gitops_sched.compiler import render_repo, unchanged_workloads
+from gitops_sched.compiler import unchanged_workloads
+from gitops_sched.compiler.targets import OURS, render_target
 from gitops_sched.config.baseline import NO_BASELINE, Baseline
 from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.model import Repo
@@ -75,6 +76,10 @@ class Plan:
     full_demand: Scenario | None = None
     workloads: Scenario | None = None
     warnings: tuple[PlanWarning, ...] = ()
+    target: str = OURS  # whose objects `objects` diffs: ours, kai or kueue
+    # the head's warnings of what the target cannot express: where its scheduler may decide
+    # otherwise than the simulation (none for ours)
+    target_differences: tuple[Problem, ...] = ()
 
     @property
     def compared(self) -> bool:
@@ -129,8 +134,10 @@ def make_plan(
     head_ref: str | None = None,
     state: Path | None = None,
     excludes: tuple[str, ...] = (),
+    target: str = OURS,
 ) -> Plan:
-    """The plan of the change from `base_ref` to `head_ref` (None: the working tree)."""
+    """The plan of the change from `base_ref` to `head_ref` (None: the working tree), its
+    object diff of `target`'s objects."""
     try:
         git_folder(path)  # a working-tree head must be in Git too: the base comes from there
         seen: FileChecks = {}
@@ -140,7 +147,7 @@ def make_plan(
         raise PlanInputError(str(exc)) from exc
     problems = new_problems(base.diagnostics if base.valid else None, head.diagnostics)
     fixed = fixed_problems(base.diagnostics, head.diagnostics)
-    plan = Plan(path.as_posix(), base, head, problems, fixed)
+    plan = Plan(path.as_posix(), base, head, problems, fixed, target=target)
     if not (base.valid and head.valid):
         return plan
     assert base.repo is not None and head.repo is not None
@@ -149,17 +156,20 @@ def make_plan(
     # workloads rendered from the same inputs on both sides are the same objects: left out
     alone = unchanged_workloads(base.repo, head.repo)
     written: dict[str, Any] = {}
-    before, after = render_repo(base.repo, alone, written), render_repo(head.repo, alone, written)
+    before = render_target(base.repo, target, alone, written)
+    after = render_target(head.repo, target, alone, written)
     return Plan(
         path.as_posix(),
         base,
         head,
         problems,
         fixed,
-        objects=object_changes(before, after, base.repo, head.repo, written),
+        objects=object_changes(before.objects, after.objects, base.repo, head.repo, written),
         quotas=quota_changes(base.repo, head.repo),
         capacity=capacity(base.repo, head.repo),
         full_demand=full_demand(base.repo, head.repo),
         workloads=scenario,
         warnings=warnings(base.repo, head.repo, scenario, problems),
+        target=target,
+        target_differences=tuple(Problem.of(w) for w in after.diagnostics),
     )

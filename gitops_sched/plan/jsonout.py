@@ -124,4 +124,6 @@ def to_json(plan: Plan) -> dict[str, Any]:
             "new": [_problem(p) for p in plan.new_problems],
             "fixed": [_problem(p) for p in plan.fixed_problems],
         },
+        "target": plan.target,
+        "targetDifferences": [_problem(p) for p in plan.target_differences],
     }

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any
 
+from gitops_sched.compiler.targets import OURS, SCHEDULERS
 from gitops_sched.gcpause import paused_gc
 from gitops_sched.plan.build import Plan, Side
 from gitops_sched.plan.impact import Moved, ProjectImpact, Scenario
 from gitops_sched.plan.objects import ACTIONS, ObjectChange
 from gitops_sched.plan.summary import summary
+from gitops_sched.plan.warnings import Problem
 
 MARKER = "<!-- gitops-sched-plan -->"
 CHART_PROJECTS = 20  # the projects whose fair share moves most, in the chart
@@ -63,7 +66,8 @@ def _side(side: Side) -> str:
 def render(plan: Plan) -> str:
     lines = [
         MARKER,
-        f"### gitops-sched plan: `{plan.path}`",
+        f"### gitops-sched plan: `{plan.path}`"
+        + ("" if plan.target == OURS else f" (for {SCHEDULERS[plan.target]})"),
         "",
         f"{_side(plan.base)} → {_side(plan.head)}",
         "",
@@ -84,9 +88,31 @@ def render(plan: Plan) -> str:
         return "\n".join(lines).rstrip() + "\n"
     lines += _quotas(plan)
     lines += _fairness(plan)
+    lines += _target_differences(plan)
     lines += _objects(plan.objects)
     lines += _problems("Problems this change fixes", plan.fixed_problems)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _target_differences(plan: Plan) -> list[str]:
+    """For `--target kai|kueue`: where that scheduler may decide otherwise than the fair-share
+    simulation above (our engine's), from what the target cannot express."""
+    if plan.target == OURS:
+        return []
+    name = SCHEDULERS[plan.target]
+    if not plan.target_differences:
+        return [
+            f"{name} expresses this config in full: no known difference from the simulation above.",
+            "",
+        ]
+    lines = [
+        f"#### Where {name} may decide otherwise",
+        "",
+        f"The impact above is simulated by gitops-sched's engine; {name} runs the objects "
+        "below and may decide otherwise here:",
+        "",
+    ]
+    return lines + _problem_block(plan.target_differences)
 
 
 def _warnings(plan: Plan) -> list[str]:
@@ -105,10 +131,15 @@ def _problems(title: str, problems: tuple, only_errors: bool = False) -> list[st
     items = [p for p in problems if p.severity == "error" or not only_errors]
     if not items:
         return []
-    lines = [f"#### {title}", "", "```text"]
-    # as `validate` prints them: FILE:LINE:COL: error GS301 Kind/name: message
-    heads = [" ".join(filter(None, (p.severity, p.code, p.obj))) for p in items]
-    lines += [f"{p.location}: {head}: {p.message}" for p, head in zip(items, heads, strict=True)]
+    return [f"#### {title}", "", *_problem_block(items)]
+
+
+def _problem_block(items: Iterable[Problem]) -> list[str]:
+    """Problems as `validate` prints them: FILE:LINE:COL: error GS301 Kind/name: message."""
+    lines = ["```text"]
+    for p in items:
+        head = " ".join(filter(None, (p.severity, p.code, p.obj)))
+        lines.append(f"{p.location}: {head}: {p.message}")
     return [*lines, "```", ""]
 
 
