@@ -214,7 +214,9 @@ class StatusWriter:
         try:
             self.client.create(event, dry_run=self.dry_run)
         except ApiFailure as exc:  # best effort: the condition says it already, or next time
-            report.errors.append(f"creating an event for {pod.namespace}/{pod.name}: {exc}")
+            # AlreadyExists: this very Event is there (a restarted scheduler tells the pod again)
+            if exc.reason != "AlreadyExists":
+                report.errors.append(f"creating an event for {pod.namespace}/{pod.name}: {exc}")
 
 
 def _event(
