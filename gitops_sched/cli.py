@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from gitops_sched.config.diagnostics import Diagnostics, format_diagnostics
+from gitops_sched.config.diagnostics import Diagnostics, format_diagnostics, printable
 
 # Each command imports what it needs when it runs: `--version`, `--help` and shell
 # completion load click alone, not the config stack (YAML, JSON Schema, Jinja2).
@@ -128,6 +128,8 @@ def render(path: Path, output: str, excludes: tuple[str, ...]) -> None:
     from gitops_sched.compiler import render_repo
     from gitops_sched.compiler.output import write_directory, write_stream
 
+    if not output:
+        raise click.UsageError("-o/--output is empty: name a directory, or - for stdout")
     repo = load_or_exit(path, excludes)
     objects = render_repo(repo)
     if output == "-":
@@ -279,12 +281,15 @@ def run_tests(path: Path, junit: Path | None, fmt: str, excludes: tuple[str, ...
     elif fmt == "json":
         click.echo(json.dumps(json_report(results), indent=2))
     else:
-        click.echo("\n".join(text_report(results)))
+        click.echo(printable("\n".join(text_report(results))))
     if junit is not None:
-        from gitops_sched.compiler.output import _write_atomically
+        from gitops_sched.compiler.writing import write_report
 
         try:
-            _write_atomically(junit, junit_xml(results))
+            write_report(junit, junit_xml(results))
+        except ValueError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(EXIT_USAGE)
         except OSError as exc:
             click.echo(f"Error: cannot write {junit}: {exc.strerror or exc}", err=True)
             sys.exit(EXIT_USAGE)

@@ -158,10 +158,22 @@ _RESOLVER = yaml.resolver.Resolver()
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+# An integer literal longer than this is refused (GS111): no field takes more than 19 digits,
+# and a longer one could not be printed (Python's 4,300-digit limit) or would cost time
+# quadratic in its length to build (YAML 1.1's base-60 `1:2:3`, octal and hex forms).
+MAX_INT_CHARS = 100
+
+
+def _bounded_int(node: yaml.ScalarNode) -> int:
+    if len(node.value) > MAX_INT_CHARS:
+        raise ValueError(f"integer longer than {MAX_INT_CHARS} characters")
+    return int(_CONSTRUCTOR.construct_yaml_int(node))
+
+
 _SCALAR_TYPES: dict[str, Callable[[yaml.ScalarNode], Any] | None] = {
     _STR_TAG: None,
     "tag:yaml.org,2002:timestamp": None,  # keep dates as written: the schema wants strings
-    "tag:yaml.org,2002:int": _CONSTRUCTOR.construct_yaml_int,
+    "tag:yaml.org,2002:int": _bounded_int,
     "tag:yaml.org,2002:float": _CONSTRUCTOR.construct_yaml_float,
     "tag:yaml.org,2002:bool": _CONSTRUCTOR.construct_yaml_bool,
     "tag:yaml.org,2002:null": _CONSTRUCTOR.construct_yaml_null,

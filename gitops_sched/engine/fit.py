@@ -78,7 +78,9 @@ def never_fits(job: Job, nodes: Iterable[Node]) -> NeverFit | None:
     if kind is RequestKind.WHOLE:
         return _whole(job.request.count, gang, plain, where)
     if kind is RequestKind.FRACTION:
-        per_gpu = math.floor(1 / job.request.fraction + GPU_EPSILON)
+        # how many such pods share one GPU, counted up to the gang: a fraction at the float
+        # edge (5e-324) makes 1/f infinite, and only whether the gang fits matters
+        per_gpu = math.floor(min(1 / job.request.fraction, gang) + GPU_EPSILON)
         fits = sum(len(gpus) * count for gpus, count in plain) * per_gpu
         return _gang(gang, fits, "pods", where)
     return _memory(job.request.memory_mib, gang, plain, where)
