@@ -757,7 +757,8 @@ def _walk(root: Path, failed: list[OSError]) -> Iterator[tuple[Path, list[str], 
         except OSError as exc:
             failed.append(exc)
             continue
-        dirnames, filenames = [], []
+        dirnames: list[str] = []
+        filenames: list[str] = []
         for entry in entries:
             try:
                 is_dir = entry.is_dir()
