@@ -17,8 +17,9 @@ from enum import StrEnum
 from gitops_sched.config.codes import Code
 
 # Characters that would act on a terminal or a CI log instead of showing (ESC, BEL, C1
-# controls, bidirectional overrides): input text echoed in a message shows them escaped.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# controls, bidirectional overrides), and lone surrogates (a file name that is not UTF-8,
+# which no UTF-8 writer prints): input text echoed in a message shows them escaped.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 MAX_MESSAGE_CHARS = 2000  # a message quoting a megabyte-long value shows its start only
 
 
