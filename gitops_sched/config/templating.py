@@ -329,8 +329,9 @@ def _check_replace(value: Any, old: Any, new: Any, count: Any = None) -> None:
             raise _limit(f"'replace' makes a string longer than {MAX_SIZE:,}")
 
 
-# str methods that allocate by an argument: `'x'.ljust(10**9)`.
-_WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs"})
+# str and bytes methods that allocate by an argument: `'x'.ljust(10**9)`, and int's
+# `to_bytes(10**9)`.
+_WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs", "to_bytes"})
 
 
 class _LimitedEnvironment(ImmutableSandboxedEnvironment):
@@ -359,11 +360,11 @@ class _LimitedEnvironment(ImmutableSandboxedEnvironment):
         name = getattr(__obj, "__name__", "")
         # the sandbox hands out str.format wrapped, the method as `__wrapped__`
         string = getattr(getattr(__obj, "__wrapped__", __obj), "__self__", None)
-        if isinstance(string, str):
-            if name in _WIDTH_METHODS:
-                for arg in (*args, *kwargs.values()):
-                    _check_width(arg, f"'{name}' width")
-            elif name in ("format", "format_map"):
+        if isinstance(string, str | bytes | bytearray | int) and name in _WIDTH_METHODS:
+            for arg in (*args, *kwargs.values()):
+                _check_width(arg, f"'{name}' width")
+        elif isinstance(string, str):
+            if name in ("format", "format_map"):
                 _check_format(string, (*args, *kwargs.values()), "'format'")
             elif name == "replace" and len(args) >= 2:
                 _check_replace(string, *args[:3])
