@@ -232,7 +232,9 @@ def _scalar_value(event: yaml.ScalarEvent) -> Any:
             return _plain(event.value)[1] if event.implicit[0] else event.value
         return _construct(event.tag, event.value)
     except (ValueError, LookupError) as exc:  # e.g. `!!int abc`, `!!bool maybe`, `0x_`
-        message = f"{event.value!r} is not a valid {_tag(event)}"
+        text = event.value
+        shown = repr(text) if len(text) <= 60 else f"{text[:60]!r}... ({len(text)} characters)"
+        message = f"{shown} is not a valid {_tag(event)}"
         raise _LoadError(event.start_mark, message, codes.BAD_SCALAR) from exc
 
 
@@ -796,7 +798,7 @@ def folder_files(
         for name in sorted(d for d in dirnames if not d.startswith(".")):
             if rules.ignores(below + name, folder=True):
                 left_out += 1
-            elif (folder / name).is_symlink():  # not walked; one leading outside is refused
+            elif os.path.islink(folder / name):  # not walked; one leading outside is refused
                 target = Path(os.path.realpath(folder / name))
                 if not target.is_relative_to(inside):
                     found = True
