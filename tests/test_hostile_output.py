@@ -114,13 +114,6 @@ def test_render_refuses_a_link_inside_the_output_and_writes_nothing(
     assert snapshot(rendered) == before  # and nothing half-done inside
 
 
-def test_render_refuses_an_output_that_is_a_link(tmp_path: Path) -> None:
-    (tmp_path / "real").mkdir()
-    (tmp_path / "out").symlink_to(tmp_path / "real", target_is_directory=True)
-    assert run("render", str(EXAMPLE), "-o", str(tmp_path / "out"))[0] == 2
-    assert list((tmp_path / "real").iterdir()) == []
-
-
 @pytest.mark.parametrize("output", ["", "--output="])
 def test_an_empty_output_is_a_usage_error_not_the_current_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, output: str
@@ -131,15 +124,6 @@ def test_an_empty_output_is_a_usage_error_not_the_current_folder(
     assert code == 2
     assert "empty" in out
     assert list(tmp_path.iterdir()) == []
-
-
-def test_a_render_without_links_still_replaces_its_own_files(rendered: Path) -> None:
-    """The checks refuse links only: a plain re-render replaces the previous one."""
-    (rendered / NAMESPACE / "job" / "stale.yaml").write_text("x: 1\n")
-    with (rendered / ".gitops-sched-render").open("a") as manifest:
-        manifest.write(f"{NAMESPACE}/job/stale.yaml\n")
-    assert run("render", str(EXAMPLE), "-o", str(rendered))[0] == 0
-    assert not (rendered / NAMESPACE / "job" / "stale.yaml").exists()
 
 
 # --- test --junit --------------------------------------------------------------------------
