@@ -62,7 +62,8 @@ class _Commands(click.Group):
     """The commands, with one rule for a file or output that fails them: a full disk or a
     closed pipe behind standard output, or a file that cannot be read or written, is one
     line (none for a reader that stopped early, as `| head` does) and exit 2, never a
-    traceback."""
+    traceback; a template that fails to render after validation passed (past the time
+    budget) is one line and exit 1."""
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -74,6 +75,15 @@ class _Commands(click.Group):
                 click.echo(f"gitops-sched: {where}: {why}", err=True)
             _discard_stdout()
             sys.exit(EXIT_USAGE)
+        except Exception as exc:
+            jinja2 = sys.modules.get("jinja2")  # loaded by whatever rendered a template
+            if jinja2 is None or not isinstance(exc, jinja2.TemplateError):
+                raise
+            # validate rendered every expression; a render past the template time budget
+            # (the checks spent most of it) still ends with a message, not a traceback
+            click.echo(f"gitops-sched: cannot render a template expression: {exc}", err=True)
+            _discard_stdout()
+            sys.exit(EXIT_INVALID)
 
 
 @click.group(cls=_Commands)

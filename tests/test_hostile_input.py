@@ -334,6 +334,24 @@ def test_the_time_limit_is_one_budget_for_the_whole_run(
     assert all("not checked" in x for x in spent)
 
 
+def test_a_render_past_the_time_budget_after_validation_is_a_message(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """validate spent its own budget; render has one of its own, which may run out too."""
+    from gitops_sched.compiler import workloads
+
+    def out_of_time(value: Any, context: dict[str, Any]) -> Any:
+        templating.spend(deadline=1e-9)  # a deadline long past: what such a render raises
+        return value
+
+    monkeypatch.setattr(workloads, "render_value", out_of_time)
+    for args in (["render", str(repo), "-o", "-"], ["render", str(repo), "-o", str(repo / "o")]):
+        code, output = run(*args)
+        assert code == 1
+        assert output.startswith("gitops-sched: cannot render a template expression: ")
+        assert "rendering took more than" in output
+
+
 # --- many documents, deep trees, large documents -------------------------------------------
 
 
