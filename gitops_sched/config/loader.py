@@ -735,7 +735,7 @@ def folder_rules(root: Path, excludes: Iterable[str] = ()) -> IgnoreRules | Unre
         return IgnoreRules.of(raw.decode("utf-8"), excludes)
     except UnicodeDecodeError:
         return Unreadable("file is not valid UTF-8", codes.BAD_IGNORE_FILE)
-    except ValueError as exc:  # pathspec: a malformed pattern
+    except ValueError as exc:  # a malformed pattern, or past the bounds on patterns
         return Unreadable(f"bad pattern: {exc}", codes.BAD_IGNORE_FILE)
 
 
