@@ -163,6 +163,20 @@ def test_an_integer_too_long_to_print_is_an_error_at_its_value(repo: Path, value
     assert len(problem) < MAX_MESSAGE_CHARS + 200  # the value's start, not all of it
 
 
+@pytest.mark.parametrize(
+    "value", ["0x" + "f" * 998, "1" + ":59" * 333, "9" * 1000, "0b" + "1" * 998]
+)
+def test_an_integer_within_the_limit_is_a_range_error_quoting_its_start(
+    repo: Path, value: str
+) -> None:
+    replace_text(repo, PROJECT, "    gpu: 4\n", f"    gpu: {value}\n")
+    code, output = run("validate", str(repo))
+    assert code == 1
+    problem = next(x for x in output.splitlines() if f"{PROJECT}:9:10" in x)
+    assert "error GS206 Project/team-a: spec.quota.gpu: " in problem
+    assert "is greater than the maximum" in problem or "more characters" in problem
+
+
 @pytest.mark.parametrize("fraction", ["4.9e-324", "5.0e-324", "1.0e-310", "2.5e-320", "1.5e-315"])
 def test_a_fraction_at_the_float_edge_runs_through_every_command(repo: Path, fraction: str) -> None:
     replace_text(repo, WORKLOADS, "  gpu: 1\n", f"  gpu: {fraction}\n")

@@ -161,10 +161,11 @@ _RESOLVER = yaml.resolver.Resolver()
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
-# An integer literal longer than this is refused (GS111): no field takes more than 19 digits,
-# and a longer one could not be printed (Python's 4,300-digit limit) or would cost time
+# An integer literal longer than this is refused (GS111): no field takes more than 19 digits
+# (a longer one is a schema error naming the maximum), and a much longer one could not be
+# printed (Python's 4,300-digit limit: 1,000 hex digits print as 1,205) or would cost time
 # quadratic in its length to build (YAML 1.1's base-60 `1:2:3`, octal and hex forms).
-MAX_INT_CHARS = 100
+MAX_INT_CHARS = 1_000
 
 
 def _bounded_int(node: yaml.ScalarNode) -> int:

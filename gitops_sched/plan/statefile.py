@@ -18,7 +18,7 @@ from typing import Any
 from gitops_sched.config.loader import MAX_DEPTH, Unreadable, read_capped
 
 MAX_STATE_BYTES = 64 * 1024 * 1024  # a state of 100,000 workloads is about 20 MB
-MAX_INT_DIGITS = 100  # as the config's integer literals (loader.MAX_INT_CHARS)
+MAX_INT_DIGITS = 100  # no count or size in a state comes near it
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
