@@ -186,6 +186,14 @@ def test_a_fraction_at_the_float_edge_runs_through_every_command(repo: Path, fra
     assert run("test", str(repo))[0] in (0, 1)  # the scenario's numbers may change
 
 
+@pytest.mark.parametrize("memory", ["0", "0Mi", "0Gi"])
+def test_a_gpu_memory_of_zero_runs_through_every_command(repo: Path, memory: str) -> None:
+    replace_text(repo, WORKLOADS, "  gpu: 1\n", f"  gpuMemory: {memory}\n")
+    assert run("validate", str(repo))[0] == 0  # no memory asked: fits on any GPU
+    assert run("simulate", str(repo), "--format", "json")[0] == 0
+    assert run("explain", str(repo), "b-train-1")[0] == 0
+
+
 @given(st.floats(min_value=0, max_value=1, exclude_min=True, exclude_max=True))
 def test_the_fit_check_takes_any_fraction(fraction: float) -> None:
     from engine_builders import job, nodes

@@ -112,6 +112,8 @@ def _memory(memory_mib: int, gang: int, plain: Plain, where: _Where) -> NeverFit
         return NeverFit(
             Misfit.GPU_MEMORY, f"a pod needs {memory_mib} MiB of GPU memory, {has} ({where})"
         )
+    if memory_mib <= 0:  # `gpuMemory: 0` asks for no memory: any GPU holds the gang
+        return None
     fits = sum(g.memory_mib // memory_mib * nodes for gpus, nodes in plain for g in gpus)
     return _gang(gang, fits, f"pods of {memory_mib} MiB", where)
 
