@@ -31,8 +31,12 @@ thorough:  # the property tests with ten times the examples (hypothesis profile 
 		tests/test_consolidation_properties.py tests/test_engine_codec.py tests/test_schema.py \
 		tests/test_engine_held.py tests/test_scheduler_snapshot.py
 
-fuzz:  # mutated example repos and Simulation files through every command, 10x the examples
+FUZZ_EXAMPLES ?= 40
+fuzz:  # mutated inputs through every command (10x the examples), then each input surface's
+	# target, every case a process of its own within the harness's time and memory bounds
 	HYPOTHESIS_PROFILE=thorough $(VENV)/bin/pytest tests/test_fuzz.py --hypothesis-show-statistics
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(VENV)/bin/pytest tests/test_fuzz_surfaces.py \
+		--hypothesis-show-statistics
 
 typecheck:  # mypy on the package (configured in pyproject.toml); CI runs it too
 	$(VENV)/bin/mypy

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from gitops_sched.config.diagnostics import Diagnostics, format_diagnostics
+from gitops_sched.config.diagnostics import Diagnostics, format_diagnostics, printable
 
 # Each command imports what it needs when it runs: `--version`, `--help` and shell
 # completion load click alone, not the config stack (YAML, JSON Schema, Jinja2).
@@ -71,7 +71,8 @@ class _Commands(click.Group):
     """The commands, with one rule for a file or output that fails them: a full disk or a
     closed pipe behind standard output, or a file that cannot be read or written, is one
     line (none for a reader that stopped early, as `| head` does) and exit 2, never a
-    traceback."""
+    traceback; a template that fails to render after validation passed (past the time
+    budget) is one line and exit 1."""
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -83,6 +84,15 @@ class _Commands(click.Group):
                 click.echo(f"gitops-sched: {where}: {why}", err=True)
             _discard_stdout()
             sys.exit(EXIT_USAGE)
+        except Exception as exc:
+            jinja2 = sys.modules.get("jinja2")  # loaded by whatever rendered a template
+            if jinja2 is None or not isinstance(exc, jinja2.TemplateError):
+                raise
+            # validate rendered every expression; a render past the template time budget
+            # (the checks spent most of it) still ends with a message, not a traceback
+            click.echo(f"gitops-sched: cannot render a template expression: {exc}", err=True)
+            _discard_stdout()
+            sys.exit(EXIT_INVALID)
 
 
 @click.group(cls=_Commands)
@@ -150,6 +160,8 @@ def render(path: Path, output: str, target: str, excludes: tuple[str, ...]) -> N
         )
     from gitops_sched.compiler.targets import render_target
 
+    if not output:
+        raise click.UsageError("-o/--output is empty: name a directory, or - for stdout")
     repo = load_or_exit(path, excludes)
     rendered = render_target(repo, target)
     _print_diagnostics(Diagnostics(list(rendered.diagnostics)))
@@ -305,12 +317,15 @@ def run_tests(path: Path, junit: Path | None, fmt: str, excludes: tuple[str, ...
     elif fmt == "json":
         click.echo(json.dumps(json_report(results), indent=2))
     else:
-        click.echo("\n".join(text_report(results)))
+        click.echo(printable("\n".join(text_report(results))))
     if junit is not None:
-        from gitops_sched.compiler.output import _write_atomically
+        from gitops_sched.compiler.writing import write_report
 
         try:
-            _write_atomically(junit, junit_xml(results))
+            write_report(junit, junit_xml(results))
+        except ValueError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(EXIT_USAGE)
         except OSError as exc:
             click.echo(f"Error: cannot write {junit}: {exc.strerror or exc}", err=True)
             sys.exit(EXIT_USAGE)

@@ -14,6 +14,7 @@ import yaml
 from click.testing import CliRunner
 
 from gitops_sched.cli import main
+from gitops_sched.compiler import writing
 from tests.test_plan import base_config, git
 from tests.test_plan import write as write_config
 
@@ -125,16 +126,17 @@ def test_a_disk_that_fills_mid_render_leaves_no_half_file_and_the_next_render_fi
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out = tmp_path / "out"
-    real_write = Path.write_text
+    real_write = writing.write_all
     written = []
 
-    def fill_up(self: Path, text: str, *args: object, **kwargs: object) -> int:
-        if len(written) == 10:
+    def fill_up(fd: int, data: bytes) -> None:
+        if len(written) == 10:  # the disk fills halfway through the 11th file
+            real_write(fd, data[: len(data) // 2])
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        written.append(self)
-        return real_write(self, text, *args, **kwargs)
+        written.append(fd)
+        real_write(fd, data)
 
-    monkeypatch.setattr(Path, "write_text", fill_up)
+    monkeypatch.setattr(writing, "write_all", fill_up)
     code, output = run("render", str(EXAMPLE), "-o", str(out))
     assert code == 2 and "No space left on device" in output
     assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]  # no staging left

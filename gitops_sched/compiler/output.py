@@ -12,7 +12,9 @@ The output may be a folder render does not own alone, such as a Git checkout of 
 `.gitops-sched-render` (`.git`, README, CI files and anything else stay), and refuses to
 overwrite a file it did not write. The list is written first with the old and new files,
 then the files, then the stale files are deleted and the list trimmed, so a render cut off
-halfway leaves nothing the next one does not know about.
+halfway leaves nothing the next one does not know about. Every path is reached without
+following a link (`writing.OutputFolder`): a symlink inside the output is refused, so render
+never writes or deletes outside it.
 
 Objects are written by `yamltext.dump_object`: deterministic, block style, keys in the order
 the compiler built them.
@@ -20,11 +22,10 @@ the compiler built them.
 
 from __future__ import annotations
 
-import os
-import uuid
 from pathlib import Path
 from typing import Any, TextIO
 
+from gitops_sched.compiler.writing import OutputFolder
 from gitops_sched.compiler.yamltext import dump_object
 
 CLUSTER_DIR = "_cluster"
@@ -77,69 +78,50 @@ def rendered_files(objects: list[dict[str, Any]]) -> dict[str, str]:
 def write_directory(objects: list[dict[str, Any]], out: Path) -> None:
     """Render's files in `out`, replacing those of a previous render and nothing else.
 
-    Raises ValueError when `out` is not a directory, or holds a file render would write but
-    did not write before.
+    Raises ValueError when `out` is not a directory, holds a file render would write but
+    did not write before, or holds a symlink (or anything but a folder or a file) where a
+    path render writes or deletes goes: nothing is written then.
     """
+    if not str(out):
+        raise ValueError("the output path is empty: name a directory, or - for stdout")
     files = rendered_files(objects)
-    previous = _previous_render(out)
-    clashes = sorted(p for p in files if (out / p).exists() and p not in previous)
-    if clashes:
-        raise ValueError(
-            f"{out} holds files `gitops-sched render` did not write ({', '.join(clashes[:3])}"
-            f"{', ...' if len(clashes) > 3 else ''}); refusing to replace them: choose another "
-            "output directory or move them"
-        )
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise ValueError(f"{out} exists and is not a directory; choose another output path")
     out.mkdir(parents=True, exist_ok=True)
-    _write_atomically(out / MANIFEST, _manifest(previous | files.keys()))
-    for path, text in files.items():
-        (out / path).parent.mkdir(parents=True, exist_ok=True)
-        _write_atomically(out / path, text)
-    for stale in sorted(previous - files.keys()):
-        (out / stale).unlink(missing_ok=True)
-        _remove_empty_parents(out, out / stale)
-    _write_atomically(out / MANIFEST, _manifest(files.keys()))
+    with OutputFolder(out) as folder:
+        previous = _previous_render(folder)
+        clashes = sorted(p for p in files if p not in previous and folder.holds(p))
+        if clashes:
+            raise ValueError(
+                f"{out} holds files `gitops-sched render` did not write "
+                f"({', '.join(clashes[:3])}{', ...' if len(clashes) > 3 else ''}); refusing to "
+                "replace them: choose another output directory or move them"
+            )
+        for path in sorted(files.keys() | previous):
+            folder.check(path)
+        folder.write(MANIFEST, _manifest(previous | files.keys()))
+        for path, text in files.items():
+            folder.write(path, text)
+        for stale in sorted(previous - files.keys()):
+            folder.delete(stale)
+        folder.write(MANIFEST, _manifest(files.keys()))
 
 
 def _manifest(paths: Any) -> str:
     return "".join(f"{p}\n" for p in sorted(paths))
 
 
-def _previous_render(out: Path) -> set[str]:
-    """The files the last render into `out` wrote (none when `out` is new or empty)."""
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
-        raise ValueError(f"{out} exists and is not a directory; choose another output path")
-    manifest = out / MANIFEST
-    if manifest.is_file():
-        paths = manifest.read_text(encoding="utf-8").splitlines()
+def _previous_render(folder: OutputFolder) -> set[str]:
+    """The files the last render into the folder wrote (none when it is new or empty)."""
+    manifest = folder.read(MANIFEST)
+    if manifest is not None:
+        paths = manifest.splitlines()
         return {p for p in paths if p and ".." not in Path(p).parts and not Path(p).is_absolute()}
-    kustomization = out / KUSTOMIZATION
-    if kustomization.is_file() and _starts_with_header(kustomization):
+    kustomization = folder.read(KUSTOMIZATION)
+    if kustomization is not None and kustomization.startswith(_HEADER_START):
         # written by a render from before the manifest existed: the whole folder was its own
-        return {
-            p.relative_to(out).as_posix()
-            for p in out.rglob("*")
-            if p.is_file() and ".git" not in p.relative_to(out).parts
-        }
+        return folder.regular_files()
     return set()
 
 
-def _starts_with_header(path: Path) -> bool:
-    with path.open(encoding="utf-8", errors="replace") as f:
-        return f.readline().startswith("# Generated by `gitops-sched render`")
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Write beside the file and rename over it: a reader never sees half a file."""
-    temporary = path.parent / f".{path.name}.{uuid.uuid4().hex[:12]}.tmp"
-    try:
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
-def _remove_empty_parents(out: Path, path: Path) -> None:
-    parent = path.parent
-    while parent != out and parent.is_dir() and not any(parent.iterdir()):
-        parent.rmdir()
-        parent = parent.parent
+_HEADER_START = "# Generated by `gitops-sched render`"

@@ -46,7 +46,7 @@ from gitops_sched.compiler.meta import (
 )
 from gitops_sched.compiler.priorities import priority_class_name
 from gitops_sched.config.model import SHM_VOLUME, Cluster, NodeGroup, Project, Repo, Workload
-from gitops_sched.config.templating import context_for, render_value
+from gitops_sched.config.templating import context_for, render_value, time_budget
 
 SERVICE_TYPES = ("interactive", "inference")
 RENDEZVOUS_PORT = 29500  # torchrun's default
@@ -61,8 +61,9 @@ RenderInputs = tuple[Cluster, Workload, Project, tuple[NodeGroup, ...], dict[str
 def render_workloads(repo: Repo, skip: Collection[tuple[str, str]] = ()) -> list[dict[str, Any]]:
     """Every workload's objects but those of the workloads in `skip` (project, name)."""
     objects: list[dict[str, Any]] = []
-    for inputs in render_inputs(repo, skip):
-        objects += render_workload(*inputs)
+    with time_budget():  # the expressions of every workload within one time limit
+        for inputs in render_inputs(repo, skip):
+            objects += render_workload(*inputs)
     return objects
 
 

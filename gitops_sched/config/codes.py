@@ -131,6 +131,11 @@ NO_NODE_SELECTOR = _code(
     "node group without a node selector",
     "add spec.nodeSelector.matchLabels: labels only the group's nodes carry",
 )
+RESERVED_NAMESPACE = _code(
+    "GS310",
+    "project namespace taken",
+    "rename the project (or change namespacePrefix): not the system namespace, `default` or kube-*",
+)
 
 # --- GS4xx: quotas and capacity ---------------------------------------------------------------
 

@@ -9,11 +9,30 @@ stable code (`gitops_sched.config.codes`) that every output format shows, so CI 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from gitops_sched.config.codes import Code
+
+# Characters that would act on a terminal or a CI log instead of showing (ESC, BEL, C1
+# controls, bidirectional overrides), and lone surrogates (a file name that is not UTF-8,
+# which no UTF-8 writer prints): input text echoed in a message shows them escaped.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+MAX_MESSAGE_CHARS = 2000  # a message quoting a megabyte-long value shows its start only
+
+
+def printable(text: str) -> str:
+    """`text` with its control characters escaped (`\\x1b`); newlines and tabs stay."""
+    return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], text)
+
+
+def _bounded(text: str) -> str:
+    if len(text) <= MAX_MESSAGE_CHARS:
+        return printable(text)
+    cut = len(text) - MAX_MESSAGE_CHARS
+    return f"{printable(text[:MAX_MESSAGE_CHARS])}... ({cut} more characters)"
 
 
 class Severity(StrEnum):
@@ -30,7 +49,7 @@ class Location:
     col: int = 1
 
     def __str__(self) -> str:
-        return f"{self.file}:{self.line}:{self.col}"
+        return f"{printable(self.file)}:{self.line}:{self.col}"
 
 
 @dataclass(frozen=True)
@@ -40,6 +59,11 @@ class Diagnostic:
     obj: str = ""  # "Kind/name" of the object the problem belongs to, if known
     severity: Severity = Severity.ERROR
     code: Code | None = None  # every diagnostic has one; None only while a check lacks it
+
+    def __post_init__(self) -> None:
+        # messages and names quote the input: escaped and cut to a size here, once
+        object.__setattr__(self, "message", _bounded(self.message))
+        object.__setattr__(self, "obj", _bounded(self.obj))
 
     def sort_key(self) -> tuple:
         return (self.location, self.obj, self.message)
@@ -65,7 +89,8 @@ class Diagnostic:
         loc = self.location
         title = " ".join(str(part) for part in (self.code, self.obj) if part) or "gitops-sched"
         return (
-            f"::{self.severity.value} file={_gh_escape_property(loc.file)},line={loc.line},"
+            f"::{self.severity.value} file={_gh_escape_property(printable(loc.file))},"
+            f"line={loc.line},"
             f"col={loc.col},title={_gh_escape_property(title)}::{_gh_escape_data(self.message)}"
         )
 

@@ -39,8 +39,11 @@ SIMULATION = "Simulation"
 YAML_SUFFIXES = (".yaml", ".yml")
 MAX_FILE_BYTES = 4 * 1024 * 1024
 # An alias may repeat a node, but a document may not grow past this many values in
-# total through aliases (the "billion laughs" attack expands exponentially).
+# total, written out or through aliases (the "billion laughs" attack expands exponentially).
 MAX_EXPANDED_NODES = 200_000
+# Documents one file may hold: past this, the rest of the file is not read (a million
+# empty or tiny documents fit in the size limit, and each costs a check and a message).
+MAX_DOCUMENTS = 10_000
 # Mappings and sequences may nest this deep: far beyond any real config (a Workload's
 # deepest field is under ten levels), and shallow enough that no later stage (jsonschema,
 # the model, copying an anchor) recurses anywhere near Python's limit.
@@ -159,10 +162,23 @@ _RESOLVER = yaml.resolver.Resolver()
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
 _STR_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+# An integer literal longer than this is refused (GS111): no field takes more than 19 digits
+# (a longer one is a schema error naming the maximum), and a much longer one could not be
+# printed (Python's 4,300-digit limit: 1,000 hex digits print as 1,205) or would cost time
+# quadratic in its length to build (YAML 1.1's base-60 `1:2:3`, octal and hex forms).
+MAX_INT_CHARS = 1_000
+
+
+def _bounded_int(node: yaml.ScalarNode) -> int:
+    if len(node.value) > MAX_INT_CHARS:
+        raise ValueError(f"integer longer than {MAX_INT_CHARS} characters")
+    return int(_CONSTRUCTOR.construct_yaml_int(node))
+
+
 _SCALAR_TYPES: dict[str, Callable[[yaml.ScalarNode], Any] | None] = {
     _STR_TAG: None,
     "tag:yaml.org,2002:timestamp": None,  # keep dates as written: the schema wants strings
-    "tag:yaml.org,2002:int": _CONSTRUCTOR.construct_yaml_int,
+    "tag:yaml.org,2002:int": _bounded_int,
     "tag:yaml.org,2002:float": _CONSTRUCTOR.construct_yaml_float,
     "tag:yaml.org,2002:bool": _CONSTRUCTOR.construct_yaml_bool,
     "tag:yaml.org,2002:null": _CONSTRUCTOR.construct_yaml_null,
@@ -221,7 +237,9 @@ def _scalar_value(event: yaml.ScalarEvent) -> Any:
             return _plain(event.value)[1] if event.implicit[0] else event.value
         return _construct(event.tag, event.value)
     except (ValueError, LookupError) as exc:  # e.g. `!!int abc`, `!!bool maybe`, `0x_`
-        message = f"{event.value!r} is not a valid {_tag(event)}"
+        text = event.value
+        shown = repr(text) if len(text) <= 60 else f"{text[:60]!r}... ({len(text)} characters)"
+        message = f"{shown} is not a valid {_tag(event)}"
         raise _LoadError(event.start_mark, message, codes.BAD_SCALAR) from exc
 
 
@@ -281,7 +299,8 @@ class _Builder:
     has already failed too.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, first_mark: yaml.Mark | None = None) -> None:
+        self.first_mark = first_mark  # where the document starts
         self.values = array(_POSITION)  # 0-based line, column of every value, in order
         self.keys = array(_POSITION)  # 0-based line, column of every mapping key, in order
         self.anchors: dict[str, _Anchor] = {}
@@ -289,6 +308,7 @@ class _Builder:
         # open mappings and sequences, counted on once the document has failed (and `stack`
         # is dropped): the nesting limit bounds the parser's work in every document
         self.depth = 0
+        self.repeated = 0  # values added through aliases (the rest are written out)
         self.root: Any = None
         self.root_mark: Any = None  # the root's yaml.Mark, once the root is read
         self.root_text: str | None = None  # the document's text when it is one scalar
@@ -398,6 +418,7 @@ class _Builder:
             else:
                 self.values += anchor.values
                 self.keys += anchor.keys
+                self.repeated += len(anchor.values) // 2
                 if self._expanded_too_far():
                     self._fail()
                 else:
@@ -458,7 +479,7 @@ class _Builder:
         return len(self.values) > 2 * MAX_EXPANDED_NODES
 
     def _fail(self, error: _LoadError | None = None) -> None:
-        """Keep the first problem (None: the expansion limit was passed).
+        """Keep the first problem (None: the limit on values was passed).
 
         Past the limit, the problem is the limit itself, at the first value over it: the
         node-tree builder counted values as it went and stopped there, before any later
@@ -467,7 +488,11 @@ class _Builder:
         if self._expanded_too_far():
             at = 2 * MAX_EXPANDED_NODES
             mark = _Mark(self.values[at], self.values[at + 1])
-            error = _LoadError(mark, _expansion_message(), codes.ALIAS_BOMB)
+            if self.repeated:
+                error = _LoadError(mark, _expansion_message(), codes.ALIAS_BOMB)
+            else:  # written out, not repeated: no alias bomb, a document too large
+                message = f"document holds more than {MAX_EXPANDED_NODES} values: split it"
+                error = _LoadError(mark, message, codes.FILE_TOO_LARGE)
         self.error = error
         self.stack.clear()
 
@@ -521,7 +546,7 @@ def _built(text: str, skip: int = 0) -> Iterator[_Builder]:
                 while not isinstance(loader.get_event(), yaml.DocumentEndEvent):
                     pass
                 continue
-            builder = _Builder()
+            builder = _Builder(event.start_mark)
             builder.build(loader.get_event)
             yield builder
     finally:
@@ -555,6 +580,12 @@ def load_text(text: str, file: str, diagnostics: Diagnostics) -> list[Document]:
     index = -1
     try:
         for index, builder in enumerate(_built(text)):
+            if index == MAX_DOCUMENTS:
+                message = f"more than {MAX_DOCUMENTS} documents in one file: the rest is not read"
+                diagnostics.error(
+                    _mark_location(file, builder.first_mark), message, code=codes.FILE_TOO_LARGE
+                )
+                break
             documents.extend(_finish(builder, file, index, diagnostics))
     except _TooDeep as exc:
         diagnostics.error(_mark_location(file, exc.mark), exc.message, code=exc.code)
@@ -714,7 +745,7 @@ def folder_rules(root: Path, excludes: Iterable[str] = ()) -> IgnoreRules | Unre
         return IgnoreRules.of(raw.decode("utf-8"), excludes)
     except UnicodeDecodeError:
         return Unreadable("file is not valid UTF-8", codes.BAD_IGNORE_FILE)
-    except ValueError as exc:  # pathspec: a malformed pattern
+    except ValueError as exc:  # a malformed pattern, or past the bounds on patterns
         return Unreadable(f"bad pattern: {exc}", codes.BAD_IGNORE_FILE)
 
 
@@ -742,6 +773,31 @@ def _unreadable_folders(failed: list[OSError]) -> Iterator[tuple[str, Unreadable
     failed.clear()
 
 
+def _walk(root: Path, failed: list[OSError]) -> Iterator[tuple[Path, list[str], list[str]]]:
+    """os.walk, top down, without recursion (a tree thousands of folders deep): each folder
+    with its subfolders and other entries; the caller may prune the subfolders in place.
+    A folder that cannot be listed goes to `failed` (os.walk's `onerror`)."""
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = list(listing)
+        except OSError as exc:
+            failed.append(exc)
+            continue
+        dirnames: list[str] = []
+        filenames: list[str] = []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            (dirnames if is_dir else filenames).append(entry.name)
+        yield folder, dirnames, filenames
+        stack.extend(folder / name for name in reversed(dirnames))
+
+
 def folder_files(
     root: Path, excludes: Iterable[str] = ()
 ) -> Iterator[tuple[str, bytes | Unreadable]]:
@@ -760,17 +816,16 @@ def folder_files(
         return
     inside, found, left_out = root.resolve(), False, 0
     failed: list[OSError] = []
-    for dirpath, dirnames, filenames in os.walk(root, onerror=failed.append):
+    for folder, dirnames, filenames in _walk(root, failed):
         found = found or bool(failed)
         yield from _unreadable_folders(failed)
-        folder = Path(dirpath)
         relative = folder.relative_to(root).as_posix().removeprefix(".").lstrip("/")
         below = f"{relative}/" if relative else ""
         kept = []
         for name in sorted(d for d in dirnames if not d.startswith(".")):
             if rules.ignores(below + name, folder=True):
                 left_out += 1
-            elif (folder / name).is_symlink():  # not walked; one leading outside is refused
+            elif os.path.islink(folder / name):  # not walked; one leading outside is refused
                 target = Path(os.path.realpath(folder / name))
                 if not target.is_relative_to(inside):
                     found = True

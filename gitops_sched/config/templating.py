@@ -21,11 +21,12 @@ import difflib
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateError, meta, nodes, pass_context
+from jinja2 import StrictUndefined, TemplateError, TemplateRuntimeError, meta, nodes, pass_context
 from jinja2.environment import Template
 from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -41,29 +42,66 @@ MAX_SIZE = 100_000  # a string or list a single operation makes (`'a' * 10**9`, 
 MAX_RANGE = 10_000  # items in one `range(...)`
 MAX_LOOP_ITERATIONS = 100_000  # `{% for %}` iterations in one render, all loops together
 MAX_OUTPUT = 100_000  # characters one render prints, captured blocks and macros included
-MAX_SECONDS = 2.0  # wall-clock time of one render, checked at each loop step and operation
+# wall-clock time of every parse and render of one run together (`time_budget`), checked at
+# each loop step and operation: an expression at the limit is not paid again per workload
+MAX_SECONDS = 2.0
+MAX_SOURCE = 100_000  # characters of one templated string
 
 
 class TemplateLimitError(TemplateError):
     """A template expression went past one of the limits above."""
 
 
+class TemplateTimeError(TemplateLimitError):
+    """The run's templates took more than MAX_SECONDS together: no later one is tried."""
+
+
 def _limit(what: str) -> TemplateLimitError:
     return TemplateLimitError(f"template expression exceeds a limit: {what}")
+
+
+# When the run's templates must be done by (time.monotonic()); None outside `time_budget`
+_DEADLINE: ContextVar[float | None] = ContextVar("gitops_sched_template_deadline", default=None)
+
+
+@contextmanager
+def time_budget() -> Iterator[None]:
+    """Every template parsed or rendered inside shares one MAX_SECONDS (a nested budget
+    is the outer one's). Outside any, each render has MAX_SECONDS of its own."""
+    if _DEADLINE.get() is not None:
+        yield
+        return
+    token = _DEADLINE.set(time.monotonic() + MAX_SECONDS)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def _deadline() -> float:
+    return _DEADLINE.get() or time.monotonic() + MAX_SECONDS
+
+
+def spend(deadline: float | None = None) -> None:
+    """Raise TemplateLimitError once the run's (or `deadline`'s) time is spent."""
+    if time.monotonic() > (deadline or _DEADLINE.get() or float("inf")):
+        raise TemplateTimeError(
+            f"template expression exceeds a limit: rendering took more than {MAX_SECONDS:g} "
+            "seconds (the limit for every expression of a run together)"
+        )
 
 
 class _Budget:
     """What one render has spent so far."""
 
     def __init__(self) -> None:
-        self.deadline = time.monotonic() + MAX_SECONDS
+        self.deadline = _deadline()
         self.iterations = 0
         self.output = 0
         self.sizes: dict[int, tuple[Any, int]] = {}  # see _size; each value kept alive
 
     def tick(self) -> None:
-        if time.monotonic() > self.deadline:
-            raise _limit(f"rendering took more than {MAX_SECONDS:g} seconds")
+        spend(self.deadline)
 
 
 _BUDGET: ContextVar[_Budget | None] = ContextVar("gitops_sched_template_budget", default=None)
@@ -167,7 +205,13 @@ class _LimitedTemplate(Template):
                 if size > MAX_OUTPUT:
                     raise _limit(f"output longer than {MAX_OUTPUT:,} characters")
                 out.append(chunk)
-            return self.environment.concat(out)
+            text = self.environment.concat(out)
+            if _SURROGATE.search(text):  # no UTF-8 writer can write it
+                raise TemplateRuntimeError(
+                    "template expression makes a lone surrogate (\\ud800-\\udfff), which is "
+                    "no character"
+                )
+            return text
         except (RecursionError, MemoryError):
             raise _limit("calls nested too deeply (a macro or loop calling itself)") from None
         except Exception:
@@ -234,8 +278,15 @@ def _takes_env(func: Callable) -> bool:
     return hasattr(func, "jinja_pass_arg")
 
 
-# The filters that allocate by an argument rather than by their input's size.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+# The filters that allocate or compute by an argument rather than by their input's size:
+# `round` of an integer to -10**8 digits computes 10**(10**8).
 _FILTER_CHECKS: dict[str, Callable[..., None]] = {
+    "round": lambda value, precision=0, method="common": _check_width(
+        precision, "'round' precision"
+    ),
     "center": lambda value, width=80: _check_width(width, "'center' width"),
     "indent": lambda value, width=4, *a, **k: _check_indent(value, width),
     "tojson": lambda value, indent=None: _check_width(indent, "'tojson' indent"),
@@ -278,8 +329,9 @@ def _check_replace(value: Any, old: Any, new: Any, count: Any = None) -> None:
             raise _limit(f"'replace' makes a string longer than {MAX_SIZE:,}")
 
 
-# str methods that allocate by an argument: `'x'.ljust(10**9)`.
-_WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs"})
+# str and bytes methods that allocate by an argument: `'x'.ljust(10**9)`, and int's
+# `to_bytes(10**9)`.
+_WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs", "to_bytes"})
 
 
 class _LimitedEnvironment(ImmutableSandboxedEnvironment):
@@ -308,11 +360,11 @@ class _LimitedEnvironment(ImmutableSandboxedEnvironment):
         name = getattr(__obj, "__name__", "")
         # the sandbox hands out str.format wrapped, the method as `__wrapped__`
         string = getattr(getattr(__obj, "__wrapped__", __obj), "__self__", None)
-        if isinstance(string, str):
-            if name in _WIDTH_METHODS:
-                for arg in (*args, *kwargs.values()):
-                    _check_width(arg, f"'{name}' width")
-            elif name in ("format", "format_map"):
+        if isinstance(string, str | bytes | bytearray | int) and name in _WIDTH_METHODS:
+            for arg in (*args, *kwargs.values()):
+                _check_width(arg, f"'{name}' width")
+        elif isinstance(string, str):
+            if name in ("format", "format_map"):
                 _check_format(string, (*args, *kwargs.values()), "'format'")
             elif name == "replace" and len(args) >= 2:
                 _check_replace(string, *args[:3])
@@ -427,8 +479,16 @@ def is_templated(value: Any) -> bool:
     return isinstance(value, str) and ("{{" in value or "{%" in value)
 
 
-@lru_cache(maxsize=4096)
 def _compile(source: str) -> Render:
+    """The source's render function: compiled once (cached), within the run's time."""
+    spend()
+    if len(source) > MAX_SOURCE:
+        raise _limit(f"a templated string longer than {MAX_SOURCE:,} characters")
+    return _compiled(source)
+
+
+@lru_cache(maxsize=4096)
+def _compiled(source: str) -> Render:
     render = _ENV.from_string(source).render
     plan = _plan(source)
     if plan is None:
@@ -503,9 +563,17 @@ def _always_defined(chain: tuple[str, ...]) -> bool:
     return True
 
 
-@lru_cache(maxsize=4096)
 def unknown_names(source: str) -> tuple[str, ...]:
-    """Top-level names an expression uses that the context will not have."""
+    """Top-level names an expression uses that the context will not have (raises
+    TemplateLimitError once the run's time is spent, or for a source past MAX_SOURCE)."""
+    spend()
+    if len(source) > MAX_SOURCE:
+        raise _limit(f"a templated string longer than {MAX_SOURCE:,} characters")
+    return _unknown_names(source)
+
+
+@lru_cache(maxsize=4096)
+def _unknown_names(source: str) -> tuple[str, ...]:
     try:
         names = meta.find_undeclared_variables(_ENV.parse(source))
     except RecursionError:  # a long filter chain parses without recursion, not so this walk
@@ -648,10 +716,13 @@ __all__ = [
     "CONTEXT_NAMES",
     "TemplateError",
     "TemplateLimitError",
+    "TemplateTimeError",
     "context_for",
     "is_templated",
     "render_value",
     "renders_everywhere",
+    "spend",
+    "time_budget",
     "unknown_attributes",
     "unknown_names",
 ]

@@ -11,6 +11,7 @@ from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
 from gitops_sched.config.loader import Document, Source, Unreadable, folder_files, load_files
 from gitops_sched.config.model import Repo, build_repo
 from gitops_sched.config.schema import validate_documents
+from gitops_sched.config.templating import time_budget
 from gitops_sched.config.unread import NOTHING_UNREAD, Unread
 from gitops_sched.gcpause import paused_gc
 
@@ -49,7 +50,8 @@ def check_source(
     if not documents and diagnostics.has_errors:  # nothing read: no follow-on "no Cluster"
         return None, diagnostics
     repo = build_repo(valid)
-    run_checks(repo, documents, diagnostics, baseline=baseline, unread=unread)
+    with time_budget():  # every expression of the repo within one time limit
+        run_checks(repo, documents, diagnostics, baseline=baseline, unread=unread)
     if repo.simulations and not diagnostics.has_errors:  # names checked against a sound repo
         # the Simulation parser needs the engine's types: imported only for repos with tests
         from gitops_sched.sim.scenarios import check_simulations

@@ -78,7 +78,9 @@ def never_fits(job: Job, nodes: Iterable[Node]) -> NeverFit | None:
     if kind is RequestKind.WHOLE:
         return _whole(job.request.count, gang, plain, where)
     if kind is RequestKind.FRACTION:
-        per_gpu = math.floor(1 / job.request.fraction + GPU_EPSILON)
+        # how many such pods share one GPU, counted up to the gang: a fraction at the float
+        # edge (5e-324) makes 1/f infinite, and only whether the gang fits matters
+        per_gpu = math.floor(min(1 / job.request.fraction, gang) + GPU_EPSILON)
         fits = sum(len(gpus) * count for gpus, count in plain) * per_gpu
         return _gang(gang, fits, "pods", where)
     return _memory(job.request.memory_mib, gang, plain, where)
@@ -110,6 +112,8 @@ def _memory(memory_mib: int, gang: int, plain: Plain, where: _Where) -> NeverFit
         return NeverFit(
             Misfit.GPU_MEMORY, f"a pod needs {memory_mib} MiB of GPU memory, {has} ({where})"
         )
+    if memory_mib <= 0:  # `gpuMemory: 0` asks for no memory: any GPU holds the gang
+        return None
     fits = sum(g.memory_mib // memory_mib * nodes for gpus, nodes in plain for g in gpus)
     return _gang(gang, fits, f"pods of {memory_mib} MiB", where)
 

@@ -10,7 +10,6 @@ same inputs on both sides are left out of both renders (their objects are equal)
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from gitops_sched.plan.impact import (
 )
 from gitops_sched.plan.objects import ObjectChange, object_changes
 from gitops_sched.plan.quotas import Capacity, QuotaChange, capacity, quota_changes
+from gitops_sched.plan.statefile import StateFileError, read_state
 from gitops_sched.plan.warnings import (
     PlanWarning,
     Problem,
@@ -114,13 +114,9 @@ def _state(path: Path | None, base: Repo):
     if path is None:
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PlanInputError(
-            f"{path}: not a JSON state from `simulate --format json` ({exc})"
-        ) from exc
-    if not isinstance(data, dict) or not isinstance(data.get("workloads"), list):
-        raise PlanInputError(f"{path}: not a `simulate --format json` state (no `workloads` list)")
+        data = read_state(path)
+    except StateFileError as exc:
+        raise PlanInputError(str(exc)) from exc
     try:
         return state_simulation(base, data, path.as_posix())
     except StateError as exc:

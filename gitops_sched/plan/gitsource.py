@@ -13,8 +13,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from gitops_sched.config import codes
 from gitops_sched.config.ignore import IGNORE_FILE, IgnoreRules
-from gitops_sched.config.loader import YAML_SUFFIXES
+from gitops_sched.config.loader import MAX_FILE_BYTES, YAML_SUFFIXES, Unreadable
 
 BLOB_MODES = ("100644", "100755")  # regular files; links and submodules are not config
 
@@ -47,7 +48,7 @@ def git_folder(path: Path) -> GitFolder:
     found = _git(folder, "rev-parse", "--show-toplevel", "--show-prefix")
     if found.returncode != 0:
         raise GitError(f"{path}: not inside a Git repository (plan compares Git refs)")
-    top, prefix = (found.stdout.decode().splitlines() + ["", ""])[:2]
+    top, prefix = (found.stdout.decode("utf-8", "surrogateescape").splitlines() + ["", ""])[:2]
     return GitFolder(Path(top), prefix, path)
 
 
@@ -73,61 +74,102 @@ def _walk_order(path: str) -> tuple:
     return (*((1, d) for d in dirs), (0, name))
 
 
-def _rules(folder: GitFolder, blob: str | None, excludes: Iterable[str]) -> IgnoreRules:
-    """The folder's `.gitops-schedignore` at the ref (blob id, if any) plus `excludes`."""
+def _rules(
+    folder: GitFolder, blob: Blob | None, excludes: Iterable[str]
+) -> IgnoreRules | Unreadable:
+    """The folder's `.gitops-schedignore` at the ref (if any) plus `excludes`, or why the
+    file is unreadable (as `folder_rules` says for a folder)."""
     if blob is None:
         return IgnoreRules.of("", excludes)
-    found = _git(folder.top, "cat-file", "blob", blob)
+    if blob.size > MAX_FILE_BYTES:
+        return Unreadable(f"file is over the {MAX_FILE_BYTES}-byte limit", codes.FILE_TOO_LARGE)
+    found = _git(folder.top, "cat-file", "blob", blob.id)
     if found.returncode != 0:
-        raise GitError(f"git cat-file {blob}: {found.stderr.decode().strip()}")
+        raise GitError(f"git cat-file {blob.id}: {found.stderr.decode().strip()}")
     try:
         return IgnoreRules.of(found.stdout.decode("utf-8"), excludes)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise GitError(f"{folder.shown / IGNORE_FILE}: not a gitignore file ({exc})") from exc
+    except UnicodeDecodeError:
+        return Unreadable("file is not valid UTF-8", codes.BAD_IGNORE_FILE)
+    except ValueError as exc:  # a malformed pattern, or past the bounds on patterns
+        return Unreadable(f"bad pattern: {exc}", codes.BAD_IGNORE_FILE)
 
 
-def _listed(folder: GitFolder, commit: str, excludes: Iterable[str]) -> list[tuple[str, str]]:
-    """(path below the folder, blob id) of the YAML files a folder load would read."""
+@dataclass(frozen=True)
+class Blob:
+    """A file's content in the object database: its id and size (from `ls-tree -l`)."""
+
+    id: str
+    size: int
+
+
+def _listed(
+    folder: GitFolder, commit: str, excludes: Iterable[str]
+) -> tuple[list[tuple[str, Blob]], IgnoreRules | Unreadable]:
+    """(path below the folder, blob) of the YAML files a folder load would read, and the
+    ignore rules (or why the ignore file is unreadable: then no file is listed)."""
     below = [folder.prefix] if folder.prefix else []  # the repo's root: no pathspec at all
-    listing = _git(folder.top, "ls-tree", "-r", "-z", "--full-tree", commit, "--", *below)
+    listing = _git(folder.top, "ls-tree", "-r", "-z", "-l", "--full-tree", commit, "--", *below)
     if listing.returncode != 0:
         raise GitError(f"git ls-tree {commit}: {listing.stderr.decode().strip()}")
     files, ignore_file = [], None
-    for entry in listing.stdout.decode().split("\0"):
+    for entry in listing.stdout.split(b"\0"):
         if not entry:
             continue
-        meta, _, full = entry.partition("\t")
-        mode, kind, blob = meta.split()
+        meta, _, full_bytes = entry.partition(b"\t")
+        mode, kind, blob, size = meta.decode("ascii").split()
+        # a name that is not UTF-8 is named as a folder load names it (os.fsdecode)
+        full = full_bytes.decode("utf-8", "surrogateescape")
         relative = full[len(folder.prefix) :]
         parts = PurePosixPath(relative).parts
         if relative == IGNORE_FILE and kind == "blob":
-            ignore_file = blob
+            ignore_file = Blob(blob, int(size))
         if kind != "blob" or mode not in BLOB_MODES or any(p.startswith(".") for p in parts):
             continue
         if relative.endswith(YAML_SUFFIXES):
-            files.append((relative, blob))
+            files.append((relative, Blob(blob, int(size))))
     rules = _rules(folder, ignore_file, excludes)
+    if isinstance(rules, Unreadable):
+        return [], rules
     kept = [(relative, blob) for relative, blob in files if not rules.leaves_out(relative)]
-    return sorted(kept, key=lambda item: _walk_order(item[0]))
+    return sorted(kept, key=lambda item: _walk_order(item[0])), rules
 
 
 def ref_files(
     folder: GitFolder, commit: str, excludes: Iterable[str] = ()
-) -> Iterator[tuple[str, bytes]]:
+) -> Iterator[tuple[str, bytes | Unreadable]]:
     """The folder's YAML files at `commit` as (path, bytes), as `folder_files` names them.
 
-    Left out as a folder load would: the ref's own `.gitops-schedignore`, then `excludes`."""
-    files = _listed(folder, commit, excludes)
-    if not files:
+    Left out as a folder load would: the ref's own `.gitops-schedignore`, then `excludes`.
+    A blob over the size limit comes as an `Unreadable`, never read."""
+    files, rules = _listed(folder, commit, excludes)
+    if isinstance(rules, Unreadable):
+        yield (folder.shown / IGNORE_FILE).as_posix(), rules
         return
-    batch = _git(
-        folder.top, "cat-file", "--batch", stdin="".join(f"{b}\n" for _, b in files).encode()
-    )
+    wanted = [blob.id for _, blob in files if blob.size <= MAX_FILE_BYTES]
+    contents = _contents(folder, wanted) if wanted else {}
+    for relative, blob in files:
+        shown = (folder.shown / relative).as_posix()
+        if blob.size > MAX_FILE_BYTES:
+            yield (
+                shown,
+                Unreadable(
+                    f"file is {blob.size} bytes, over the {MAX_FILE_BYTES}-byte limit",
+                    codes.FILE_TOO_LARGE,
+                ),
+            )
+        else:
+            yield shown, contents[blob.id]
+
+
+def _contents(folder: GitFolder, blobs: list[str]) -> dict[str, bytes]:
+    """Each blob's bytes, streamed by one `git cat-file --batch`."""
+    batch = _git(folder.top, "cat-file", "--batch", stdin="".join(f"{b}\n" for b in blobs).encode())
     if batch.returncode != 0:
         raise GitError(f"git cat-file: {batch.stderr.decode().strip()}")
-    out, at = batch.stdout, 0
-    for relative, _ in files:
+    out, at, found = batch.stdout, 0, {}
+    for blob in blobs:
         end = out.index(b"\n", at)
         size = int(out[at:end].split()[2])
-        yield (folder.shown / relative).as_posix(), out[end + 1 : end + 1 + size]
+        found[blob] = out[end + 1 : end + 1 + size]
         at = end + 1 + size + 1  # the content, then a newline
+    return found

@@ -25,6 +25,7 @@ from gitops_sched.config.model import Repo, Workload
 from gitops_sched.config.templating import (
     CONTEXT_NAMES,
     TemplateLimitError,
+    TemplateTimeError,
     context_for,
     is_templated,
     render_value,
@@ -53,7 +54,9 @@ def _expression_problems(source: str) -> tuple[tuple[Code, str], ...]:
         names = unknown_names(source)
     except TemplateSyntaxError as exc:
         return ((codes.TEMPLATE_SYNTAX, f"template syntax error: {exc.message}"),)
-    except TemplateLimitError as exc:  # nested too deeply to parse
+    except TemplateTimeError:
+        raise  # the run's time, not this expression's problem: never cached
+    except TemplateLimitError as exc:  # nested too deeply to parse, or too long
         return ((codes.TEMPLATE_LIMIT, str(exc)),)
     known = ", ".join(CONTEXT_NAMES)
     return tuple(
@@ -69,7 +72,12 @@ def check_template_expressions(repo: Repo) -> Iterator[Diagnostic]:
     """Syntax errors and unknown names, reported once where the expression is written."""
     for doc, fields in _own_pod_fields(repo):
         for path, source in _templated_strings(fields, ("spec",)):
-            for code, message in _expression_problems(source):
+            try:
+                problems = _expression_problems(source)
+            except TemplateTimeError as exc:  # one error, at the first expression not checked
+                yield _error(doc, path, *_spent(exc))
+                return
+            for code, message in problems:
                 yield _error(doc, path, code, message)
 
 
@@ -89,8 +97,19 @@ def check_template_rendering(repo: Repo) -> Iterator[Diagnostic]:
     # once for the expressions that need rendering per workload (keyed by identity: the repo
     # keeps every value alive meanwhile).
     found: dict[int, list[tuple[Path_, str]]] = {}
-    for workload in repo.workloads:
-        yield from _rendering_problems(repo, workload, found)
+    try:
+        for workload in repo.workloads:
+            yield from _rendering_problems(repo, workload, found)
+    except _TimeSpent:  # reported at the render that ran out of time; no later one is tried
+        return
+
+
+class _TimeSpent(Exception):
+    """The run's template time ran out (TemplateTimeError, once reported)."""
+
+
+def _spent(exc: TemplateTimeError) -> tuple[Code, str]:
+    return codes.TEMPLATE_LIMIT, f"{exc}; the expressions after this one are not checked"
 
 
 def _rendering_problems(
@@ -99,7 +118,11 @@ def _rendering_problems(
     context = None
     for field, value in _merged_fields(repo, workload):
         if (sources := found.get(id(value))) is None:
-            sources = found[id(value)] = _to_render(value)
+            try:
+                sources = found[id(value)] = _to_render(value)
+            except TemplateTimeError as exc:
+                yield _error(_source(repo, workload, field), ("spec", *field), *_spent(exc))
+                raise _TimeSpent from exc
         for path, source in sources:
             if context is None:
                 context = context_for(repo.cluster, repo.project(workload.project), workload)
@@ -110,6 +133,8 @@ def _rendering_problems(
                 code = codes.TEMPLATE_LIMIT if limit else codes.TEMPLATE_RENDER
                 message = f"cannot render template expression: {exc}"
                 yield _error(_source(repo, workload, field), ("spec", *field, *path), code, message)
+                if isinstance(exc, TemplateTimeError):
+                    raise _TimeSpent from exc
 
 
 def _to_render(value: Any) -> list[tuple[Path_, str]]:

@@ -1,4 +1,5 @@
-"""Name checks: names Kubernetes derives from the repo must still be valid Kubernetes names.
+"""Name checks: names Kubernetes derives from the repo must still be valid Kubernetes names,
+and a project's namespace must be its own.
 
 A project's namespace (the cluster's prefix and the project's name) is a DNS-1123 label,
 a workload's name becomes its Job's name and so a pod label value, and a node group's
@@ -10,14 +11,14 @@ is applied. A group's selector must also name a label at all, or it would take e
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from gitops_sched.config import codes
 from gitops_sched.config.checks.common import _error, _key_error
 from gitops_sched.config.diagnostics import Diagnostic
 from gitops_sched.config.loader import Path_
-from gitops_sched.config.model import Repo
+from gitops_sched.config.model import Cluster, Project, Repo
 from gitops_sched.hardware.gfd import GFD_PRODUCT, gfd_product
 
 MAX_NAMESPACE_LENGTH = 63  # a namespace is a DNS-1123 label
@@ -25,12 +26,14 @@ MAX_NAMESPACE_LENGTH = 63  # a namespace is a DNS-1123 label
 # Kubernetes appends suffixes to it, so workloads keep the margin CronJobs use.
 MAX_WORKLOAD_NAME_LENGTH = 52
 MAX_LABEL_VALUE_LENGTH = 63
+KUBERNETES_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
 
 
 def check_derived_names(repo: Repo) -> Iterator[Diagnostic]:
     """Names the compiler derives must still be valid Kubernetes names."""
     if repo.cluster is not None:
+        yield from _namespaces_taken(repo.cluster, repo.projects)
         for project in repo.projects:
             namespace = repo.cluster.project_namespace(project.name)
             if len(namespace) > MAX_NAMESPACE_LENGTH:
@@ -50,6 +53,30 @@ def check_derived_names(repo: Repo) -> Iterator[Diagnostic]:
                 f"workload name is {len(workload.name)} characters, more than "
                 f"{MAX_WORKLOAD_NAME_LENGTH} (its Job name becomes a pod label value)",
             )
+
+
+def _namespaces_taken(cluster: Cluster, projects: Iterable[Project]) -> Iterator[Diagnostic]:
+    """A project's namespace is its own: not the system namespace (where its members' Role
+    would grant exec into the scheduler), not one of Kubernetes' (`default`, `kube-*`), and
+    not another project's."""
+    owners: dict[str, str] = {}
+    for project in projects:
+        namespace = cluster.project_namespace(project.name)
+        if namespace == cluster.system_namespace:
+            taken = "the system namespace (spec.systemNamespace), where the scheduler runs"
+        elif namespace in KUBERNETES_NAMESPACES or namespace.startswith("kube-"):
+            taken = "reserved by Kubernetes (default and kube-*)"
+        elif namespace in owners:
+            taken = f"Project/{owners[namespace]}'s namespace too"
+        else:
+            owners[namespace] = project.name
+            continue
+        yield _error(
+            project.doc,
+            ("metadata", "name"),
+            codes.RESERVED_NAMESPACE,
+            f"the project's namespace '{namespace}' (namespacePrefix + name) is {taken}",
+        )
 
 
 def _valid_label_value(value: Any) -> bool:
