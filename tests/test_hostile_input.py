@@ -357,7 +357,7 @@ def test_the_time_limit_is_one_budget_for_the_whole_run(
 
 
 def test_a_render_past_the_time_budget_after_validation_is_a_message(
-    repo: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """validate spent its own budget; render has one of its own, which may run out too."""
     from gitops_sched.compiler import workloads
@@ -367,7 +367,10 @@ def test_a_render_past_the_time_budget_after_validation_is_a_message(
         return value
 
     monkeypatch.setattr(workloads, "render_value", out_of_time)
-    for args in (["render", str(repo), "-o", "-"], ["render", str(repo), "-o", str(repo / "o")]):
+    for args in (
+        ["render", str(repo), "-o", "-"],
+        ["render", str(repo), "-o", str(tmp_path / "o")],
+    ):
         code, output = run(*args)
         assert code == 1
         assert output.startswith("gitops-sched: cannot render a template expression: ")
