@@ -828,6 +828,16 @@ def test_idle_since_never_reaches_back_before_the_workload_started(idle_here: Pa
     assert run_file(idle_here, steps=steps).failures == ()
 
 
+def test_an_idle_workload_fed_back_stays_idle_since_then(idle_here: Path) -> None:
+    steps = [{"submit": SHELL}, {"advance": "10m"}, {"idle": "shell"}, {"advance": "20m"}]
+    first = json_of(run_file(idle_here, steps=steps))
+    (entry,) = first["workloads"]
+    assert (entry["runningFor"], entry["idleFor"]) == (30 * 60, 20 * 60)
+    # its 30m idle timeout counts from when its GPUs went unused, not from the continuation
+    second = run_file(idle_here, running=first["workloads"], steps=[{"advance": "10m"}])
+    assert statuses(second) == {"shell": ("stopped", "idle")}
+
+
 IDLE_ERRORS = """\
 apiVersion: gitops-sched.io/v1alpha1
 kind: Simulation

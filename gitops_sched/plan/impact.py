@@ -39,13 +39,8 @@ from gitops_sched.sim.run import SimulationResult, WorkloadState, simulate
 RUNNING = "running"
 PENDING = "pending"
 ACTIVE = (None, RUNNING, PENDING)
-STATE_KEYS = (
-    "name",
-    "status",
-    "pods",
-    "runningFor",
-    "workload",
-)  # of a `--state` workload, as `running:`
+# of a `--state` workload, as `running:`
+STATE_KEYS = ("name", "status", "pods", "runningFor", "idleFor", "workload")
 ENDED_KEYS = ("name", "status")  # of one stopped or deleted: it stays so
 
 
@@ -169,10 +164,11 @@ def state_simulation(repo: Repo, state: dict[str, Any], file: str) -> Simulation
 def settled_state(result: SimulationResult) -> Simulation:
     """A run's final state as the start of a run that continues from it: its running and
     pending workloads in the order they were submitted, with their pods and how long they
-    have run, on its nodes (with the MIG instances it left) -- what `simulate --format json`
-    prints, fed back. Continued under the same config, a settled state decides nothing."""
+    have run (and gone idle), on its nodes (with the MIG instances it left) -- what
+    `simulate --format json` prints, fed back. Continued under the same config, a settled
+    state decides nothing."""
     queued = tuple(
-        Placed(state.workload, state.pods, state.running_for or 0.0)
+        Placed(state.workload, state.pods, state.running_for or 0.0, state.idle_for)
         for state in result.queue
         if state.status in ACTIVE
     )

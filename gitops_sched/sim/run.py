@@ -72,6 +72,7 @@ class WorkloadState:
     document: dict | None  # the Workload document, for workloads that are not the repo's
     submitted: int  # its place in the order of submission (of its last submission)
     running_for: float | None  # seconds since it started; None: it runs no pod
+    idle_for: float | None  # seconds its GPUs have gone unused; None: busy or not running
     # why it is pending (engine.why) or stopped: worked out when asked (`plan` rarely asks)
     why: Callable[[], str] = field(default=lambda: "", repr=False, compare=False)
 
@@ -186,6 +187,9 @@ class _Run:
         job = job_from_workload(self.repo, workload, self.submitted)
         if placed.pods:  # a gang in flight among them: its grace period starts now
             job = job.with_pods(placed.pods, now - placed.running_for).tracking_short(now)
+            if placed.idle_for is not None:  # as an `idle:` step, never before it started
+                idle_since = max(now - placed.idle_for, now - placed.running_for)
+                job = replace(job, idle_since=idle_since)
         self.order[workload.name] = self.submitted
         self.submitted += 1
         self.names[job.key] = workload.name
@@ -268,7 +272,7 @@ class _Run:
 
     def _state(self, name: str, job: Job | None, reasons: PendingReasons) -> WorkloadState:
         workload = self.workloads[name]
-        started = job.started_at if job else None
+        started, idle = (job.started_at, job.idle_since) if job else (None, None)
         why: Callable[[], str]  # str() is "", partial(str, text)() is text
         if job is None:
             status, reason = self.ended[name]
@@ -285,6 +289,7 @@ class _Run:
             document=None if id(workload) in self.own else workload.doc.data,
             submitted=self.order[name],
             running_for=None if started is None else self.snapshot.now - started,
+            idle_for=None if idle is None else self.snapshot.now - idle,
             why=why,
         )
 
