@@ -6,7 +6,9 @@ The repos are the benchmarks' generated ones (`benchmarks/compile_scale.py`: who
 fractions, GPU memory, MIG, gangs and elastic workloads, interactive and inference work,
 several departments, over-quota weights, ranks and denials, limits) at small sizes. Issue
 23's repo is the smallest found where the order a continuation queued its workloads in
-(by name, not as they were submitted) made a settled state evict and start work.
+(by name, not as they were submitted) made a settled state evict and start work; AGES's one
+where a continuation that forgot how long its workloads had run (victims go youngest first)
+did.
 """
 
 from __future__ import annotations
@@ -53,6 +55,10 @@ from tests.control_plane.nodes import repo_nodes
 
 Files = dict[str, list[dict[str, Any]]]
 ISSUE_23 = {"seed": 2, "departments": 3, "projects": 20, "workloads": 150}
+# waves 10 minutes apart: a continuation that took every running workload as started now
+# (their ages lost) ordered reclaim's victims (youngest first) otherwise, and reclaimed
+# where the settled run had found nothing to take
+AGES = {"seed": 740, "departments": 2, "projects": 3, "workloads": 46}
 NO_OPS = ("comment", "reordered keys", "reformatted")
 
 
@@ -120,6 +126,7 @@ def active(workloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
     order=st.randoms(use_true_random=False),
 )
 @example(**ISSUE_23, arrivals=1, advance="10m", deleted=0, order=random.Random(0))
+@example(**AGES, arrivals=3, advance="10m", deleted=3, order=random.Random(166))
 def test_a_settled_state_fed_back_as_running_decides_nothing(
     seed: int,
     departments: int,

@@ -599,8 +599,19 @@ def test_a_gang_in_flight_seeds_the_next_run_still_in_flight(here: Path) -> None
     assert gang["pods"] == [pod]
 
     second = json_of(run_file(here, running=first["workloads"], steps=steps))
-    assert second["workloads"] == first["workloads"]
+    assert second["workloads"] == [gang | {"runningFor": gang["runningFor"] + 10}]  # 10s older
     assert second["log"] == []
+
+
+def test_a_running_workload_fed_back_keeps_its_age(here: Path) -> None:
+    shell = doc("Workload", "shell", project="nlp", type="interactive", gpu=1)
+    first = json_of(run_file(here, steps=[{"submit": shell}, {"advance": "50m"}]))
+    (entry,) = first["workloads"]
+    assert (entry["status"], entry["runningFor"]) == ("running", 50 * 60)
+    # its 1h limit counts from its start, not from the continuation's
+    second = run_file(here, running=first["workloads"], steps=[{"advance": "11m"}])
+    assert statuses(second) == {"shell": ("stopped", "time-limit")}
+    assert [(e.step, e.action, e.reason) for e in second.log] == [(1, "evict", "time-limit")]
 
 
 def test_json_output_has_fixed_keys_and_sorted_lists(here: Path) -> None:
@@ -815,6 +826,16 @@ def test_idle_since_never_reaches_back_before_the_workload_started(idle_here: Pa
         {"expect": {"workloads": {"shell": {"status": "stopped", "reason": "idle"}}}},
     ]
     assert run_file(idle_here, steps=steps).failures == ()
+
+
+def test_an_idle_workload_fed_back_stays_idle_since_then(idle_here: Path) -> None:
+    steps = [{"submit": SHELL}, {"advance": "10m"}, {"idle": "shell"}, {"advance": "20m"}]
+    first = json_of(run_file(idle_here, steps=steps))
+    (entry,) = first["workloads"]
+    assert (entry["runningFor"], entry["idleFor"]) == (30 * 60, 20 * 60)
+    # its 30m idle timeout counts from when its GPUs went unused, not from the continuation
+    second = run_file(idle_here, running=first["workloads"], steps=[{"advance": "10m"}])
+    assert statuses(second) == {"shell": ("stopped", "idle")}
 
 
 IDLE_ERRORS = """\

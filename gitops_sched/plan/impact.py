@@ -16,7 +16,7 @@ Two scenarios, both through the code `simulate` runs (`bridge` for the translati
 Carrying the state over: a workload keeps its pods when it still exists, asks the same
 per pod, has no more pods than replicas, its nodes still exist with the same GPUs and its
 MIG instance is still in the layout; otherwise it is queued again (or gone, when the
-change removes it). The workloads keep their order; dynamic MIG layouts stay on the
+change removes it). The workloads keep their order and ages; dynamic MIG layouts stay on the
 nodes whose GPUs the change keeps.
 """
 
@@ -39,7 +39,8 @@ from gitops_sched.sim.run import SimulationResult, WorkloadState, simulate
 RUNNING = "running"
 PENDING = "pending"
 ACTIVE = (None, RUNNING, PENDING)
-STATE_KEYS = ("name", "status", "pods", "workload")  # of a `--state` workload, as `running:`
+# of a `--state` workload, as `running:`
+STATE_KEYS = ("name", "status", "pods", "runningFor", "idleFor", "workload")
 ENDED_KEYS = ("name", "status")  # of one stopped or deleted: it stays so
 
 
@@ -162,11 +163,14 @@ def state_simulation(repo: Repo, state: dict[str, Any], file: str) -> Simulation
 
 def settled_state(result: SimulationResult) -> Simulation:
     """A run's final state as the start of a run that continues from it: its running and
-    pending workloads in the order they were submitted, with their pods, on its nodes (with
-    the MIG instances it left) -- what `simulate --format json` prints, fed back. Continued
-    under the same config, a settled state decides nothing."""
+    pending workloads in the order they were submitted, with their pods and how long they
+    have run (and gone idle), on its nodes (with the MIG instances it left) -- what
+    `simulate --format json` prints, fed back. Continued under the same config, a settled
+    state decides nothing."""
     queued = tuple(
-        Placed(state.workload, state.pods) for state in result.queue if state.status in ACTIVE
+        Placed(state.workload, state.pods, state.running_for or 0.0, state.idle_for)
+        for state in result.queue
+        if state.status in ACTIVE
     )
     ended = frozenset(s.workload.name for s in result.workloads if s.status not in ACTIVE)
     return Simulation(result.name, result.snapshot.nodes, queued, (), ended)
@@ -212,12 +216,12 @@ def carried_over(start: Simulation, base: Repo, head: Repo) -> tuple[Simulation,
         if workload is None:
             lost[was.workload.name] = "removed from the repo"
             continue
-        pods = was.pods
-        if pods:
+        kept = replace(was, workload=workload)
+        if was.pods:
             why = _why_requeued(was, workload, base, head, nodes, old_nodes)
             if why:
-                lost[workload.name], pods = why, ()
-        placed.append(Placed(workload, pods))
+                lost[workload.name], kept = why, Placed(workload, ())
+        placed.append(kept)
     name = head.cluster.name if head.cluster else ""
     return Simulation(name, tuple(nodes.values()), tuple(placed), (), start.ended), lost
 

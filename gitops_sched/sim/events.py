@@ -23,7 +23,10 @@ when they have not started within the policy's stale-gang grace period). A pod's
 is its ordinal in the workload (default: its position in the list); pods are read with
 the engine codec's `pod_from_dict`, the shape `simulate --format json` prints them in.
 The entries are queued in the order listed (before the repo's other workloads), the order
-`simulate --format json` lists its workloads in: the order they were submitted. An entry
+`simulate --format json` lists its workloads in: the order they were submitted; a running
+entry's `runningFor` (seconds, default 0) is how long it has run, its age as that output
+prints it, so the youngest is still evicted first and time limits still count; `idleFor`
+likewise how long its GPUs have gone unused (never longer than it has run). An entry
 `stopped` or `deleted` (as that output lists ended workloads) is not submitted again.
 """
 
@@ -119,6 +122,10 @@ class Placed:
 
     workload: Workload
     pods: tuple[PodPlacement, ...]
+    # how long its pods have run (`runningFor`): its age decides who is evicted first and
+    # when an interactive time limit ends it, so a continuation keeps it
+    running_for: float = 0.0
+    idle_for: float | None = None  # how long its GPUs have gone unused (`idleFor`); None: busy
 
 
 @dataclass(frozen=True)
@@ -300,7 +307,9 @@ def _running(
             problems.at(
                 ("running", i, "status"), codes.SIMULATION_RUNNING, f"{message}, not {len(pods)}"
             )
-        placed.append(Placed(workload, pods))
+        idle = entry.get("idleFor")
+        running_for = float(entry.get("runningFor") or 0)
+        placed.append(Placed(workload, pods, running_for, None if idle is None else float(idle)))
     return tuple(placed), tuple(use.nodes[node.name] for node in nodes)
 
 

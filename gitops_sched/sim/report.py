@@ -94,6 +94,8 @@ def _workload(state: WorkloadState) -> dict[str, Any]:
         "status": state.status,
         "reason": _or_none(state.reason),
         "pods": [pod_to_dict(pod) for pod in state.pods],
+        "runningFor": state.running_for,
+        "idleFor": state.idle_for,
         "workload": state.document,
     }
 

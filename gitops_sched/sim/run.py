@@ -7,7 +7,8 @@ one listed as stopped or deleted stays so).
 A file with steps says itself what arrives: the repo's workloads are submitted only
 where a `submit:` step names them. Submission order is the engine's tie-breaker, so a
 result lists its workloads in it too (`SimulationResult.queue`): fed back as `running:`,
-they queue in the same order and the settled state stays settled.
+they queue in the same order, and with how long each has run (`WorkloadState.running_for`:
+the youngest is evicted first), so the settled state stays settled.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from gitops_sched.sim.events import (
     Delete,
     Expect,
     Idle,
+    Placed,
     SetNodes,
     Simulation,
     Step,
@@ -69,6 +71,8 @@ class WorkloadState:
     pods: tuple[PodPlacement, ...]
     document: dict | None  # the Workload document, for workloads that are not the repo's
     submitted: int  # its place in the order of submission (of its last submission)
+    running_for: float | None  # seconds since it started; None: it runs no pod
+    idle_for: float | None  # seconds its GPUs have gone unused; None: busy or not running
     # why it is pending (engine.why) or stopped: worked out when asked (`plan` rarely asks)
     why: Callable[[], str] = field(default=lambda: "", repr=False, compare=False)
 
@@ -122,10 +126,10 @@ def simulate(repo: Repo, simulation: Simulation | None = None) -> SimulationResu
         name = repo.cluster.name if repo.cluster else ""
         simulation = Simulation(name, nodes_from_repo(repo), running=(), steps=())
     run = _Run(repo, Snapshot(policy_from_repo(repo), simulation.nodes, ()))
-    arriving = [(placed.workload, placed.pods) for placed in simulation.running]
+    arriving = list(simulation.running)
     if not simulation.steps:
         listed = {placed.workload.name for placed in simulation.running} | simulation.ended
-        arriving += [(w, ()) for w in repo.workloads if w.name not in listed]
+        arriving += [Placed(w, ()) for w in repo.workloads if w.name not in listed]
     run.submit(arriving)
     run.settle(0)
     for step in simulation.steps:
@@ -158,7 +162,7 @@ class _Run:
     def step(self, step: Step) -> None:
         match step.action:
             case Submit(workloads):
-                self.submit((workload, ()) for workload in workloads)
+                self.submit(Placed(workload, ()) for workload in workloads)
             case Delete(names):
                 self.delete(names)
             case SetNodes(names, up):
@@ -172,16 +176,20 @@ class _Run:
                 return  # looks only: nothing to settle
         self.settle(step.number)
 
-    def submit(self, arriving: Iterable[tuple[Workload, tuple[PodPlacement, ...]]]) -> None:
-        """Workloads (with the pods they run already, if any) queued in this order; the
-        snapshot's jobs grow once for all of them."""
-        jobs = [self._job(workload, pods) for workload, pods in arriving]
+    def submit(self, arriving: Iterable[Placed]) -> None:
+        """Workloads (with the pods they run already, if any, and since when) queued in this
+        order; the snapshot's jobs grow once for all of them."""
+        jobs = [self._job(placed) for placed in arriving]
         self.snapshot = replace(self.snapshot, jobs=(*self.snapshot.jobs, *jobs))
 
-    def _job(self, workload: Workload, pods: tuple[PodPlacement, ...]) -> Job:
+    def _job(self, placed: Placed) -> Job:
+        workload, now = placed.workload, self.snapshot.now
         job = job_from_workload(self.repo, workload, self.submitted)
-        if pods:  # a gang in flight among them: its grace period starts now
-            job = job.with_pods(pods, self.snapshot.now).tracking_short(self.snapshot.now)
+        if placed.pods:  # a gang in flight among them: its grace period starts now
+            job = job.with_pods(placed.pods, now - placed.running_for).tracking_short(now)
+            if placed.idle_for is not None:  # as an `idle:` step, never before it started
+                idle_since = max(now - placed.idle_for, now - placed.running_for)
+                job = replace(job, idle_since=idle_since)
         self.order[workload.name] = self.submitted
         self.submitted += 1
         self.names[job.key] = workload.name
@@ -264,6 +272,7 @@ class _Run:
 
     def _state(self, name: str, job: Job | None, reasons: PendingReasons) -> WorkloadState:
         workload = self.workloads[name]
+        started, idle = (job.started_at, job.idle_since) if job else (None, None)
         why: Callable[[], str]  # str() is "", partial(str, text)() is text
         if job is None:
             status, reason = self.ended[name]
@@ -279,6 +288,8 @@ class _Run:
             pods=job.placement if job else (),
             document=None if id(workload) in self.own else workload.doc.data,
             submitted=self.order[name],
+            running_for=None if started is None else self.snapshot.now - started,
+            idle_for=None if idle is None else self.snapshot.now - idle,
             why=why,
         )
 
