@@ -260,7 +260,8 @@ def test_unknown_field_points_at_its_key_and_suggests_the_near_miss(tmp_path: Pa
 
 PROJECT_FIELDS = (
     "department, quota, nodeGroupQuotas, overQuota, overQuotaWeight, overQuotaRank, limit, "
-    "nodeGroups, interactiveTimeLimit, idleGpuTimeout, fractionPolicy, members, network"
+    "nodeGroups, interactiveTimeLimit, idleGpuTimeout, fractionPolicy, members, network, "
+    "minRuntime"
 )
 
 
@@ -269,7 +270,7 @@ def test_unknown_field_in_a_nested_block_mapping(tmp_path: Path) -> None:
     assert problems(tmp_path, text_of("Cluster", spec, name="c")) == [
         "repo.yaml:8:5: Cluster/c: unknown field 'spec.policy.preemption' (allowed: "
         "cyclePeriod, reclaimThreshold, consolidation, staleGangGrace, defaultOverQuotaWeight, "
-        "allowOversubscription)"
+        "allowOversubscription, minRuntime)"
     ]
 
 
