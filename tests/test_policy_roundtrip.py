@@ -245,3 +245,18 @@ def test_a_configmap_without_a_readable_policy_is_refused(
 ) -> None:
     with pytest.raises(ValueError, match=message.replace("[", r"\[")):
         policy_from_configmap(config_map)
+
+
+def test_the_configmap_carries_each_projects_minimum_runtime_resolved() -> None:
+    repo = repo_of(
+        doc("Cluster", "lab", policy={"minRuntime": {"preempt": "5m", "reclaim": "1h"}}),
+        doc("Department", "d", quota={"gpu": 4}, minRuntime={"reclaim": "30m"}),
+        doc("Project", "own", department="d", quota={"gpu": 1}, minRuntime={"preempt": "2m"}),
+        doc("Project", "inherits", department="d", quota={"gpu": 1}),
+    )
+    projects = policy_document(repo)["departments"][0]["projects"]
+    assert [
+        (p["name"], p["preemptMinRuntimeSeconds"], p["reclaimMinRuntimeSeconds"]) for p in projects
+    ] == [("inherits", 300, 1800), ("own", 120, 1800)]
+    queues = {q.name: q for q in read_back(repo).policy.projects}
+    assert (queues["own"].preempt_min_runtime_s, queues["own"].reclaim_min_runtime_s) == (120, 1800)

@@ -415,6 +415,21 @@ def test_a_stale_gang_grace_is_a_duration(tmp_path: Path) -> None:
     ]
 
 
+def test_a_minimum_runtime_takes_durations_and_only_preempt_and_reclaim(tmp_path: Path) -> None:
+    department = "spec:\n  quota: {gpu: 1}\n  minRuntime:\n    preempt: ten minutes\n"
+    project = (
+        "spec:\n  department: d\n  quota: {gpu: 1}\n  minRuntime: {reclaim: 30m, resume: 5m}\n"
+    )
+    assert problems(
+        tmp_path, text_of("Department", department, name="d"), text_of("Project", project)
+    ) == [
+        "repo.yaml:8:14: Department/d: spec.minRuntime.preempt: 'ten minutes' is not a duration "
+        "(e.g. 90s, 30m, 8h, 1h30m, 2d, or seconds)",
+        "repo.yaml:17:30: Project/x: unknown field 'spec.minRuntime.resume' (allowed: preempt, "
+        "reclaim)",
+    ]
+
+
 def test_unquoted_kubernetes_version(tmp_path: Path) -> None:
     assert problems(tmp_path, text_of("Cluster", "spec:\n  kubernetesVersion: 1.30\n")) == [
         "repo.yaml:6:22: Cluster/x: spec.kubernetesVersion: 1.3 is not a quoted Kubernetes "
