@@ -14,6 +14,7 @@ from test_engine_properties import settle_steps, submit
 
 from gitops_sched.engine import schedule
 from gitops_sched.engine.types import EvictReason, Job, Policy, Snapshot
+from gitops_sched.engine.why import PendingReasons
 from tests.strategies import two_waves
 
 
@@ -120,3 +121,17 @@ def test_a_protected_job_is_never_a_victim_before_its_minimum_runtime(
                 # protected: only pods above its gang may go
                 left = len(victim.placement) - len(evict.pods)
                 assert left >= victim.min_available, (evict, victim, before.now)
+
+
+def test_a_claimant_is_told_how_long_the_work_it_would_reclaim_stays_protected():
+    pol = policy(project("a", 1, reclaim_min_runtime_s=600), project("b", 1))
+    work = [
+        running("a-1", "a", 1, on("n-0", 0), started=0),
+        running("a-2", "a", 1, on("n-0", 1), started=100),
+        job("b-1", "b", submitted=100),
+    ]
+    snap = snapshot(pol, nodes("n", 1, gpus=2), work, now=250.0)
+    claimant = next(j for j in snap.jobs if j.name == "b-1")
+    reason = PendingReasons(snap).of(claimant).text
+    assert reason.startswith("nothing to reclaim: ")
+    assert "a's work there is within its minimum runtime for 350s more" in reason

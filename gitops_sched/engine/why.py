@@ -221,8 +221,14 @@ def _holders(session: Session, job: Job, gain: float, holdings: Holdings) -> str
         refusal = _refusal(session, job, gain, holdings.pool, project, allowed, guaranteed)
         if isinstance(refusal, str):
             parts.append(refusal)
-        elif refusal > GPU_EPSILON:
+            continue
+        if refusal > GPU_EPSILON:
             takeable[project] = refusal
+        wait = holdings.pool.protected_for(project, allowed)
+        if wait is not None:
+            parts.append(
+                f"{project}'s work there is within its minimum runtime for {_gpus(wait)}s more"
+            )
     if takeable:
         names = ", ".join(takeable)
         parts.append(

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from gitops_sched.engine.admission import fits_quota
-from gitops_sched.engine.min_runtime import is_protected
+from gitops_sched.engine.min_runtime import protected_until
 from gitops_sched.engine.placement import place, surely_no_room
 from gitops_sched.engine.session import Session, victim_order
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job, PodPlacement
@@ -168,12 +168,13 @@ class VictimPool:
         """The victims of `reason` of every project, or only of `projects`."""
         self.session = session
         self._jobs: dict[str, list[Job]] = {}  # project -> its running preemptible jobs
-        self._protected: set[str] = set()  # jobs within their minimum runtime
+        self._protected: dict[str, float] = {}  # job -> until when its minimum runtime lasts
         for job in session.running():
             if job.preemptible and (projects is None or job.project in projects):
                 self._jobs.setdefault(job.project, []).append(job)
-                if is_protected(job, session.projects.get(job.project), reason, session.now):
-                    self._protected.add(job.key)
+                until = protected_until(job, session.projects.get(job.project), reason)
+                if until is not None and session.now < until:
+                    self._protected[job.key] = until
         self._victims: dict[str, list[Victim]] = {}
         self._by_node: dict[str, list[Victim]] | None = None  # whole jobs by their nodes
         self._group = {name: use.node.node_group for name, use in session.nodes.items()}
@@ -222,6 +223,17 @@ class VictimPool:
         victims = [Victim(job.key, (pod,), groups) for pod in extra]
         victims.append(Victim(job.key, None, groups))
         return victims
+
+    def protected_for(self, project: str, allowed: set[str] | None) -> float | None:
+        """Seconds until the first of the project's jobs on `allowed` node groups that its
+        minimum runtime protects may be taken; None when none is protected."""
+        left = [
+            self._protected[job.key] - self.session.now
+            for job in self._jobs.get(project, ())
+            if job.key in self._protected
+            and (allowed is None or not self.groups(job).isdisjoint(allowed))
+        ]
+        return min(left, default=None)
 
     def on_nodes(self, nodes: set[str]) -> list[Victim]:
         """The whole-job victims that ran on one of `nodes` when the action began."""
