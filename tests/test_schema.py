@@ -47,6 +47,7 @@ spec:
     staleGangGrace: 2m
     defaultOverQuotaWeight: equal
     allowOversubscription: false
+    minRuntime: {preempt: 5m, reclaim: 1h}
 """,
     "NodeGroup": """\
 spec:
@@ -72,6 +73,7 @@ spec:
   overQuotaWeight: 2
   limit: {gpu: 24}
   admins: [alice]
+  minRuntime: {reclaim: 30m}
 """,
     "Project": """\
 spec:
@@ -91,6 +93,7 @@ spec:
   idleGpuTimeout: 3600
   members: {users: [bob], groups: [vision]}
   network: {allowedNamespaces: [api-gateway]}
+  minRuntime: {preempt: 10m}
 """,
     "Template": """\
 spec:
