@@ -226,3 +226,24 @@ def test_no_mig_slot(tmp_path: Path) -> None:
         "Why pending: no MIG slot: no free 7g.80gb instance, and no room to create one on the "
         "MIG GPUs it may use"
     ) in result.output
+
+
+def test_a_running_job_says_until_when_its_minimum_runtime_protects_it(tmp_path: Path) -> None:
+    scenarios = Path(__file__).resolve().parent / "scenarios"
+    text = (scenarios / "min-runtime.yaml").read_text()
+    early = tmp_path / "early.yaml"  # up to 5m in: team-a's work started at 0s
+    early.write_text(text.split("  - expect:")[0])
+    result = explain(str(scenarios / "repos" / "min-runtime"), "a-1", "--events", str(early))
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    at = lines.index("Minimum runtime:")
+    assert lines[at + 1 : at + 3] == [
+        "  protected from preempt until 10m (started at 0s, minimum runtime 10m)",
+        "  protected from reclaim until 30m (started at 0s, minimum runtime 30m)",
+    ]
+    answer = explain(
+        str(scenarios / "repos" / "min-runtime"), "a-1", "--events", str(early), "--format", "json"
+    )
+    assert json.loads(answer.output)["protection"] == [
+        line.strip() for line in lines[at + 1 : at + 3]
+    ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from gitops_sched.compiler.yamltext import dump_object
 from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.loader import load_repo, load_text
 from gitops_sched.config.model import Repo, build_repo
+from gitops_sched.engine.types import Policy
 
 EXAMPLES = Path(__file__).parent.parent / "examples" / "clusters"
 
@@ -101,7 +103,20 @@ def test_queues_are_in_name_order_whatever_the_files_order() -> None:
     policy = policy_from_repo(repo_of(*documents))
     assert [d.name for d in policy.departments] == ["alpha", "zeta"]
     assert [p.name for p in policy.projects] == ["a", "b"]
-    assert policy == policy_from_repo(repo_of(*reversed(documents)))
+    # the files' order gives each queue only its age (the older first: zeta, b)
+    assert [(d.name, d.age) for d in policy.departments] == [("alpha", 1), ("zeta", 0)]
+    assert [(p.name, p.age) for p in policy.projects] == [("a", 1), ("b", 0)]
+    flipped = policy_from_repo(repo_of(*reversed(documents)))
+    assert [(p.name, p.age) for p in flipped.projects] == [("a", 0), ("b", 1)]
+    assert _ageless(policy) == _ageless(flipped)
+
+
+def _ageless(policy: Policy) -> Policy:
+    return replace(
+        policy,
+        departments=tuple(replace(d, age=0) for d in policy.departments),
+        projects=tuple(replace(p, age=0) for p in policy.projects),
+    )
 
 
 GPUS = st.one_of(st.integers(0, 64), st.sampled_from([0.5, 1.5, 2.25, 7.75]))
@@ -118,10 +133,15 @@ def repos(draw: st.DrawFn) -> Repo:
         "staleGangGrace": draw(st.sampled_from(["0s", "45s", "5m"])),
         "cyclePeriod": draw(st.sampled_from(["1s", "10s"])),
     }
+    if min_runtime := draw(min_runtimes()):
+        policy["minRuntime"] = min_runtime
     documents = [doc("Cluster", "lab", namespacePrefix="ns-", policy=policy)]
     departments = draw(st.lists(st.sampled_from("abcd"), min_size=1, max_size=3, unique=True))
     for name in departments:
-        documents.append(doc("Department", f"dept-{name}", **queue_fields(draw)))
+        fields = queue_fields(draw)
+        if min_runtime := draw(min_runtimes()):
+            fields["minRuntime"] = min_runtime
+        documents.append(doc("Department", f"dept-{name}", **fields))
     names = draw(st.lists(st.sampled_from("pqrstu"), min_size=1, max_size=5, unique=True))
     for name in names:
         extra: dict[str, Any] = {
@@ -132,8 +152,16 @@ def repos(draw: st.DrawFn) -> Repo:
         for key in ("interactiveTimeLimit", "idleGpuTimeout"):
             if (value := draw(DURATIONS)) is not None:
                 extra[key] = value
+        if min_runtime := draw(min_runtimes()):
+            extra["minRuntime"] = min_runtime
         documents.append(doc("Project", f"proj-{name}", **queue_fields(draw), **extra))
     return repo_of(*draw(st.permutations(documents)))
+
+
+def min_runtimes() -> st.SearchStrategy[dict[str, str]]:
+    """A `minRuntime:` setting nothing, one or both of its durations."""
+    durations = st.sampled_from(["0s", "90s", "30m"])
+    return st.fixed_dictionaries({}, optional={"preempt": durations, "reclaim": durations})
 
 
 def queue_fields(draw: st.DrawFn) -> dict[str, Any]:
@@ -217,3 +245,18 @@ def test_a_configmap_without_a_readable_policy_is_refused(
 ) -> None:
     with pytest.raises(ValueError, match=message.replace("[", r"\[")):
         policy_from_configmap(config_map)
+
+
+def test_the_configmap_carries_each_projects_minimum_runtime_resolved() -> None:
+    repo = repo_of(
+        doc("Cluster", "lab", policy={"minRuntime": {"preempt": "5m", "reclaim": "1h"}}),
+        doc("Department", "d", quota={"gpu": 4}, minRuntime={"reclaim": "30m"}),
+        doc("Project", "own", department="d", quota={"gpu": 1}, minRuntime={"preempt": "2m"}),
+        doc("Project", "inherits", department="d", quota={"gpu": 1}),
+    )
+    projects = policy_document(repo)["departments"][0]["projects"]
+    assert [
+        (p["name"], p["preemptMinRuntimeSeconds"], p["reclaimMinRuntimeSeconds"]) for p in projects
+    ] == [("inherits", 300, 1800), ("own", 120, 1800)]
+    queues = {q.name: q for q in read_back(repo).policy.projects}
+    assert (queues["own"].preempt_min_runtime_s, queues["own"].reclaim_min_runtime_s) == (120, 1800)

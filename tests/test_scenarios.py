@@ -49,7 +49,9 @@ def test_reclaim_alternates_between_over_quota_teams_and_spares_notebooks():
     output = run_scenario("netapp-fairness")
     evictions = decisions(output, "evict")
     assert [e["reason"] for e in evictions] == ["reclaim"] * 4
-    assert [e["workload"][0] for e in evictions] == ["b", "c", "b", "c"]
+    # team-b and team-c are equal in every measure: the newer queue (team-c, declared
+    # after team-b) gives up work first, as KAI breaks ties by creation time
+    assert [e["workload"][0] for e in evictions] == ["c", "b", "c", "b"]
     assert {e["by"] for e in evictions} <= {"d-1", "d-2", "d-3", "d-4"}
     shared = [
         sorted(w["share"] for w in gpu["workloads"])
@@ -110,3 +112,14 @@ def test_a_gang_in_flight_gets_its_missing_pod_first_and_a_stale_one_is_evicted_
         for e in decisions(output, "evict")
     ]
     assert evictions == [(4, 60.0, "gang-b", "stale-gang", 1)]  # not at 59s: at the grace
+
+
+def test_work_within_its_minimum_runtime_is_not_reclaimed_until_it_has_run_it():
+    output = run_scenario("min-runtime")
+    evictions = decisions(output, "evict")
+    assert [(e["workload"], e["reason"]) for e in evictions] == [
+        ("a-4", "reclaim"),
+        ("a-3", "reclaim"),
+    ]
+    # at 30m (the department's minimum, over the cluster's 1h), not at 5m or 29m
+    assert {e["time"] for e in evictions} == {1800.0}

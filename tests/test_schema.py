@@ -47,6 +47,7 @@ spec:
     staleGangGrace: 2m
     defaultOverQuotaWeight: equal
     allowOversubscription: false
+    minRuntime: {preempt: 5m, reclaim: 1h}
 """,
     "NodeGroup": """\
 spec:
@@ -72,6 +73,7 @@ spec:
   overQuotaWeight: 2
   limit: {gpu: 24}
   admins: [alice]
+  minRuntime: {reclaim: 30m}
 """,
     "Project": """\
 spec:
@@ -91,6 +93,7 @@ spec:
   idleGpuTimeout: 3600
   members: {users: [bob], groups: [vision]}
   network: {allowedNamespaces: [api-gateway]}
+  minRuntime: {preempt: 10m}
 """,
     "Template": """\
 spec:
@@ -260,7 +263,8 @@ def test_unknown_field_points_at_its_key_and_suggests_the_near_miss(tmp_path: Pa
 
 PROJECT_FIELDS = (
     "department, quota, nodeGroupQuotas, overQuota, overQuotaWeight, overQuotaRank, limit, "
-    "nodeGroups, interactiveTimeLimit, idleGpuTimeout, fractionPolicy, members, network"
+    "nodeGroups, interactiveTimeLimit, idleGpuTimeout, fractionPolicy, members, network, "
+    "minRuntime"
 )
 
 
@@ -269,7 +273,7 @@ def test_unknown_field_in_a_nested_block_mapping(tmp_path: Path) -> None:
     assert problems(tmp_path, text_of("Cluster", spec, name="c")) == [
         "repo.yaml:8:5: Cluster/c: unknown field 'spec.policy.preemption' (allowed: "
         "cyclePeriod, reclaimThreshold, consolidation, staleGangGrace, defaultOverQuotaWeight, "
-        "allowOversubscription)"
+        "allowOversubscription, minRuntime)"
     ]
 
 
@@ -411,6 +415,21 @@ def test_a_stale_gang_grace_is_a_duration(tmp_path: Path) -> None:
     assert problems(tmp_path, text_of("Cluster", spec)) == [
         "repo.yaml:6:28: Cluster/x: spec.policy.staleGangGrace: 'a minute' is not a duration "
         "(e.g. 90s, 30m, 8h, 1h30m, 2d, or seconds)"
+    ]
+
+
+def test_a_minimum_runtime_takes_durations_and_only_preempt_and_reclaim(tmp_path: Path) -> None:
+    department = "spec:\n  quota: {gpu: 1}\n  minRuntime:\n    preempt: ten minutes\n"
+    project = (
+        "spec:\n  department: d\n  quota: {gpu: 1}\n  minRuntime: {reclaim: 30m, resume: 5m}\n"
+    )
+    assert problems(
+        tmp_path, text_of("Department", department, name="d"), text_of("Project", project)
+    ) == [
+        "repo.yaml:8:14: Department/d: spec.minRuntime.preempt: 'ten minutes' is not a duration "
+        "(e.g. 90s, 30m, 8h, 1h30m, 2d, or seconds)",
+        "repo.yaml:17:30: Project/x: unknown field 'spec.minRuntime.resume' (allowed: preempt, "
+        "reclaim)",
     ]
 
 

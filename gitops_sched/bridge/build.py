@@ -7,12 +7,14 @@ in-cluster scheduler's policy, so the rules for weights and requests live only h
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Protocol
 
 from gitops_sched.config.model import (
+    Department,
     NodeGroup,
+    Project,
     Repo,
     Resources,
     SchedulerPolicy,
@@ -44,6 +46,9 @@ def queue_spec(
     over_quota_rank: int = 0,
     interactive_time_limit_s: int | None = None,
     idle_timeout_s: int | None = None,
+    preempt_min_runtime_s: int | None = None,
+    reclaim_min_runtime_s: int | None = None,
+    age: float = 0.0,
 ) -> QueueSpec:
     """A department's or project's queue: its GPU quota is deserved, its weight the explicit
     one or the cluster's rule. The one translation the repo (`policy_from_repo`) and the
@@ -58,6 +63,9 @@ def queue_spec(
         parent=parent,
         interactive_time_limit_s=interactive_time_limit_s,
         idle_timeout_s=idle_timeout_s,
+        preempt_min_runtime_s=float(preempt_min_runtime_s or 0),
+        reclaim_min_runtime_s=float(reclaim_min_runtime_s or 0),
+        age=age,
     )
 
 
@@ -75,12 +83,24 @@ def engine_policy(
     )
 
 
+def queue_ages(queues: Sequence[Department | Project]) -> dict[str, int]:
+    """Each queue's age in the repo, the stand-in for the creation time KAI breaks ties
+    with: its place among its kind in the order the repo is read (file path, then place
+    in the file; the first of a name counts), never its name."""
+    ages: dict[str, int] = {}
+    for queue in queues:
+        ages.setdefault(queue.name, len(ages))
+    return ages
+
+
 def policy_from_repo(repo: Repo) -> Policy:
     """Departments and projects as the engine's queues, with the cluster's policy knobs."""
     settings = repo.cluster.policy if repo.cluster else SchedulerPolicy()
     rule = settings.over_quota_weight
     departments = (
-        queue_spec(d.name, d.quota, d.over_quota_weight, d.limit, rule) for d in repo.departments
+        queue_spec(d.name, d.quota, d.over_quota_weight, d.limit, rule, age=ages[d.name])
+        for ages in [queue_ages(repo.departments)]
+        for d in repo.departments
     )
     projects = (
         queue_spec(
@@ -94,7 +114,11 @@ def policy_from_repo(repo: Repo) -> Policy:
             over_quota_rank=p.over_quota_rank,
             interactive_time_limit_s=p.interactive_time_limit_s,
             idle_timeout_s=p.idle_gpu_timeout_s,
+            preempt_min_runtime_s=repo.min_runtime(p).preempt_s,
+            reclaim_min_runtime_s=repo.min_runtime(p).reclaim_s,
+            age=ages[p.name],
         )
+        for ages in [queue_ages(repo.projects)]
         for p in repo.projects
     )
     return engine_policy(settings, departments, projects)

@@ -24,11 +24,10 @@ from typing import Any, ClassVar
 
 import yaml
 
-from gitops_sched.bridge.build import engine_policy, queue_spec
+from gitops_sched.bridge.build import engine_policy, queue_ages, queue_spec
 from gitops_sched.compiler.meta import object_meta
 from gitops_sched.compiler.yamltext import dump_object
 from gitops_sched.config.model import (
-    Cluster,
     Department,
     MigLayout,
     NodeGroup,
@@ -83,34 +82,38 @@ def policy_document(repo: Repo) -> dict[str, Any]:
         "defaultOverQuotaWeight": policy.over_quota_weight,
         "allowOversubscription": policy.allow_oversubscription,
         "departments": [
-            _department(cluster, d, projects.get(d.name, []))
+            _department(repo, d, projects.get(d.name, []))
             for d in sorted(repo.departments, key=lambda d: d.name)
         ],
         "nodeGroups": [_node_group(g) for g in sorted(repo.node_groups, key=lambda g: g.name)],
     }
 
 
-def _department(
-    cluster: Cluster, department: Department, projects: list[Project]
-) -> dict[str, Any]:
+def _department(repo: Repo, department: Department, projects: list[Project]) -> dict[str, Any]:
+    """The department's entry; its `age` and its projects' are the repo's stand-ins for
+    creation times (bridge.queue_ages), written because the document is sorted by name."""
+    project_ages = queue_ages(repo.projects)
     return _compact(
         {
             "name": department.name,
+            "age": queue_ages(repo.departments)[department.name],
             "quota": _resources(department.quota),
             "overQuotaWeight": _number(department.over_quota_weight),
             "limit": _resources(department.limit),
-            "projects": [_project(cluster, p) for p in projects],
+            "projects": [_project(repo, p, project_ages[p.name]) for p in projects],
         }
     )
 
 
-def _project(cluster: Cluster, project: Project) -> dict[str, Any]:
+def _project(repo: Repo, project: Project, age: int) -> dict[str, Any]:
     by_group = sorted(project.node_group_quotas.items())
     by_type = sorted(project.node_groups_by_type.items())
+    min_runtime = repo.min_runtime(project)
     return _compact(
         {
             "name": project.name,
-            "namespace": cluster.project_namespace(project.name),
+            "age": age,
+            "namespace": repo.required_cluster.project_namespace(project.name),
             "quota": _resources(project.quota),
             "nodeGroupQuotas": {group: _resources(quota) for group, quota in by_group},
             "overQuotaAllowed": project.over_quota_allowed,
@@ -121,6 +124,8 @@ def _project(cluster: Cluster, project: Project) -> dict[str, Any]:
             "nodeGroupsByType": {wtype: list(groups) for wtype, groups in by_type},
             "interactiveTimeLimitSeconds": project.interactive_time_limit_s,
             "idleGpuTimeoutSeconds": project.idle_gpu_timeout_s,
+            "preemptMinRuntimeSeconds": min_runtime.preempt_s,
+            "reclaimMinRuntimeSeconds": min_runtime.reclaim_s,
         }
     )
 
@@ -278,7 +283,7 @@ def read_policy_document(data: Any) -> ClusterPolicy:
     departments, queues, projects = [], [], {}
     for department in doc.items("departments"):
         name = department.text("name")
-        departments.append(_read_queue(department, name, rule))
+        departments.append(_read_queue(department, name, rule, age=department.integer("age", 0)))
         for entry in department.items("projects"):
             project = _read_project(entry, name)
             projects[project.name] = project
@@ -292,6 +297,9 @@ def read_policy_document(data: Any) -> ClusterPolicy:
                     over_quota_rank=entry.integer("overQuotaRank", 0),
                     interactive_time_limit_s=entry.integer("interactiveTimeLimitSeconds", None),
                     idle_timeout_s=entry.integer("idleGpuTimeoutSeconds", None),
+                    preempt_min_runtime_s=entry.integer("preemptMinRuntimeSeconds", None),
+                    reclaim_min_runtime_s=entry.integer("reclaimMinRuntimeSeconds", None),
+                    age=entry.integer("age", 0),
                 )
             )
     groups = sorted((_read_node_group(g) for g in doc.items("nodeGroups")), key=lambda g: g.name)

@@ -67,6 +67,29 @@ class Resources:
 
 
 @dataclass(frozen=True)
+class MinRuntime:
+    """A `minRuntime:` (KAI's preemptMinRuntime / reclaimMinRuntime), seconds; None where
+    this level sets none and the one above decides."""
+
+    preempt_s: int | None = None
+    reclaim_s: int | None = None
+
+    def over(self, outer: MinRuntime) -> MinRuntime:
+        """This level's values, the outer level's where it sets none."""
+        return MinRuntime(
+            self.preempt_s if self.preempt_s is not None else outer.preempt_s,
+            self.reclaim_s if self.reclaim_s is not None else outer.reclaim_s,
+        )
+
+    @staticmethod
+    def of(spec: dict[str, Any] | None) -> MinRuntime:
+        spec = spec or {}
+        return MinRuntime(
+            duration_seconds(spec.get("preempt")), duration_seconds(spec.get("reclaim"))
+        )
+
+
+@dataclass(frozen=True)
 class SchedulerPolicy:
     cycle_period_s: int = 10
     # A project reclaims only when it is below its fair share by more than this many GPUs.
@@ -78,6 +101,7 @@ class SchedulerPolicy:
     over_quota_weight: str = "quota"
     # Department quotas may add up to more than the cluster has (a warning, not an error).
     allow_oversubscription: bool = False
+    min_runtime: MinRuntime = MinRuntime()  # the default of every project
 
 
 @dataclass(frozen=True)
@@ -157,6 +181,7 @@ class Department:
     over_quota_weight: float | None  # None: the cluster's default rule
     limit: Resources
     admins: tuple[str, ...]
+    min_runtime: MinRuntime  # its projects' default, over the cluster's
     doc: Document = field(repr=False, compare=False)
 
 
@@ -183,6 +208,7 @@ class Project:
     fraction_policy: str | None  # warn | evict; None: the node agent's own setting
     members: Members
     allowed_namespaces: tuple[str, ...]  # may reach its pods, besides the Cluster's list
+    min_runtime: MinRuntime  # as written: see Repo.min_runtime for what applies
     doc: Document = field(repr=False, compare=False)
 
     def allowed_node_groups(self, workload_type: str) -> tuple[str, ...]:
@@ -303,6 +329,16 @@ class Repo:
 
     def project(self, name: str) -> Project | None:
         return self._projects.get(name)
+
+    def min_runtime(self, project: Project) -> MinRuntime:
+        """The minimum runtime that applies to the project's workloads: the project's
+        own, else its department's, else the cluster's (one level's preempt and reclaim
+        each fall back on their own)."""
+        department = _first_by_name(self.departments).get(project.department)
+        outer = self.cluster.policy.min_runtime if self.cluster else MinRuntime()
+        if department is not None:
+            outer = department.min_runtime.over(outer)
+        return project.min_runtime.over(outer)
 
     @property
     def required_cluster(self) -> Cluster:
@@ -449,6 +485,7 @@ def build_cluster(doc: Document) -> Cluster:
             stale_gang_grace_s=duration_seconds(policy.get("staleGangGrace", "60s")) or 0,
             over_quota_weight=policy.get("defaultOverQuotaWeight", "quota"),
             allow_oversubscription=bool(policy.get("allowOversubscription", False)),
+            min_runtime=MinRuntime.of(policy.get("minRuntime")),
         ),
         allowed_namespaces=tuple(spec.get("network", {}).get("allowedNamespaces", ())),
         doc=doc,
@@ -503,6 +540,7 @@ def build_department(doc: Document) -> Department:
         over_quota_weight=float(weight) if weight is not None else None,
         limit=Resources.of(spec.get("limit")),
         admins=tuple(spec.get("admins", ())),
+        min_runtime=MinRuntime.of(spec.get("minRuntime")),
         doc=doc,
     )
 
@@ -536,6 +574,7 @@ def build_project(doc: Document) -> Project:
             users=tuple(members.get("users", ())), groups=tuple(members.get("groups", ()))
         ),
         allowed_namespaces=tuple(spec.get("network", {}).get("allowedNamespaces", ())),
+        min_runtime=MinRuntime.of(spec.get("minRuntime")),
         doc=doc,
     )
 

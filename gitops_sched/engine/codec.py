@@ -22,7 +22,8 @@ scheduler saves and loads) is `snapshot_to_dict` / `snapshot_from_dict`:
     POD   = {"node": "dgx-0", "gpus": [0, 1], "fraction": null, "mig": null, "index": 0}
     QUEUE = {"name": "team-a", "deserved": 4.0, "overQuotaWeight": 4.0,
              "overQuotaAllowed": true, "overQuotaRank": 0, "limit": null, "parent": "research",
-             "interactiveTimeLimitSeconds": null, "idleTimeoutSeconds": null}
+             "interactiveTimeLimitSeconds": null, "idleTimeoutSeconds": null,
+             "preemptMinRuntimeSeconds": 0.0, "reclaimMinRuntimeSeconds": 0.0, "age": 0.0}
 
 Keys are camelCase, as in the config repo and the JSON report. Pods, nodes and queues
 have the same keys whatever their values (null where a value is unset), so outputs diff
@@ -268,6 +269,9 @@ def queue_to_dict(queue: QueueSpec) -> dict[str, Any]:
         "parent": _or_none(queue.parent),
         "interactiveTimeLimitSeconds": queue.interactive_time_limit_s,
         "idleTimeoutSeconds": queue.idle_timeout_s,
+        "preemptMinRuntimeSeconds": queue.preempt_min_runtime_s,
+        "reclaimMinRuntimeSeconds": queue.reclaim_min_runtime_s,
+        "age": queue.age,
     }
 
 
@@ -282,6 +286,9 @@ def queue_from_dict(data: dict[str, Any]) -> QueueSpec:
         parent=data.get("parent") or "",
         interactive_time_limit_s=data.get("interactiveTimeLimitSeconds"),
         idle_timeout_s=data.get("idleTimeoutSeconds"),
+        preempt_min_runtime_s=data.get("preemptMinRuntimeSeconds", 0.0),
+        reclaim_min_runtime_s=data.get("reclaimMinRuntimeSeconds", 0.0),
+        age=data.get("age", 0.0),
     )
 
 

@@ -17,8 +17,8 @@ Each level splits its parent's share among sibling queues the way NVIDIA KAI Sch
    all it asks for at once. What a rank leaves goes to the next.
 3. Remainder: what rounding left goes out in pieces of one GPU (or what is left, if less)
    to the queues that kept a fraction, higher rank first, then the largest fraction, then
-   by name (KAI: queue age, then id); one piece each, never more than a queue asks for
-   (KAI gives the whole piece).
+   the older queue (QueueSpec.age), then by name (KAI: queue age, then id); one piece
+   each, never more than a queue asks for (KAI gives the whole piece).
 
 So with whole-GPU demand and a whole number of GPUs every fair share is a whole number,
 one that whole-GPU jobs can reach: 7 spare GPUs split 3:1 give 5 and 2, not 5.25 and 1.75.
@@ -181,7 +181,10 @@ def _remainder(
     log: _Log,
 ) -> float:
     """Up to one GPU each to the queues rounding kept most from, largest fraction first."""
-    order = sorted(fractions, key=lambda i: (-round(fractions[i], 9), claims[i].spec.name))
+    order = sorted(
+        fractions,
+        key=lambda i: (-round(fractions[i], 9), claims[i].spec.age, claims[i].spec.name),
+    )
     offer = left
     for i in order:
         if left <= GPU_EPSILON:

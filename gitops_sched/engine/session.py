@@ -136,9 +136,11 @@ class Session:
         orders queues: those at or below their fair share before those above it; those
         still within their deserved quota with `job` before the rest; higher over-quota
         rank first; then allocated/fair share with the job, and without it; the larger
-        deserved quota; `age` (the earliest submission of its pending work); the name."""
+        deserved quota; the older queue (QueueSpec.age: KAI's creation time); `age` (the
+        earliest submission of its pending work); the name."""
         spec = self.projects.get(name)
         deserved, rank = (spec.deserved, spec.over_quota_rank) if spec else (0.0, 0)
+        created = spec.age if spec else 0.0
         allocated = self.allocated.get(name, 0.0)
         gain = self.wanted_gpus(job) if job is not None else 0.0
         return (
@@ -148,6 +150,7 @@ class Session:
             self.ratio(name, gain),
             self.ratio(name),
             -deserved,
+            created,
             age,
             name,
         )
@@ -165,12 +168,13 @@ class Session:
     def victim_queue_key(self, name: str) -> tuple:
         """The order projects give up work in (lowest first), KAI's queue order reversed:
         those over their fair share first, lower over-quota rank first, then the furthest
-        over their fair share, then the name."""
+        over their fair share, then the newest queue (QueueSpec.age), then the name."""
         spec = self.projects.get(name)
         return (
             self.allocated.get(name, 0.0) <= self.fair_share.get(name, 0.0) + GPU_EPSILON,
             spec.over_quota_rank if spec else 0,
             -self.ratio(name),
+            -spec.age if spec else 0.0,
             name,
         )
 

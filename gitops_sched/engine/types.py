@@ -179,6 +179,13 @@ class QueueSpec:
     parent: str = ""  # the department of a project; "" for a department
     interactive_time_limit_s: int | None = None
     idle_timeout_s: int | None = None
+    # a preemptible job that started less than this long ago is no victim of preempt
+    # (resp. reclaim): KAI's preemptMinRuntime / reclaimMinRuntime, resolved for a project
+    preempt_min_runtime_s: float = 0.0
+    reclaim_min_runtime_s: float = 0.0
+    # breaks ties between otherwise equal queues: the lower (older) is served first and
+    # gives up work last (KAI: the queue's creation time); names only after it
+    age: float = 0.0
 
 
 STALE_GANG_GRACE_S = 60.0  # KAI's default before a gang short of pods is evicted whole

@@ -24,7 +24,14 @@ from gitops_sched.engine.apply import apply_decisions
 from gitops_sched.engine.fit import NeverFit, never_fits
 from gitops_sched.engine.placement import pods_that_fit
 from gitops_sched.engine.session import Session
-from gitops_sched.engine.types import GPU_EPSILON, Decisions, Job, RequestKind, Snapshot
+from gitops_sched.engine.types import (
+    GPU_EPSILON,
+    Decisions,
+    EvictReason,
+    Job,
+    RequestKind,
+    Snapshot,
+)
 
 MAX_HOLDERS = 3  # the projects whose work on its nodes a "nothing to reclaim" reason weighs
 
@@ -110,7 +117,7 @@ class Holdings:
                     there[running.project] = there.get(running.project, 0.0) + gpus
                 else:
                     self.fixed[pod.node] = self.fixed.get(pod.node, 0.0) + gpus
-        self.pool = VictimPool(session)
+        self.pool = VictimPool(session, EvictReason.RECLAIM)
         self._on: dict[tuple[str, ...], tuple[float, dict[str, float]]] = {}
 
     def on(self, job: Job) -> tuple[float, dict[str, float]]:
@@ -214,8 +221,14 @@ def _holders(session: Session, job: Job, gain: float, holdings: Holdings) -> str
         refusal = _refusal(session, job, gain, holdings.pool, project, allowed, guaranteed)
         if isinstance(refusal, str):
             parts.append(refusal)
-        elif refusal > GPU_EPSILON:
+            continue
+        if refusal > GPU_EPSILON:
             takeable[project] = refusal
+        wait = holdings.pool.protected_for(project, allowed)
+        if wait is not None:
+            parts.append(
+                f"{project}'s work there is within its minimum runtime for {_gpus(wait)}s more"
+            )
     if takeable:
         names = ", ".join(takeable)
         parts.append(

@@ -17,8 +17,16 @@ from typing import Any
 
 from gitops_sched.config.model import Repo, Workload
 from gitops_sched.engine.fairshare import Give, Step, Trace, fair_shares
+from gitops_sched.engine.min_runtime import protected_until
 from gitops_sched.engine.session import Session
-from gitops_sched.engine.types import GPU_EPSILON, GpuRequest, Job, QueueSpec, RequestKind
+from gitops_sched.engine.types import (
+    GPU_EPSILON,
+    EvictReason,
+    GpuRequest,
+    Job,
+    QueueSpec,
+    RequestKind,
+)
 from gitops_sched.engine.why import Pending, PendingKind, PendingReasons
 from gitops_sched.sim.events import Simulation
 from gitops_sched.sim.report import decision_text, duration, pods_text, request_text, rounded
@@ -48,6 +56,7 @@ class Explanation:
     node_groups: tuple[str, ...]  # the node groups it may use
     allowed_by: str  # which setting gives it those groups
     why_there: tuple[str, ...]  # running: the rules that placed it
+    protection: tuple[str, ...]  # running: until when it is no victim (minimum runtime)
     pending: Pending | None  # pending: why
     details: tuple[str, ...]  # the numbers behind the pending reason
     history: tuple[str, ...]  # its binds and evictions, as simulate's decisions show them
@@ -88,6 +97,9 @@ def explain(repo: Repo, simulation: Simulation | None, spec: str) -> Explanation
         node_groups=repo.workload_node_group_names(workload),
         allowed_by=_allowed_by(repo, workload),
         why_there=_why_there(result, state) if state.status == "running" else (),
+        protection=_protection(job, project, result.snapshot.now)
+        if job is not None and job.running
+        else (),
         pending=pending,
         details=_details(session, job, pending) if job is not None and pending else (),
         history=_history(result, workload.name),
@@ -154,6 +166,23 @@ def _why_there(result: SimulationResult, state: WorkloadState) -> tuple[str, ...
     return tuple(dict.fromkeys(lines))
 
 
+def _protection(job: Job, project: QueueSpec | None, now: float) -> tuple[str, ...]:
+    """Per action with a minimum runtime: until when the job is no victim of it."""
+    if not job.preemptible:
+        return ()
+    lines = []
+    for reason in (EvictReason.PREEMPT, EvictReason.RECLAIM):
+        until = protected_until(job, project, reason)
+        if until is not None:
+            state = "protected" if now < until else "was protected"
+            lines.append(
+                f"{state} from {reason.value} until {duration(until)} "
+                f"(started at {duration(job.started_at or 0.0)}, minimum runtime "
+                f"{duration(until - (job.started_at or 0.0))})"
+            )
+    return tuple(lines)
+
+
 def _history(result: SimulationResult, name: str) -> tuple[str, ...]:
     projects = {s.workload.name: s.workload.project for s in result.workloads}
     return tuple(
@@ -208,6 +237,8 @@ def to_text(e: Explanation) -> str:
     if e.state.status == "running":
         lines.append(f"Runs on: {pods_text(e.state.pods)}")
         lines += ["Why there:", *(f"  {line}" for line in e.why_there)]
+        if e.protection:
+            lines += ["Minimum runtime:", *(f"  {line}" for line in e.protection)]
     elif e.pending is not None:
         lines.append(f"Why pending: {e.pending.text}")
         lines += [f"  {line}" for line in e.details]
@@ -303,6 +334,7 @@ def to_json(e: Explanation) -> dict[str, Any]:
         "nodeGroupsFrom": e.allowed_by,
         "runsOn": pods_text(e.state.pods) if e.state.pods else None,
         "whyThere": list(e.why_there),
+        "protection": list(e.protection),
         "pending": None
         if e.pending is None
         else {"kind": e.pending.kind.value, "reason": e.pending.text, "details": list(e.details)},

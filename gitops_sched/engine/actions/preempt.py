@@ -26,7 +26,7 @@ def preempt(session: Session, projects: Collection[str] | None = None) -> None:
     queues = session.pending_by_project()
     if projects is not None:
         queues = {name: jobs for name, jobs in queues.items() if name in projects}
-    pool = VictimPool(session, set(queues))
+    pool = VictimPool(session, EvictReason.PREEMPT, set(queues))
     # (project, shape, priority) that found no room: the same victims are left, or fewer
     failed: set[tuple] = set()
     for name in session.serve_order(queues):

@@ -33,7 +33,7 @@ def reclaim(session: Session, claimants: Collection[str] | None = None) -> None:
     queues = session.pending_by_project()
     if claimants is not None:
         queues = {name: jobs for name, jobs in queues.items() if name in claimants}
-    pool = VictimPool(session)
+    pool = VictimPool(session, EvictReason.RECLAIM)
     order = _VictimQueues(session, pool.projects)
     # A job shape that could not reclaim for a project is not tried again for it this
     # cycle: every reclaim only lowers what victims can still give, so a later try would

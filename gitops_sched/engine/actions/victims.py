@@ -13,6 +13,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from gitops_sched.engine.admission import fits_quota
+from gitops_sched.engine.min_runtime import protected_until
 from gitops_sched.engine.placement import place, surely_no_room
 from gitops_sched.engine.session import Session, victim_order
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job, PodPlacement
@@ -156,15 +157,24 @@ class VictimPool:
     first, before the job as a whole. The jobs are those running when the action began;
     a project's victims are listed when it is first asked about (most never are, and an
     action that ran sorting every running job would sort them all again next round).
+
+    A job still within its project's minimum runtime for the action's `reason` (see
+    engine.min_runtime) offers only its pods above its gang, never the gang itself.
     """
 
-    def __init__(self, session: Session, projects: Collection[str] | None = None) -> None:
-        """The victims of every project, or only of `projects`."""
+    def __init__(
+        self, session: Session, reason: EvictReason, projects: Collection[str] | None = None
+    ) -> None:
+        """The victims of `reason` of every project, or only of `projects`."""
         self.session = session
         self._jobs: dict[str, list[Job]] = {}  # project -> its running preemptible jobs
+        self._protected: dict[str, float] = {}  # job -> until when its minimum runtime lasts
         for job in session.running():
             if job.preemptible and (projects is None or job.project in projects):
                 self._jobs.setdefault(job.project, []).append(job)
+                until = protected_until(job, session.projects.get(job.project), reason)
+                if until is not None and session.now < until:
+                    self._protected[job.key] = until
         self._victims: dict[str, list[Victim]] = {}
         self._by_node: dict[str, list[Victim]] | None = None  # whole jobs by their nodes
         self._group = {name: use.node.node_group for name, use in session.nodes.items()}
@@ -183,8 +193,14 @@ class VictimPool:
         found = self._victims.get(project)
         if found is None:
             jobs = sorted(self._jobs.get(project, ()), key=victim_order)
-            found = self._victims[project] = [v for job in jobs for v in self._entry(job)[1]]
+            found = self._victims[project] = [
+                v for job in jobs for v in self._entry(job)[1] if self._offered(v)
+            ]
         return found
+
+    def _offered(self, victim: Victim) -> bool:
+        """Whether the action may take the victim: not a protected job's gang."""
+        return victim.pods is not None or victim.job not in self._protected
 
     def _entry(self, job: Job) -> tuple[Job, list[Victim], tuple[str, ...]]:
         """The job's victims and nodes, kept in the session for the next pool while the
@@ -208,6 +224,17 @@ class VictimPool:
         victims.append(Victim(job.key, None, groups))
         return victims
 
+    def protected_for(self, project: str, allowed: set[str] | None) -> float | None:
+        """Seconds until the first of the project's jobs on `allowed` node groups that its
+        minimum runtime protects may be taken; None when none is protected."""
+        left = [
+            self._protected[job.key] - self.session.now
+            for job in self._jobs.get(project, ())
+            if job.key in self._protected
+            and (allowed is None or not self.groups(job).isdisjoint(allowed))
+        ]
+        return min(left, default=None)
+
     def on_nodes(self, nodes: set[str]) -> list[Victim]:
         """The whole-job victims that ran on one of `nodes` when the action began."""
         if self._by_node is None:
@@ -215,6 +242,8 @@ class VictimPool:
             for jobs in self._jobs.values():
                 for job in jobs:
                     _, victims, job_nodes = self._entry(job)
+                    if not self._offered(victims[-1]):
+                        continue
                     for node in job_nodes:
                         self._by_node.setdefault(node, []).append(victims[-1])
         return [victim for node in sorted(nodes) for victim in self._by_node.get(node, ())]
