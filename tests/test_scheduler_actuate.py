@@ -813,7 +813,9 @@ def user_pod(name: str, gpus: int = 0, fraction: str = "") -> dict[str, Any]:
     }
 
 
-def test_in_the_loop_fractions_share_a_reserved_gpu_and_whole_gpu_pods_stay_off_it(kube):
+def one_dgx(kube) -> ClusterClient:
+    """A client of `kube` holding the example's policy, its namespaces and one Ready DGX-1
+    (`dgx-0`, 8 GPUs), its status written as a kubelet writes it."""
     client = connect(kube)
     for namespace in (SYSTEM, TEAM_A):
         client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
@@ -826,6 +828,11 @@ def test_in_the_loop_fractions_share_a_reserved_gpu_and_whole_gpu_pods_stay_off_
         "conditions": [{"type": "Ready", "status": "True"}],
     }
     client.patch(ObjectRef("v1", "Node", "", "dgx-0"), {"status": status}, subresource="status")
+    return client
+
+
+def test_in_the_loop_fractions_share_a_reserved_gpu_and_whole_gpu_pods_stay_off_it(kube):
+    client = one_dgx(kube)
     scheduler = Scheduler(client, Settings(namespace=SYSTEM))
     client.create(user_pod("notebook-a", fraction="0.5"))
 
@@ -888,18 +895,7 @@ def test_a_reservation_left_behind_is_used_by_the_next_fraction_or_released(kube
     """A restart or a failed bind can leave a reservation pod holding a GPU no fraction
     uses. The next fraction takes it (no second GPU reserved, none deleted and made again),
     as one does a half-used GPU; one nobody takes is released."""
-    client = connect(kube)
-    for namespace in (SYSTEM, TEAM_A):
-        client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    client.create(example_policy())
-    client.create(
-        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "dgx-0", "labels": V100}}
-    )
-    status = {
-        "allocatable": {"nvidia.com/gpu": "8"},
-        "conditions": [{"type": "Ready", "status": "True"}],
-    }
-    client.patch(ObjectRef("v1", "Node", "", "dgx-0"), {"status": status}, subresource="status")
+    client = one_dgx(kube)
     for gpu in (3, 5):  # left behind, running, each with its GPU's UUID
         pod = reservation_pod("dgx-0", gpu, SYSTEM, SCHEDULER, "img:1")
         pod["spec"]["nodeName"] = "dgx-0"
