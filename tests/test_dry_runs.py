@@ -145,6 +145,17 @@ def once(kubeconfig: Path, namespace: str, *more: str) -> subprocess.CompletedPr
     )
 
 
+def assert_same(
+    dry: subprocess.CompletedProcess[str], real: subprocess.CompletedProcess[str]
+) -> None:
+    """The dry run printed, refused and exited as the real run that followed it."""
+    assert (dry.returncode, dry.stdout, errors(dry)) == (
+        real.returncode,
+        real.stdout,
+        errors(real),
+    ), dry.stdout + dry.stderr[-3000:] + real.stdout + real.stderr[-3000:]
+
+
 def errors(run: subprocess.CompletedProcess[str]) -> list[str]:
     return [line for line in run.stderr.splitlines() if line.startswith("error: ")]
 
@@ -167,11 +178,7 @@ def test_a_scheduler_dry_run_prints_what_the_real_cycle_then_does_refusals_inclu
     dry = once(kubeconfig, cluster.system, "--dry-run")
     assert cluster.fingerprint() == before
     real = once(kubeconfig, cluster.system)
-    assert (dry.returncode, dry.stdout, errors(dry)) == (
-        real.returncode,
-        real.stdout,
-        errors(real),
-    ), dry.stdout + dry.stderr[-3000:] + real.stdout + real.stderr[-3000:]
+    assert_same(dry, real)
     assert real.returncode == 1
     assert "ignored default/stray: namespace 'default' belongs to no project" in real.stdout
     assert "0 bound, 0 evicted, 0 evictions refused, 0 waiting, 1 ignored, 5 errors" in real.stdout
@@ -181,11 +188,7 @@ def test_a_scheduler_dry_run_prints_what_the_real_cycle_then_does_refusals_inclu
     dry = once(kubeconfig, cluster.system, "--dry-run")
     assert not any(p["spec"].get("nodeName") for p in cluster.pods())
     real = once(kubeconfig, cluster.system)
-    assert (dry.returncode, dry.stdout, errors(dry)) == (
-        real.returncode,
-        real.stdout,
-        errors(real),
-    ), dry.stdout + dry.stderr[-3000:] + real.stdout + real.stderr[-3000:]
+    assert_same(dry, real)
     assert real.returncode == 0
     assert "5 bound, 0 evicted, 0 evictions refused, 0 waiting, 1 ignored, 0 errors" in real.stdout
     assert sum(bool(p["spec"].get("nodeName")) for p in cluster.pods()) == 5
