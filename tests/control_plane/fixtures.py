@@ -4,7 +4,9 @@
 kube-apiserver's version printed once, stopped at the end even when tests fail.
 `real_cluster` (per test): that cluster, wiped back to how the session found it after the
 test (new namespaces, nodes, CRDs, priority classes and cluster RBAC deleted, namespaces
-waited for), so every test starts on a bare cluster. `real_client`: a ClusterClient on it.
+waited for; what a test left in the `default` namespace deleted too, or a pod bound to a
+node of the last test would hold that node's name in the next), so every test starts on a
+bare cluster. `real_client`: a ClusterClient on it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ from gitops_sched.cluster import Backoff, ClusterClient, ObjectRef
 from tests.control_plane.cluster import ControlPlane
 
 FAST_BACKOFF = Backoff(attempts=6, base=0.05, cap=0.5)
+SHARED = "default"  # the one namespace the session starts with that tests put objects in
+# kinds the control plane itself writes into it all along; never a test's leftover
+OWN_WRITES = {("", "Event"), ("events.k8s.io", "Event"), ("", "Endpoints")}
+OWN_WRITES |= {("discovery.k8s.io", "EndpointSlice")}
 # cluster-scoped kinds a test may create; what exists when the session starts is kept
 WIPED = (
     ("v1", "Namespace"),
@@ -62,6 +68,7 @@ def control_plane(
             )
     client = connect(plane)
     plane.baseline = _names(client)  # type: ignore[attr-defined]
+    plane.shared = {key for key, _ in _namespaced(_namespaced_kinds(plane), {SHARED})}  # type: ignore[attr-defined]
     client.close()
     try:
         yield plane
@@ -99,33 +106,22 @@ def wipe(plane: ControlPlane) -> None:
 
 
 def _empty(plane: ControlPlane, namespaces: set[str], seconds: float = 60) -> None:
-    """Delete every object of every namespaced kind in `namespaces`, until none is left.
-    Discovery is read afresh (the client's default cache file, shared by every client of
-    the server, may still list the kinds of CRDs an earlier test's wipe deleted)."""
-    with tempfile.TemporaryDirectory() as cache:
-        dynamic = kubernetes.dynamic.DynamicClient(
-            plane.api_client(), cache_file=os.path.join(cache, "discovery.json")
-        )
-        kinds = {
-            (r.group, r.kind): r
-            for r in dynamic.resources.search()
-            if not isinstance(r, ResourceList)
-            and r.namespaced
-            and {"list", "delete"} <= set(r.verbs or ())
-            and "/" not in r.name
-        }
+    """Delete every object of every namespaced kind in `namespaces`, and what the session
+    did not start with in `SHARED`, until none is left."""
+    kept = plane.shared  # type: ignore[attr-defined]
+    kinds = _namespaced_kinds(plane)
     deadline = time.monotonic() + seconds
-    while namespaces:
+    while True:
         left = [
             (resource, item)
-            for resource in kinds.values()
-            for item in _items(resource)
+            for key, (resource, item) in _namespaced(kinds, namespaces | {SHARED})
             if item.metadata.namespace in namespaces
+            or (key not in kept and (resource.group, resource.kind) not in OWN_WRITES)
         ]
         if not left:
             return
         if time.monotonic() > deadline:
-            raise AssertionError(f"{len(left)} objects left in {sorted(namespaces)}")
+            raise AssertionError(f"{len(left)} objects left in {sorted(namespaces | {SHARED})}")
         for resource, item in left:
             meta = item.metadata
             with contextlib.suppress(kubernetes.client.ApiException):
@@ -140,6 +136,36 @@ def _empty(plane: ControlPlane, namespaces: set[str], seconds: float = 60) -> No
                 resource.delete(
                     name=meta.name, namespace=meta.namespace, body={"gracePeriodSeconds": 0}
                 )
+
+
+def _namespaced_kinds(plane: ControlPlane) -> list[Any]:
+    """Every listable, deletable namespaced kind. Discovery is read afresh (the client's
+    default cache file, shared by every client of the server, may still list the kinds of
+    CRDs an earlier test's wipe deleted)."""
+    with tempfile.TemporaryDirectory() as cache:
+        dynamic = kubernetes.dynamic.DynamicClient(
+            plane.api_client(), cache_file=os.path.join(cache, "discovery.json")
+        )
+        return list(
+            {
+                (r.group, r.kind): r
+                for r in dynamic.resources.search()
+                if not isinstance(r, ResourceList)
+                and r.namespaced
+                and {"list", "delete"} <= set(r.verbs or ())
+                and "/" not in r.name
+            }.values()
+        )
+
+
+def _namespaced(kinds: list[Any], namespaces: set[str]) -> list[tuple[tuple[str, ...], Any]]:
+    """Each object of `kinds` in `namespaces`, keyed by group, kind, namespace and name."""
+    return [
+        ((r.group, r.kind, item.metadata.namespace, item.metadata.name), (r, item))
+        for r in kinds
+        for item in _items(r)
+        if item.metadata.namespace in namespaces
+    ]
 
 
 def _items(resource: Any) -> list[Any]:
