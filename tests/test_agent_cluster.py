@@ -27,13 +27,15 @@ from gitops_sched.agent.cgroups import pod_uid_for_pid
 from gitops_sched.agent.cluster import NodeApi
 from gitops_sched.agent.fake import FakeBackend, FakeGpuSpec
 from gitops_sched.agent.gpus import GpuBackend
-from gitops_sched.agent.inventory import encode_inventory, node_inventory
-from gitops_sched.agent.mig import encode_request, request_digest
+from gitops_sched.agent.inventory import node_inventory
 from gitops_sched.agent.node import DEFAULT_POLICY, AgentPolicy, NodeAgent
 from gitops_sched.agent.nvml import NvmlBackend
 from gitops_sched.agent.pods import format_time
 from gitops_sched.cluster import ApiFailure, ObjectRef
-from gitops_sched.compiler.contract import (
+from gitops_sched.contract.inventory import encode_inventory
+from gitops_sched.contract.labels import TYPE_LABEL
+from gitops_sched.contract.mig import encode_request, request_digest
+from gitops_sched.contract.pods import (
     FRACTION_POLICY,
     GPU_FRACTION,
     GPU_MEMORY_LIMIT,
@@ -44,7 +46,6 @@ from gitops_sched.compiler.contract import (
     NODE_MIG_REQUEST,
     NODE_MIG_STATUS,
 )
-from gitops_sched.compiler.meta import TYPE_LABEL
 from gitops_sched.hardware.mig import MigInstance
 from tests.control_plane.accounts import account_client, install_agent, make_namespace
 from tests.control_plane.cluster import ControlPlane

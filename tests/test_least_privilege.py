@@ -28,14 +28,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitops_sched.agent.fake import FakeBackend, FakeGpuSpec
-from gitops_sched.agent.inventory import encode_inventory, node_inventory
+from gitops_sched.agent.inventory import node_inventory
 from gitops_sched.agent.node import AgentPolicy
 from gitops_sched.cluster import ObjectRef
 from gitops_sched.cluster.leader import LeaderElector
 from gitops_sched.compiler import render_repo
-from gitops_sched.compiler.contract import GPU_MEMORY_LIMIT, IDLE_SINCE, NODE_GPUS
-from gitops_sched.compiler.meta import WORKLOAD_LABEL
 from gitops_sched.config.validate import check_repo
+from gitops_sched.contract.inventory import encode_inventory
+from gitops_sched.contract.labels import WORKLOAD_LABEL
+from gitops_sched.contract.pods import GPU_MEMORY_LIMIT, IDLE_SINCE, NODE_GPUS
 from gitops_sched.hardware.mig import MigInstance
 from gitops_sched.reconciler.sync import OWNER_LABEL, Syncer
 from gitops_sched.scheduler.loop import Scheduler, Settings

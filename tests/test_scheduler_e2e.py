@@ -27,11 +27,11 @@ import yaml
 from gitops_sched.cluster import ClusterClient, ObjectRef
 from gitops_sched.cluster.leader import LeaderElector, NotLeader
 from gitops_sched.compiler import render_repo
-from gitops_sched.compiler.contract import GPU_UUID, IDLE_SINCE, PLACEMENT, RESERVATION_LABEL
-from gitops_sched.compiler.meta import WORKLOAD_LABEL
 from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.model import Repo
 from gitops_sched.config.validate import check_repo
+from gitops_sched.contract.labels import WORKLOAD_LABEL
+from gitops_sched.contract.pods import GPU_UUID, IDLE_SINCE, PLACEMENT, RESERVATION_LABEL
 from gitops_sched.engine.codec import pod_from_dict
 from gitops_sched.reconciler.sync import Syncer
 from gitops_sched.scheduler.loop import Scheduler, Settings

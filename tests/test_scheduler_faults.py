@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 from gitops_sched.cluster import ClusterClient
 from gitops_sched.compiler import render_repo
-from gitops_sched.compiler.contract import GPU_FRACTION, GPU_UUID, PLACEMENT, RESERVATION_LABEL
 from gitops_sched.config.validate import check_repo
+from gitops_sched.contract.pods import GPU_FRACTION, GPU_UUID, PLACEMENT, RESERVATION_LABEL
 from gitops_sched.engine.codec import pod_from_dict
 from gitops_sched.scheduler.assumed import ASSUME_FOR_S
 from gitops_sched.scheduler.loop import Scheduler, Settings

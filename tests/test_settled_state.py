@@ -31,15 +31,16 @@ from hypothesis import strategies as st
 from benchmarks.compile_scale import generate, write_repo
 from gitops_sched.agent.gpus import ComputeInstance, GpuInstance
 from gitops_sched.agent.gpus import Gpu as AgentGpu
-from gitops_sched.agent.inventory import encode_inventory, node_inventory
+from gitops_sched.agent.inventory import node_inventory
 from gitops_sched.bridge.build import nodes_from_repo
 from gitops_sched.compiler import render_repo
-from gitops_sched.compiler.contract import COMPLETION_INDEX, NODE_GPUS, PLACEMENT
 from gitops_sched.compiler.policy import policy_from_configmap
 from gitops_sched.config.diagnostics import Diagnostics
-from gitops_sched.config.loader import API_VERSION as API
 from gitops_sched.config.model import Repo
 from gitops_sched.config.validate import check_repo
+from gitops_sched.contract.inventory import encode_inventory
+from gitops_sched.contract.labels import API_VERSION as API
+from gitops_sched.contract.pods import COMPLETION_INDEX, NODE_GPUS, PLACEMENT
 from gitops_sched.engine import schedule, settle
 from gitops_sched.engine.codec import pod_to_dict
 from gitops_sched.engine.types import Node, Snapshot

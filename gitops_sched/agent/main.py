@@ -21,11 +21,12 @@ from gitops_sched.agent.cluster import COMPONENT, GPU_OPERATOR, DevicePlugin, No
 from gitops_sched.agent.errors import GpuError, NvmlUnavailable
 from gitops_sched.agent.fake import FakeBackend, parse_fake_spec
 from gitops_sched.agent.gpus import GpuBackend
-from gitops_sched.agent.inventory import inventory_changed, node_inventory
+from gitops_sched.agent.inventory import node_inventory
 from gitops_sched.agent.node import DEFAULT_POLICY, AgentPolicy, NodeAgent
 from gitops_sched.agent.table import print_inventory
 from gitops_sched.cluster import ApiFailure, ClusterClient, load_configuration
 from gitops_sched.cluster.serving import Health, serve
+from gitops_sched.contract.inventory import inventory_changed
 
 EXIT_NO_GPU = EXIT_FAILED = 1
 EXIT_USAGE = 2

@@ -23,18 +23,8 @@ from gitops_sched.agent import fractions, idle
 from gitops_sched.agent.cgroups import pod_uid_for_pid
 from gitops_sched.agent.cluster import NodeApi
 from gitops_sched.agent.gpus import Gpu, GpuBackend, GpuProcess
-from gitops_sched.agent.inventory import encode_inventory, inventory_changed, node_inventory
-from gitops_sched.agent.mig import (
-    GpuAnswer,
-    MigPlan,
-    apply_plan,
-    beyond_node,
-    encode_status,
-    needs_work,
-    parse_request,
-    plan_gpu,
-    request_digest,
-)
+from gitops_sched.agent.inventory import node_inventory
+from gitops_sched.agent.mig import MigPlan, apply_plan, beyond_node, plan_gpu
 from gitops_sched.agent.pods import (
     PodKey,
     format_time,
@@ -44,7 +34,15 @@ from gitops_sched.agent.pods import (
     published_idle_since,
 )
 from gitops_sched.cluster import ApiFailure
-from gitops_sched.compiler.contract import (
+from gitops_sched.contract.inventory import encode_inventory, inventory_changed
+from gitops_sched.contract.mig import (
+    GpuAnswer,
+    encode_status,
+    needs_work,
+    parse_request,
+    request_digest,
+)
+from gitops_sched.contract.pods import (
     IDLE_SINCE,
     MIG_STATIC_LABEL,
     NODE_GPUS,

@@ -16,10 +16,8 @@ require the same labels (`workloads`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any, ClassVar
 
 import yaml
@@ -36,11 +34,16 @@ from gitops_sched.config.model import (
     Resources,
     SchedulerPolicy,
 )
+from gitops_sched.contract.policy import (
+    POLICY_CONFIGMAP,
+    POLICY_KEY,
+    PolicyFields,
+    PolicyFormatError,
+    compact,
+    policy_number,
+)
 from gitops_sched.engine.types import Policy, QueueSpec
 from gitops_sched.hardware.mig import MigInstance
-
-POLICY_CONFIGMAP = "gitops-sched-policy"
-POLICY_KEY = "policy.yaml"
 
 
 def render_policy(repo: Repo, written: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -76,7 +79,7 @@ def policy_document(repo: Repo) -> dict[str, Any]:
         "schedulerName": cluster.scheduler_name,
         "systemNamespace": cluster.system_namespace,
         "cyclePeriodSeconds": policy.cycle_period_s,
-        "reclaimThreshold": _number(policy.reclaim_threshold),
+        "reclaimThreshold": policy_number(policy.reclaim_threshold),
         "consolidation": policy.consolidation,
         "staleGangGraceSeconds": policy.stale_gang_grace_s,
         "defaultOverQuotaWeight": policy.over_quota_weight,
@@ -93,12 +96,12 @@ def _department(repo: Repo, department: Department, projects: list[Project]) -> 
     """The department's entry; its `age` and its projects' are the repo's stand-ins for
     creation times (bridge.queue_ages), written because the document is sorted by name."""
     project_ages = queue_ages(repo.projects)
-    return _compact(
+    return compact(
         {
             "name": department.name,
             "age": queue_ages(repo.departments)[department.name],
             "quota": _resources(department.quota),
-            "overQuotaWeight": _number(department.over_quota_weight),
+            "overQuotaWeight": policy_number(department.over_quota_weight),
             "limit": _resources(department.limit),
             "projects": [_project(repo, p, project_ages[p.name]) for p in projects],
         }
@@ -109,7 +112,7 @@ def _project(repo: Repo, project: Project, age: int) -> dict[str, Any]:
     by_group = sorted(project.node_group_quotas.items())
     by_type = sorted(project.node_groups_by_type.items())
     min_runtime = repo.min_runtime(project)
-    return _compact(
+    return compact(
         {
             "name": project.name,
             "age": age,
@@ -117,7 +120,7 @@ def _project(repo: Repo, project: Project, age: int) -> dict[str, Any]:
             "quota": _resources(project.quota),
             "nodeGroupQuotas": {group: _resources(quota) for group, quota in by_group},
             "overQuotaAllowed": project.over_quota_allowed,
-            "overQuotaWeight": _number(project.over_quota_weight),
+            "overQuotaWeight": policy_number(project.over_quota_weight),
             "overQuotaRank": project.over_quota_rank,
             "limit": _resources(project.limit),
             "nodeGroups": list(project.node_groups),
@@ -131,7 +134,7 @@ def _project(repo: Repo, project: Project, age: int) -> dict[str, Any]:
 
 
 def _node_group(group: NodeGroup) -> dict[str, Any]:
-    return _compact(
+    return compact(
         {
             "name": group.name,
             "role": group.role,
@@ -139,13 +142,13 @@ def _node_group(group: NodeGroup) -> dict[str, Any]:
             "nodeCount": group.node_count,
             "gpusPerNode": group.gpus_per_node,
             "gpuModel": group.gpu_model,
-            "gpuMemoryBytes": _number(group.gpu_memory),
+            "gpuMemoryBytes": policy_number(group.gpu_memory),
             "mig": _mig(group),
-            "topology": _compact(
+            "topology": compact(
                 {"label": group.topology_label, "nodesPerDomain": group.nodes_per_topology_domain}
             ),
-            "cpuPerNode": _number(group.cpu_per_node),
-            "memoryPerNodeBytes": _number(group.memory_per_node),
+            "cpuPerNode": policy_number(group.cpu_per_node),
+            "memoryPerNodeBytes": policy_number(group.memory_per_node),
         }
     )
 
@@ -155,7 +158,7 @@ def _mig(group: NodeGroup) -> dict[str, Any]:
     if not group.mig_enabled:
         return {"enabled": False}
     layouts = group.mig_layouts if group.mig_static else ()
-    return _compact(
+    return compact(
         {
             "enabled": True,
             "strategy": group.mig_strategy,
@@ -174,32 +177,16 @@ def _instances(layout: MigLayout) -> list[dict[str, Any]]:
 
 
 def _resources(resources: Resources) -> dict[str, Any]:
-    return _compact(
+    return compact(
         {
-            "gpu": _number(resources.gpu),
-            "cpu": _number(resources.cpu),
-            "memoryBytes": _number(resources.memory),
+            "gpu": policy_number(resources.gpu),
+            "cpu": policy_number(resources.cpu),
+            "memoryBytes": policy_number(resources.memory),
         }
     )
 
 
-def _number(value: float | Decimal | None) -> int | float | None:
-    """Whole values as ints so `4` does not read `4.0`; None stays None."""
-    if value is None:
-        return None
-    return int(value) if value == int(value) else float(value)
-
-
-def _compact(values: dict[str, Any]) -> dict[str, Any]:
-    """Without unset entries (None, empty lists and maps): the policy says only what is set."""
-    return {k: v for k, v in values.items() if v is not None and v != [] and v != {}}
-
-
 # --- reading it back -----------------------------------------------------------------------
-
-
-class PolicyFormatError(ValueError):
-    """The policy document is not one this gitops-sched wrote; says where (`a.b[1].c: ...`)."""
 
 
 @dataclass(frozen=True)
@@ -270,7 +257,7 @@ def policy_from_configmap(config_map: dict[str, Any]) -> ClusterPolicy:
 def read_policy_document(data: Any) -> ClusterPolicy:
     """The `policy_document` a compiler wrote, read back; PolicyFormatError where it is
     malformed. Keys the writer leaves out when unset take the model's defaults."""
-    doc = _Fields(data, "")
+    doc = PolicyFields(data, "")
     rule = doc.text("defaultOverQuotaWeight", "quota")
     settings = SchedulerPolicy(
         cycle_period_s=doc.integer("cyclePeriodSeconds", SchedulerPolicy.cycle_period_s),
@@ -315,7 +302,7 @@ def read_policy_document(data: Any) -> ClusterPolicy:
     )
 
 
-def _read_queue(entry: _Fields, name: str, rule: str, **project: Any) -> QueueSpec:
+def _read_queue(entry: PolicyFields, name: str, rule: str, **project: Any) -> QueueSpec:
     weight = entry.number("overQuotaWeight", None)
     return queue_spec(
         name,
@@ -327,13 +314,13 @@ def _read_queue(entry: _Fields, name: str, rule: str, **project: Any) -> QueueSp
     )
 
 
-def _read_gpus(resources: _Fields) -> Resources:
+def _read_gpus(resources: PolicyFields) -> Resources:
     """The GPU part of a `quota` or `limit`: all the engine reads of them."""
     gpu = resources.number("gpu", None)
     return Resources(gpu=None if gpu is None else float(gpu))
 
 
-def _read_project(entry: _Fields, department: str) -> PolicyProject:
+def _read_project(entry: PolicyFields, department: str) -> PolicyProject:
     by_type = entry.mapping("nodeGroupsByType")
     return PolicyProject(
         name=entry.text("name"),
@@ -344,7 +331,7 @@ def _read_project(entry: _Fields, department: str) -> PolicyProject:
     )
 
 
-def _read_node_group(entry: _Fields) -> PolicyNodeGroup:
+def _read_node_group(entry: PolicyFields) -> PolicyNodeGroup:
     selector = entry.mapping("nodeSelector")
     mig = entry.mapping("mig")
     memory = entry.number("gpuMemoryBytes", None)
@@ -362,7 +349,7 @@ def _read_node_group(entry: _Fields) -> PolicyNodeGroup:
     )
 
 
-def _read_layouts(mig: _Fields) -> tuple[MigLayout, ...]:
+def _read_layouts(mig: PolicyFields) -> tuple[MigLayout, ...]:
     """`layout` (every GPU) then each `byGpu` entry, as the model keeps them."""
     layouts = []
     if "layout" in mig.data:
@@ -373,69 +360,5 @@ def _read_layouts(mig: _Fields) -> tuple[MigLayout, ...]:
     return tuple(layouts)
 
 
-def _read_instances(entry: _Fields, key: str) -> tuple[MigInstance, ...]:
+def _read_instances(entry: PolicyFields, key: str) -> tuple[MigInstance, ...]:
     return tuple(MigInstance(i.text("profile"), i.integer("start")) for i in entry.items(key))
-
-
-_REQUIRED = object()
-
-
-class _Fields:
-    """A mapping of the document with its path, read with a check of each value's type."""
-
-    def __init__(self, data: Any, path: str) -> None:
-        if not isinstance(data, dict):
-            raise PolicyFormatError(f"{path or 'policy'}: expected a mapping")
-        self.data = data
-        self.path = path
-
-    def _at(self, key: str) -> str:
-        return f"{self.path}.{key}" if self.path else key
-
-    def _get(self, key: str, default: Any, kind: type | tuple[type, ...], what: str) -> Any:
-        value = self.data.get(key, _REQUIRED)
-        if value is _REQUIRED or value is None:
-            if default is _REQUIRED:
-                raise PolicyFormatError(f"{self._at(key)}: missing")
-            return default
-        # bool is an int to Python, never a number to the document
-        if isinstance(value, bool) is not (kind is bool) or not isinstance(value, kind):
-            raise PolicyFormatError(f"{self._at(key)}: expected {what}")
-        return value
-
-    def text(self, key: str, default: Any = _REQUIRED) -> Any:
-        return self._get(key, default, str, "a string")
-
-    def number(self, key: str, default: Any = _REQUIRED) -> Any:
-        value = self._get(key, default, (int, float), "a number")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise PolicyFormatError(f"{self._at(key)}: expected a finite number")
-        return value
-
-    def integer(self, key: str, default: Any = _REQUIRED) -> Any:
-        return self._get(key, default, int, "an integer")
-
-    def flag(self, key: str, default: Any = _REQUIRED) -> Any:
-        return self._get(key, default, bool, "true or false")
-
-    def mapping(self, key: str) -> _Fields:
-        return _Fields(self._get(key, {}, dict, "a mapping"), self._at(key))
-
-    def _list(self, key: str) -> list[Any]:
-        return self._get(key, [], list, "a list")
-
-    def items(self, key: str) -> list[_Fields]:
-        return [_Fields(item, f"{self._at(key)}[{i}]") for i, item in enumerate(self._list(key))]
-
-    def texts(self, key: str) -> tuple[str, ...]:
-        return self._scalars(key, str, "a string")
-
-    def integers(self, key: str) -> tuple[int, ...]:
-        return self._scalars(key, int, "an integer")
-
-    def _scalars(self, key: str, kind: type, what: str) -> tuple[Any, ...]:
-        values = self._list(key)
-        for i, value in enumerate(values):
-            if isinstance(value, bool) or not isinstance(value, kind):
-                raise PolicyFormatError(f"{self._at(key)}[{i}]: expected {what}")
-        return tuple(values)

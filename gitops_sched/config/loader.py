@@ -32,7 +32,6 @@ try:
 except AttributeError:  # pragma: no cover - PyYAML built without libyaml
     _Loader = yaml.SafeLoader
 
-API_VERSION = "gitops-sched.io/v1alpha1"
 KINDS = ("Cluster", "NodeGroup", "Department", "Project", "Template", "Workload")
 # The repo's own tests (`gitops-sched test`): checked by `validate`, never compiled.
 SIMULATION = "Simulation"

@@ -25,8 +25,8 @@ from typing import Any
 
 import yaml
 
-from gitops_sched.compiler.meta import PROJECT_LABEL
 from gitops_sched.config.model import Repo
+from gitops_sched.contract.labels import PROJECT_LABEL
 from gitops_sched.reconciler.diff import compared, differences
 from gitops_sched.reconciler.replace import immutable_fields, stops_pods
 

@@ -23,8 +23,7 @@ from typing import Any
 
 from gitops_sched.cluster.client import ClusterClient, ObjectRef
 from gitops_sched.cluster.errors import ApiFailure
-from gitops_sched.compiler.meta import GROUP
-from gitops_sched.config.loader import API_VERSION
+from gitops_sched.contract.labels import API_VERSION, GROUP
 from gitops_sched.reconciler.diff import FIELD_MANAGER
 from gitops_sched.reconciler.sync import SyncResult
 

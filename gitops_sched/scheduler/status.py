@@ -19,8 +19,8 @@ from typing import Any
 
 from gitops_sched.cluster.client import ClusterClient, ObjectRef
 from gitops_sched.cluster.errors import ApiFailure, NotFound
-from gitops_sched.compiler.contract import PENDING_CONDITION_REASON
-from gitops_sched.config.loader import API_VERSION
+from gitops_sched.contract.labels import API_VERSION
+from gitops_sched.contract.pods import PENDING_CONDITION_REASON
 from gitops_sched.engine.types import Decisions, QueueStatus
 from gitops_sched.scheduler.actuate import Outcome
 from gitops_sched.scheduler.view import ClusterView

@@ -26,7 +26,6 @@ from decimal import Decimal
 from typing import Any
 
 from gitops_sched.bridge.build import over_quota_weight
-from gitops_sched.compiler.contract import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from gitops_sched.compiler.meta import object_meta
 from gitops_sched.compiler.priorities import (
     DESCRIPTIONS,
@@ -50,6 +49,7 @@ from gitops_sched.config.model import (
     Resources,
     Workload,
 )
+from gitops_sched.contract.pods import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from gitops_sched.hardware.mig import compute_share
 
 NAME = "Kueue"
