@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from gitops_sched.bridge.build import nodes_from_repo
+from gitops_sched.bridge.policy import ClusterPolicy, policy_from_configmap
 from gitops_sched.compiler import render_repo
-from gitops_sched.compiler.policy import ClusterPolicy, policy_from_configmap
 from gitops_sched.config.model import Repo, Workload
 from gitops_sched.config.validate import check_repo
 from gitops_sched.hardware.gfd import GFD_MEMORY

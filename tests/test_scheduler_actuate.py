@@ -18,11 +18,11 @@ import kubernetes_validate
 import pytest
 from click.testing import CliRunner
 
+from gitops_sched.bridge.policy import ClusterPolicy
 from gitops_sched.cli import main
 from gitops_sched.cluster import ClusterClient, ObjectRef
 from gitops_sched.compiler import render_repo
 from gitops_sched.compiler.crds import STATUS_FIELDS, crd_for
-from gitops_sched.compiler.policy import ClusterPolicy
 from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.loader import load_repo
 from gitops_sched.config.model import build_repo

@@ -17,8 +17,8 @@ from gitops_sched.agent.gpus import Gpu as AgentGpu
 from gitops_sched.agent.gpus import GpuInstance
 from gitops_sched.agent.inventory import node_inventory
 from gitops_sched.bridge.build import job_from_workload
+from gitops_sched.bridge.policy import ClusterPolicy, policy_from_configmap
 from gitops_sched.compiler import render_repo
-from gitops_sched.compiler.policy import ClusterPolicy, policy_from_configmap
 from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.loader import load_repo
 from gitops_sched.config.model import Repo, build_repo

@@ -33,8 +33,8 @@ from gitops_sched.agent.gpus import ComputeInstance, GpuInstance
 from gitops_sched.agent.gpus import Gpu as AgentGpu
 from gitops_sched.agent.inventory import node_inventory
 from gitops_sched.bridge.build import nodes_from_repo
+from gitops_sched.bridge.policy import policy_from_configmap
 from gitops_sched.compiler import render_repo
-from gitops_sched.compiler.policy import policy_from_configmap
 from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.model import Repo
 from gitops_sched.config.validate import check_repo

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from gitops_sched.bridge.build import over_quota_weight
-from gitops_sched.config.model import Department, Project, Repo, Resources
+from gitops_sched.config.model import Department, Project, Repo, Resources, over_quota_weight
 from gitops_sched.sim.report import rounded
 
 GIB = Decimal(1024**3)

@@ -32,9 +32,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from gitops_sched.bridge.policy import ClusterPolicy
 from gitops_sched.cluster.client import ClusterClient, ObjectRef
 from gitops_sched.cluster.errors import ApiFailure, Conflict, NotFound
-from gitops_sched.compiler.policy import ClusterPolicy
 from gitops_sched.contract.pods import (
     GPU_MEMORY_LIMIT,
     GPU_UUID,

@@ -16,13 +16,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from gitops_sched.bridge.build import (
-    canonical_model,
-    gpu_memory_mib,
-    group_gpu,
-    group_node_labels,
-)
-from gitops_sched.compiler.policy import PolicyNodeGroup
+from gitops_sched.bridge.build import canonical_model, gpu_memory_mib, group_gpu, group_node_labels
+from gitops_sched.bridge.policy import PolicyNodeGroup
 from gitops_sched.contract import foreignjson
 from gitops_sched.contract.inventory import InventoryGpu, parse_inventory
 from gitops_sched.contract.pods import (

@@ -15,8 +15,7 @@ from functools import lru_cache
 from typing import Any, TypeGuard
 
 from gitops_sched.bridge.build import gpu_request
-from gitops_sched.compiler.priorities import PREEMPTIBLE_TYPES
-from gitops_sched.config.model import DEFAULT_PRIORITY
+from gitops_sched.config.model import DEFAULT_PRIORITY, PREEMPTIBLE_TYPES
 from gitops_sched.contract.labels import PROJECT_LABEL, TYPE_LABEL, WORKLOAD_LABEL
 from gitops_sched.contract.pods import (
     COMPLETION_INDEX,

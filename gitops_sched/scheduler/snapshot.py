@@ -50,7 +50,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gitops_sched.compiler.policy import ClusterPolicy
+from gitops_sched.bridge.policy import ClusterPolicy
 from gitops_sched.contract.pods import (
     GPU_RESOURCE,
     GPU_UUID,
