@@ -39,12 +39,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gitops_sched.cluster import Backoff, ClusterClient
 from gitops_sched.compiler import render_repo
-from gitops_sched.config.validate import check_repo
 from gitops_sched.hardware.gfd import gfd_product
 from gitops_sched.reconciler.sync import Syncer
 from gitops_sched.scheduler import loop
 from gitops_sched.scheduler.actuate import Actuator
 from gitops_sched.scheduler.status import StatusWriter
+from gitops_sched.validate import check_repo
 from tests.config_builders import doc
 from tests.control_plane.cluster import ControlPlane
 from tests.control_plane.nodes import gpu_node

@@ -23,8 +23,8 @@ from gitops_sched.config.diagnostics import (
     Severity,
     format_diagnostics,
 )
-from gitops_sched.config.validate import check_repo
 from gitops_sched.plan.warnings import fixed_problems, new_problems
+from gitops_sched.validate import check_repo
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "gitops_sched"

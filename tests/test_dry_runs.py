@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from gitops_sched.cluster import ClusterClient, ObjectRef
-from gitops_sched.config.validate import check_repo
 from gitops_sched.reconciler.sync import Syncer, SyncResult
+from gitops_sched.validate import check_repo
 from tests.control_plane.accounts import token
 from tests.control_plane.cluster import ControlPlane
 from tests.control_plane.fixtures import connect

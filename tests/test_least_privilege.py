@@ -33,7 +33,6 @@ from gitops_sched.agent.node import AgentPolicy
 from gitops_sched.cluster import ObjectRef
 from gitops_sched.cluster.leader import LeaderElector
 from gitops_sched.compiler import render_repo
-from gitops_sched.config.validate import check_repo
 from gitops_sched.contract.inventory import encode_inventory
 from gitops_sched.contract.labels import WORKLOAD_LABEL
 from gitops_sched.contract.pods import GPU_MEMORY_LIMIT, IDLE_SINCE, NODE_GPUS
@@ -41,6 +40,7 @@ from gitops_sched.hardware.mig import MigInstance
 from gitops_sched.reconciler.sync import OWNER_LABEL, Syncer
 from gitops_sched.scheduler.loop import Scheduler, Settings
 from gitops_sched.scheduler.main import LEASE_NAME
+from gitops_sched.validate import check_repo
 from tests import test_agent_cluster as agent_test
 from tests import test_mig_e2e as mig_test
 from tests import test_scheduler_e2e as scheduler_test

@@ -22,10 +22,10 @@ from gitops_sched.agent.fake import FakeBackend, FakeGpuSpec
 from gitops_sched.agent.node import NodeAgent
 from gitops_sched.cluster import ClusterClient, ObjectRef
 from gitops_sched.compiler import render_repo
-from gitops_sched.config.validate import check_repo
 from gitops_sched.contract.pods import NODE_MIG_REQUEST, NODE_MIG_STATUS, PLACEMENT
 from gitops_sched.reconciler.sync import Syncer
 from gitops_sched.scheduler.loop import Scheduler, Settings
+from gitops_sched.validate import check_repo
 from tests.control_plane.accounts import (
     RECONCILER,
     SCHEDULER,

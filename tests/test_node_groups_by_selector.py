@@ -20,9 +20,9 @@ from gitops_sched.bridge.build import nodes_from_repo
 from gitops_sched.bridge.policy import ClusterPolicy, policy_from_configmap
 from gitops_sched.compiler import render_repo
 from gitops_sched.config.model import Repo, Workload
-from gitops_sched.config.validate import check_repo
 from gitops_sched.hardware.gfd import GFD_MEMORY
 from gitops_sched.scheduler.snapshot import CycleMemory, build_view
+from gitops_sched.validate import check_repo
 from tests.control_plane.nodes import group_nodes
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "clusters"

@@ -764,8 +764,8 @@ def test_the_rendered_folder_applies_with_kubectl_crds_first(real_cluster, tmp_p
     adopt)."""
     from gitops_sched.compiler import render_repo
     from gitops_sched.compiler.output import write_directory
-    from gitops_sched.config.validate import check_repo
     from gitops_sched.reconciler import Syncer
+    from gitops_sched.validate import check_repo
 
     repo, _ = check_repo(Path(__file__).resolve().parent.parent / "examples/clusters/netapp-dgx")
     out = tmp_path / "out"

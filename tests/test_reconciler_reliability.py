@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from gitops_sched.cluster import ClusterClient, ObjectRef
 from gitops_sched.compiler import render_repo
-from gitops_sched.config.validate import check_repo
 from gitops_sched.reconciler import OWNER_LABEL
 from gitops_sched.reconciler.loop import RETRY_BASE_S, next_sync_wait
+from gitops_sched.validate import check_repo
 from tests.conftest import examples
 from tests.control_plane.cluster import ControlPlane
 from tests.control_plane.faultproxy import INTERNAL, UNAVAILABLE, FaultProxy, Rates, Rule

@@ -20,7 +20,7 @@ from gitops_sched.cli import main
 from gitops_sched.compiler.targets import Rendered, render_target
 from gitops_sched.config import codes
 from gitops_sched.config.model import Repo, Resources
-from gitops_sched.config.validate import check_repo
+from gitops_sched.validate import check_repo
 
 V100 = {"model": "V100-SXM2-32GB", "memory": "32Gi"}
 A100 = {"model": "A100-SXM4-80GB", "memory": "80Gi"}

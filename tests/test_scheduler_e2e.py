@@ -29,7 +29,6 @@ from gitops_sched.cluster.leader import LeaderElector, NotLeader
 from gitops_sched.compiler import render_repo
 from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.model import Repo
-from gitops_sched.config.validate import check_repo
 from gitops_sched.contract.labels import WORKLOAD_LABEL
 from gitops_sched.contract.pods import GPU_UUID, IDLE_SINCE, PLACEMENT, RESERVATION_LABEL
 from gitops_sched.engine.codec import pod_from_dict
@@ -38,6 +37,7 @@ from gitops_sched.scheduler.loop import Scheduler, Settings
 from gitops_sched.sim.events import load_simulation
 from gitops_sched.sim.report import to_json
 from gitops_sched.sim.run import simulate
+from gitops_sched.validate import check_repo
 from tests.control_plane.accounts import (
     RECONCILER,
     RESERVATION,

@@ -23,12 +23,12 @@ from hypothesis import strategies as st
 
 from gitops_sched.cluster import ClusterClient
 from gitops_sched.compiler import render_repo
-from gitops_sched.config.validate import check_repo
 from gitops_sched.contract.pods import GPU_FRACTION, GPU_UUID, PLACEMENT, RESERVATION_LABEL
 from gitops_sched.engine.codec import pod_from_dict
 from gitops_sched.scheduler.assumed import ASSUME_FOR_S
 from gitops_sched.scheduler.loop import Scheduler, Settings
 from gitops_sched.scheduler.reservations import SERVICE_ACCOUNT
+from gitops_sched.validate import check_repo
 from tests.cluster_standins import Kubelet
 from tests.control_plane.cluster import ControlPlane
 from tests.control_plane.devices import DevicePlugin, gpus_asked

@@ -37,7 +37,6 @@ from gitops_sched.bridge.policy import policy_from_configmap
 from gitops_sched.compiler import render_repo
 from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.model import Repo
-from gitops_sched.config.validate import check_repo
 from gitops_sched.contract.inventory import encode_inventory
 from gitops_sched.contract.labels import API_VERSION as API
 from gitops_sched.contract.pods import COMPLETION_INDEX, NODE_GPUS, PLACEMENT
@@ -52,6 +51,7 @@ from gitops_sched.scheduler.view import ClusterView
 from gitops_sched.sim.events import load_simulation
 from gitops_sched.sim.report import to_json
 from gitops_sched.sim.run import simulate
+from gitops_sched.validate import check_repo
 from tests.control_plane.nodes import repo_nodes
 
 Files = dict[str, list[dict[str, Any]]]

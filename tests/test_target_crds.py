@@ -17,7 +17,7 @@ import pytest
 
 from gitops_sched.compiler.output import write_stream
 from gitops_sched.compiler.targets import render_target
-from gitops_sched.config.validate import check_repo
+from gitops_sched.validate import check_repo
 from tests.control_plane.cluster import ControlPlane
 from tests.control_plane.install import kubectl
 from tests.target_crds import crds_or_skip, kinds, schema_errors

@@ -20,7 +20,7 @@ from gitops_sched.config.templating import (
     renders_everywhere,
     unknown_names,
 )
-from gitops_sched.config.validate import check_repo
+from gitops_sched.validate import check_repo
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "clusters" / "oci-a100"
 

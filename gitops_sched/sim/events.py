@@ -458,7 +458,7 @@ def _submitted(doc: Document, repo: Repo, path: Path_, problems: _Problems) -> W
     if workload is not None:
         alone = replace(repo, workloads=[workload])
         # a what-if may submit work that never fits: simulate says so ("can never fit")
-        run_checks(alone, _documents(repo, workload), diagnostics, fit=False)
+        run_checks(alone, _documents(repo, workload), diagnostics)
     # the repo's own findings (warnings) were printed already; keep what concerns this file
     problems.found.extend(d for d in diagnostics.items if d.location.file == doc.file)
     return None if diagnostics.has_errors else workload

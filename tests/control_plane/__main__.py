@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from gitops_sched.config.validate import check_repo
+from gitops_sched.validate import check_repo
 from tests.control_plane import binaries
 from tests.control_plane.cluster import ControlPlane, StartFailed
 from tests.control_plane.fixtures import connect
