@@ -13,7 +13,7 @@ from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitops_sched.agent.gpus import Gpu as AgentGpu
+from gitops_sched.agent.gpus import DeviceGpu as AgentGpu
 from gitops_sched.agent.gpus import GpuInstance
 from gitops_sched.agent.inventory import node_inventory
 from gitops_sched.bridge.build import job_from_workload

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from benchmarks.compile_scale import generate, write_repo
 from gitops_sched.agent.gpus import ComputeInstance, GpuInstance
-from gitops_sched.agent.gpus import Gpu as AgentGpu
+from gitops_sched.agent.gpus import DeviceGpu as AgentGpu
 from gitops_sched.agent.inventory import node_inventory
 from gitops_sched.bridge.build import nodes_from_repo
 from gitops_sched.bridge.policy import policy_from_configmap

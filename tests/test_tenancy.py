@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from gitops_sched.cluster import ClusterClient, ObjectRef
+from gitops_sched.cluster.diff import compared, differences
 from gitops_sched.compiler import render_repo
 from gitops_sched.config.model import Repo
-from gitops_sched.reconciler.diff import compared, differences
 from gitops_sched.reconciler.sync import Syncer
 from gitops_sched.validate import check_repo
 from tests.control_plane.accounts import RECONCILER, account_client

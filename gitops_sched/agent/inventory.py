@@ -4,12 +4,12 @@ built from what the GPU backend reports."""
 from collections.abc import Iterable
 from typing import Any
 
-from gitops_sched.agent.gpus import Gpu
+from gitops_sched.agent.gpus import DeviceGpu
 from gitops_sched.contract.inventory import INVENTORY_VERSION
 from gitops_sched.hardware.gpus import MIB
 
 
-def node_inventory(gpus: Iterable[Gpu]) -> dict[str, Any]:
+def node_inventory(gpus: Iterable[DeviceGpu]) -> dict[str, Any]:
     """The node's GPUs by index: UUID, model, product name, memory, MIG mode and instances.
 
     `instances` lists MIG GPU instances by start with their profile and how many compute

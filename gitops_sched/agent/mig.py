@@ -10,7 +10,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from gitops_sched.agent.errors import GpuError, InUse
-from gitops_sched.agent.gpus import Gpu, GpuBackend
+from gitops_sched.agent.gpus import DeviceGpu, GpuBackend
 from gitops_sched.contract.mig import GpuAnswer, GpuLayout
 from gitops_sched.hardware.gpus import lookup_gpu_model
 from gitops_sched.hardware.mig import MigInstance, is_valid_layout
@@ -47,7 +47,7 @@ def beyond_node(layouts: Sequence[GpuLayout], gpus: Collection[int]) -> str | No
 
 
 def plan_gpu(
-    gpu: Gpu, wanted: GpuLayout, busy: Collection[int], static: bool
+    gpu: DeviceGpu, wanted: GpuLayout, busy: Collection[int], static: bool
 ) -> MigPlan | GpuAnswer:
     """The plan converging `gpu` to `wanted`, or the answer when it cannot be (now).
 

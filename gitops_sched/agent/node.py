@@ -22,7 +22,7 @@ from typing import Any
 from gitops_sched.agent import fractions, idle
 from gitops_sched.agent.cgroups import pod_uid_for_pid
 from gitops_sched.agent.cluster import NodeApi
-from gitops_sched.agent.gpus import Gpu, GpuBackend, GpuProcess
+from gitops_sched.agent.gpus import DeviceGpu, GpuBackend, GpuProcess
 from gitops_sched.agent.inventory import node_inventory
 from gitops_sched.agent.mig import MigPlan, apply_plan, beyond_node, plan_gpu
 from gitops_sched.agent.pods import (
@@ -85,7 +85,7 @@ class NodeAgent:
         self.over_share: dict[str, fractions.OverShare] = {}
         self.activity: dict[str, idle.Activity] = {}
 
-    def tick(self) -> tuple[Gpu, ...]:
+    def tick(self) -> tuple[DeviceGpu, ...]:
         """One round; the GPUs as they are at its end. A node the API does not know is
         said, and nothing is written."""
         node = self.api.node()
@@ -113,7 +113,7 @@ class NodeAgent:
         self,
         node: Mapping[str, Any],
         annotations: Mapping[str, str],
-        gpus: tuple[Gpu, ...],
+        gpus: tuple[DeviceGpu, ...],
         processes: list[GpuProcess],
     ) -> bool:
         """Answer the node's MIG request if it needs it; True when instances changed."""
@@ -164,7 +164,7 @@ class NodeAgent:
     def _enforce_fractions(
         self,
         pods: list[dict[str, Any]],
-        gpus: tuple[Gpu, ...],
+        gpus: tuple[DeviceGpu, ...],
         processes: list[GpuProcess],
         owners: Mapping[int, str | None],
     ) -> None:

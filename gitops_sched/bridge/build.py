@@ -23,7 +23,7 @@ from gitops_sched.config.model import (
 )
 from gitops_sched.engine.types import Gpu, GpuRequest, Job, Node, Policy, QueueSpec, RequestKind
 from gitops_sched.hardware.gfd import gfd_labels
-from gitops_sched.hardware.gpus import MIB, lookup_gpu_model
+from gitops_sched.hardware.gpus import MIB, gpu_memory_mib, lookup_gpu_model
 from gitops_sched.hardware.mig import MigInstance, in_layout_order
 
 
@@ -105,19 +105,6 @@ def policy_from_repo(repo: Repo) -> Policy:
         for p in repo.projects
     )
     return engine_policy(settings, departments, projects)
-
-
-def memory_mib(memory_bytes: Decimal | int) -> int:
-    """Whole MiB, rounded down: a GPU never has more memory than it says."""
-    return int(memory_bytes // MIB)
-
-
-def gpu_memory_mib(model: str | None, memory_bytes: Decimal | int | None) -> int:
-    """Memory per GPU: as declared, else the catalogue's for the model, else 0 (unknown)."""
-    if memory_bytes is not None:
-        return memory_mib(memory_bytes)
-    known = lookup_gpu_model(model) if model else None
-    return known.memory_mib if known else 0
 
 
 def canonical_model(model: str | None) -> str:

@@ -219,8 +219,9 @@ class Project:
 
 
 @dataclass(frozen=True)
-class GpuRequest:
-    """Per pod: whole GPUs, a fraction of one GPU, GPU memory, or a MIG profile."""
+class WrittenGpuRequest:
+    """A pod's GPU request as the config writes it: whole GPUs, a fraction of one GPU, GPU
+    memory, or a MIG profile (the engine's `GpuRequest` is what the bridge makes of it)."""
 
     gpu: float | None = None  # whole (integer) or fraction in (0, 1)
     gpu_memory: Decimal | None = None  # bytes
@@ -464,8 +465,8 @@ def _merge_layer(merged: dict[str, Any], layer: dict[str, Any]) -> None:
             merged[key] = value
 
 
-def gpu_request_of(spec: dict[str, Any]) -> GpuRequest:
-    return GpuRequest(
+def gpu_request_of(spec: dict[str, Any]) -> WrittenGpuRequest:
+    return WrittenGpuRequest(
         gpu=float(spec["gpu"]) if "gpu" in spec else None,
         gpu_memory=quantity(spec["gpuMemory"]) if "gpuMemory" in spec else None,
         mig=spec.get("mig"),

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gitops_sched.compiler import unchanged_workloads
 from gitops_sched.compiler.targets import OURS, render_target
+from gitops_sched.compiler.unchanged import unchanged_workloads
 from gitops_sched.config.baseline import NO_BASELINE, Baseline
 from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.model import Repo

@@ -26,7 +26,7 @@ from gitops_sched.cluster.client import ClusterClient
 from gitops_sched.cluster.errors import ApiFailure
 from gitops_sched.cluster.leader import LeaderElector, NotLeader, default_identity
 from gitops_sched.cluster.serving import Health
-from gitops_sched.compiler import render_repo
+from gitops_sched.compiler.render import render_repo
 from gitops_sched.config.diagnostics import Severity
 from gitops_sched.contract.labels import API_VERSION
 from gitops_sched.reconciler.metrics import Metrics

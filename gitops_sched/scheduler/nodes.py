@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from gitops_sched.bridge.build import canonical_model, gpu_memory_mib, group_gpu, group_node_labels
+from gitops_sched.bridge.build import canonical_model, group_gpu, group_node_labels
 from gitops_sched.bridge.policy import PolicyNodeGroup
 from gitops_sched.contract import foreignjson
 from gitops_sched.contract.inventory import InventoryGpu, parse_inventory
@@ -28,6 +28,7 @@ from gitops_sched.contract.pods import (
 )
 from gitops_sched.engine.types import Gpu, Node
 from gitops_sched.hardware.gfd import GFD_COUNT, GFD_MEMORY, GFD_MIG_COUNT, GFD_PRODUCT
+from gitops_sched.hardware.gpus import gpu_memory_mib
 from gitops_sched.hardware.mig import MigInstance, find_placement, in_layout_order, mig_profiles
 from gitops_sched.quantity import parse_quantity
 

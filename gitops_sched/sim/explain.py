@@ -28,8 +28,9 @@ from gitops_sched.engine.types import (
     RequestKind,
 )
 from gitops_sched.engine.why import Pending, PendingKind, PendingReasons
+from gitops_sched.hardware.gpus import gpus_text, rounded_gpus
 from gitops_sched.sim.events import Simulation
-from gitops_sched.sim.report import decision_text, duration, pods_text, request_text, rounded
+from gitops_sched.sim.report import decision_text, duration, pods_text, request_text
 from gitops_sched.sim.run import SimulationResult, WorkloadState, simulate
 
 RULES = {
@@ -219,7 +220,7 @@ def _details(session: Session, job: Job, pending: Pending) -> tuple[str, ...]:
 
 
 def _gpus(value: float) -> str:
-    return f"{rounded(value):g}"
+    return gpus_text(value)
 
 
 # --- output --------------------------------------------------------------------------------
@@ -340,13 +341,13 @@ def to_json(e: Explanation) -> dict[str, Any]:
         else {"kind": e.pending.kind.value, "reason": e.pending.text, "details": list(e.details)},
         "history": list(e.history),
         "fairShare": {
-            "fairShare": rounded(e.fair_share),
-            "allocated": rounded(e.allocated),
-            "demand": rounded(e.demand),
-            "deserved": rounded(e.project.deserved) if e.project else None,
-            "overQuotaWeight": rounded(e.project.over_quota_weight) if e.project else None,
+            "fairShare": rounded_gpus(e.fair_share),
+            "allocated": rounded_gpus(e.allocated),
+            "demand": rounded_gpus(e.demand),
+            "deserved": rounded_gpus(e.project.deserved) if e.project else None,
+            "overQuotaWeight": rounded_gpus(e.project.over_quota_weight) if e.project else None,
             "rank": e.project.over_quota_rank if e.project else None,
-            "capacity": rounded(e.capacity),
+            "capacity": rounded_gpus(e.capacity),
             "steps": [_step_json(step) for step in e.steps],
         },
     }
@@ -357,13 +358,13 @@ def _step_json(step: Step) -> dict[str, Any]:
         "level": step.level or None,
         "kind": step.kind,
         "rank": step.rank,
-        "offer": rounded(step.offer),
+        "offer": rounded_gpus(step.offer),
         "gives": [
             {
                 "queue": g.queue,
-                "offered": rounded(g.offered),
-                "given": rounded(g.given),
-                "asks": rounded(g.asks),
+                "offered": rounded_gpus(g.offered),
+                "given": rounded_gpus(g.given),
+                "asks": rounded_gpus(g.asks),
             }
             for g in step.gives
         ],

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from gitops_sched.compiler import apply_order
 from gitops_sched.compiler.rbac import render_rbac
+from gitops_sched.compiler.render import apply_order
 from gitops_sched.compiler.storage import render_claims
 from gitops_sched.compiler.targets.differences import Check
 from gitops_sched.compiler.tenancy import render_tenancy

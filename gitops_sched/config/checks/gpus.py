@@ -12,15 +12,10 @@ from collections.abc import Iterator
 
 from gitops_sched.config import codes
 from gitops_sched.config.checks.common import diagnostic_at, error_at, format_memory, itemized
-from gitops_sched.config.checks.pods import (
-    field_source,
-    gpu_memory_bytes,
-    own_pod_fields,
-    workload_gpu_groups,
-)
+from gitops_sched.config.checks.pods import field_source, own_pod_fields, workload_gpu_groups
 from gitops_sched.config.diagnostics import Diagnostic, Severity
 from gitops_sched.config.model import Repo, quantity
-from gitops_sched.hardware.gpus import known_gpu_model_names, lookup_gpu_model
+from gitops_sched.hardware.gpus import gpu_memory_bytes, known_gpu_model_names, lookup_gpu_model
 
 
 def valid_gpu(value: float) -> bool:
@@ -48,7 +43,11 @@ def check_gpu_memory(repo: Repo) -> Iterator[Diagnostic]:
             continue
         wanted = quantity(spec["gpuMemory"])
         groups = workload_gpu_groups(repo, workload)
-        sizes = [(g.name, size) for g in groups if (size := gpu_memory_bytes(g)) is not None]
+        sizes = [
+            (g.name, size)
+            for g in groups
+            if (size := gpu_memory_bytes(g.gpu_model, g.gpu_memory)) is not None
+        ]
         if sizes and all(wanted > size for _, size in sizes):
             yield error_at(
                 field_source(repo, workload, ("gpuMemory",)),

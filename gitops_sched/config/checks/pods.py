@@ -9,7 +9,6 @@ offer.
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 from gitops_sched.config.loader import Document, Path_
@@ -21,14 +20,6 @@ from gitops_sched.hardware.mig import MigProfile, mig_profiles
 def workload_gpu_groups(repo: Repo, workload: Workload) -> list[NodeGroup]:
     """The node groups with GPUs a workload may run on (see Repo.workload_node_groups)."""
     return [g for g in repo.workload_node_groups(workload) if g.role == "gpu-worker"]
-
-
-def gpu_memory_bytes(group: NodeGroup) -> Decimal | None:
-    """Bytes per GPU: as declared, else from the GPU catalogue."""
-    if group.gpu_memory is not None:
-        return group.gpu_memory
-    model = lookup_gpu_model(group.gpu_model) if group.gpu_model else None
-    return Decimal(model.memory_mib * 2**20) if model else None
 
 
 def mig_tables(groups: list[NodeGroup]) -> dict[str, dict[str, MigProfile]]:

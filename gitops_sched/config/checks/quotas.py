@@ -25,7 +25,7 @@ from gitops_sched.config.checks.common import (
     format_number,
     itemized,
 )
-from gitops_sched.config.checks.pods import gpu_memory_bytes, mig_tables, workload_gpu_groups
+from gitops_sched.config.checks.pods import mig_tables, workload_gpu_groups
 from gitops_sched.config.diagnostics import Diagnostic, Severity
 from gitops_sched.config.loader import Document, Path_
 from gitops_sched.config.model import (
@@ -36,6 +36,7 @@ from gitops_sched.config.model import (
     Workload,
     gpu_request_of,
 )
+from gitops_sched.hardware.gpus import gpu_memory_bytes
 from gitops_sched.hardware.mig import compute_share
 
 # GPU quantities are floats (fractions, MIG shares); a sum may miss a bound by rounding noise.
@@ -259,7 +260,7 @@ def _pod_gpus(repo: Repo, workload: Workload, spec: dict[str, Any]) -> float | N
         return request.gpu
     groups = workload_gpu_groups(repo, workload)
     if request.gpu_memory is not None:
-        sizes = [size for g in groups if (size := gpu_memory_bytes(g))]
+        sizes = [size for g in groups if (size := gpu_memory_bytes(g.gpu_model, g.gpu_memory))]
         return min((float(request.gpu_memory / size) for size in sizes), default=None)
     if request.mig is not None:
         tables = mig_tables(groups)
