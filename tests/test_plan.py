@@ -497,7 +497,7 @@ def test_full_demand_equals_the_engine_with_every_project_asking_for_everything(
 
 
 def _greedy(repo: Any, project: str) -> Any:
-    from gitops_sched.config.loader import Document
+    from gitops_sched.config.document import Document
     from gitops_sched.config.model import build_workload
 
     data = doc("Workload", f"{project}-all", project=project, type="train", gpu=8, replicas=2)

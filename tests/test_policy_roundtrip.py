@@ -18,8 +18,9 @@ from gitops_sched.bridge.policy import policy_from_configmap, read_policy_docume
 from gitops_sched.compiler.policy import policy_document, render_policy
 from gitops_sched.compiler.yamltext import dump_object
 from gitops_sched.config.diagnostics import Diagnostics
-from gitops_sched.config.loader import load_repo, load_text
+from gitops_sched.config.loader import load_repo
 from gitops_sched.config.model import Repo, build_repo
+from gitops_sched.config.yamlbuild import load_text
 from gitops_sched.contract.policy import POLICY_KEY, PolicyFormatError
 from gitops_sched.engine.types import Policy
 

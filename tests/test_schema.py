@@ -19,7 +19,8 @@ from kubernetes.utils.quantity import parse_quantity
 
 from gitops_sched.cli import main
 from gitops_sched.config.diagnostics import Diagnostics
-from gitops_sched.config.loader import KINDS, Document, load_repo
+from gitops_sched.config.document import KINDS, Document
+from gitops_sched.config.loader import load_repo
 from gitops_sched.config.model import POD_FIELDS, build_cluster
 from gitops_sched.config.schema import (
     SchemaValidator,

@@ -17,7 +17,7 @@ from gitops_sched.config import codes
 from gitops_sched.config.checks.common import error_at
 from gitops_sched.config.checks.gpus import valid_gpu
 from gitops_sched.config.diagnostics import Diagnostic
-from gitops_sched.config.loader import Path_
+from gitops_sched.config.document import Path_
 from gitops_sched.config.model import GPU_FIELDS, Repo, Workload
 from gitops_sched.engine.fit import NeverFit, never_fits
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from gitops_sched.compiler.meta import object_meta
 from gitops_sched.compiler.structural import structural_schema
-from gitops_sched.config.loader import KINDS
+from gitops_sched.config.document import KINDS
 from gitops_sched.config.schema import schema_for
 from gitops_sched.contract.labels import API_VERSION, GROUP
 

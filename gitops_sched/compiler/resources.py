@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from gitops_sched.compiler.meta import object_meta
-from gitops_sched.config.loader import Document
+from gitops_sched.config.document import Document
 from gitops_sched.config.model import Repo
 from gitops_sched.contract.labels import API_VERSION
 

@@ -13,7 +13,7 @@ from decimal import Decimal
 from functools import cached_property
 from typing import Any
 
-from gitops_sched.config.loader import SIMULATION, Document, Path_
+from gitops_sched.config.document import SIMULATION, Document, Path_
 from gitops_sched.hardware.mig import MigInstance
 from gitops_sched.quantity import parse_quantity
 

@@ -26,7 +26,7 @@ from jsonschema.exceptions import ValidationError, best_match
 from gitops_sched.config import codes
 from gitops_sched.config.codes import Code
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
-from gitops_sched.config.loader import KINDS, SIMULATION, Document, Path_
+from gitops_sched.config.document import KINDS, SIMULATION, Document, Path_
 from gitops_sched.contract.labels import API_VERSION
 
 _PLAIN_KEY = re.compile(r"[A-Za-z_][-A-Za-z0-9_]*")

@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterable, Sequence
 from gitops_sched.config.baseline import NO_BASELINE, Baseline
 from gitops_sched.config.checks import Check, run_checks
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
-from gitops_sched.config.loader import Document, Source, Unreadable, load_files
+from gitops_sched.config.document import Document
+from gitops_sched.config.loader import Source, Unreadable, load_files
 from gitops_sched.config.model import Repo, build_repo
 from gitops_sched.config.schema import validate_documents
 from gitops_sched.config.templating import time_budget

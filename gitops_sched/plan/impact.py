@@ -27,7 +27,7 @@ from typing import Any
 
 from gitops_sched.bridge.build import gpu_request, nodes_from_repo, policy_from_repo
 from gitops_sched.config.diagnostics import Diagnostics
-from gitops_sched.config.loader import Document, Path_
+from gitops_sched.config.document import Document, Path_
 from gitops_sched.config.model import Repo
 from gitops_sched.contract.labels import API_VERSION
 from gitops_sched.engine.fairshare import fair_shares, nodes_capacity

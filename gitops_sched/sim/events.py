@@ -43,7 +43,8 @@ from gitops_sched.config import codes
 from gitops_sched.config.checks import run_checks
 from gitops_sched.config.codes import Code
 from gitops_sched.config.diagnostics import Diagnostics, Location
-from gitops_sched.config.loader import SIMULATION, Document, Path_, load_repo
+from gitops_sched.config.document import SIMULATION, Document, Path_
+from gitops_sched.config.loader import load_repo
 from gitops_sched.config.model import Repo, Workload, build_workload, duration_seconds, quantity
 from gitops_sched.config.schema import schema_problems, validate_documents, validator_for
 from gitops_sched.engine.codec import pod_from_dict

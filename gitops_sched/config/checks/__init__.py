@@ -69,7 +69,7 @@ from gitops_sched.config.checks.volumes import (
     check_volume_names,
 )
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
-from gitops_sched.config.loader import Document
+from gitops_sched.config.document import Document
 from gitops_sched.config.model import Repo
 from gitops_sched.config.unread import NOTHING_UNREAD, Unread
 

@@ -15,7 +15,7 @@ from decimal import Decimal
 
 from gitops_sched.config.codes import Code
 from gitops_sched.config.diagnostics import Diagnostic, Severity
-from gitops_sched.config.loader import Document, Path_
+from gitops_sched.config.document import Document, Path_
 
 Number = float | Decimal
 

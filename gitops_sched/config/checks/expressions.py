@@ -20,7 +20,7 @@ from gitops_sched.config.checks.common import error_at
 from gitops_sched.config.checks.pods import field_source, own_pod_fields
 from gitops_sched.config.codes import Code
 from gitops_sched.config.diagnostics import Diagnostic
-from gitops_sched.config.loader import Path_
+from gitops_sched.config.document import Path_
 from gitops_sched.config.model import Repo, Workload
 from gitops_sched.config.templating import (
     CONTEXT_NAMES,

@@ -20,7 +20,7 @@ from gitops_sched.config import codes
 from gitops_sched.config.checks.common import error_at, key_error_at
 from gitops_sched.config.checks.pods import field_source, mig_tables, workload_gpu_groups
 from gitops_sched.config.diagnostics import Diagnostic
-from gitops_sched.config.loader import Path_
+from gitops_sched.config.document import Path_
 from gitops_sched.config.model import MigLayout, NodeGroup, Repo
 from gitops_sched.hardware.gpus import known_gpu_model_names, lookup_gpu_model
 from gitops_sched.hardware.mig import MigProfile, is_valid_layout, mig_profiles

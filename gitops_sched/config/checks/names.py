@@ -17,7 +17,7 @@ from typing import Any
 from gitops_sched.config import codes
 from gitops_sched.config.checks.common import error_at, key_error_at
 from gitops_sched.config.diagnostics import Diagnostic
-from gitops_sched.config.loader import Path_
+from gitops_sched.config.document import Path_
 from gitops_sched.config.model import Cluster, Project, Repo
 from gitops_sched.hardware.gfd import GFD_PRODUCT, gfd_product
 

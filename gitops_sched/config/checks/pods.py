@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gitops_sched.config.loader import Document, Path_
+from gitops_sched.config.document import Document, Path_
 from gitops_sched.config.model import NodeGroup, Repo, Workload
 from gitops_sched.hardware.gpus import lookup_gpu_model
 from gitops_sched.hardware.mig import MigProfile, mig_profiles

@@ -27,7 +27,7 @@ from gitops_sched.config.checks.common import (
 )
 from gitops_sched.config.checks.pods import mig_tables, workload_gpu_groups
 from gitops_sched.config.diagnostics import Diagnostic, Severity
-from gitops_sched.config.loader import Document, Path_
+from gitops_sched.config.document import Document, Path_
 from gitops_sched.config.model import (
     Department,
     NodeGroup,

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from gitops_sched.config import codes
 from gitops_sched.config.checks.common import error_at
 from gitops_sched.config.diagnostics import Diagnostic
-from gitops_sched.config.loader import Document, Path_
+from gitops_sched.config.document import Document, Path_
 from gitops_sched.config.model import Project, Repo, Workload
 from gitops_sched.config.unread import NOTHING_UNREAD, Unread
 

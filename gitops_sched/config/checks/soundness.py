@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from gitops_sched.config.checks.references import project_references, workload_references
-from gitops_sched.config.loader import KINDS, Document
+from gitops_sched.config.document import KINDS, Document
 from gitops_sched.config.model import Project, Repo, Workload
 from gitops_sched.config.unread import NOTHING_UNREAD, Unread
 

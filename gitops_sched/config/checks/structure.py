@@ -20,7 +20,7 @@ from gitops_sched.config import codes
 from gitops_sched.config.baseline import NO_BASELINE, Baseline
 from gitops_sched.config.checks.common import error_at
 from gitops_sched.config.diagnostics import Diagnostic, Location
-from gitops_sched.config.loader import KINDS, SIMULATION, Document
+from gitops_sched.config.document import KINDS, SIMULATION, Document
 from gitops_sched.config.model import Repo
 from gitops_sched.config.unread import NOTHING_UNREAD, Unread
 

@@ -20,7 +20,7 @@ from gitops_sched.config import codes
 from gitops_sched.config.checks.common import diagnostic_at, error_at, key_error_at
 from gitops_sched.config.checks.pods import field_source, own_pod_fields
 from gitops_sched.config.diagnostics import Diagnostic, Severity
-from gitops_sched.config.loader import Document
+from gitops_sched.config.document import Document
 from gitops_sched.config.model import SHM_VOLUME, Repo, VolumeClaim, Workload, quantity
 
 MIN_CLAIM_SIZE = Decimal(2**20)  # below 1Mi a size is bytes someone forgot the unit of
