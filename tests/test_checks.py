@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from config_builders import doc, node_group
 
 from gitops_sched.cli import main
 from gitops_sched.config import codes
@@ -18,6 +17,7 @@ from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
 from gitops_sched.config.loader import load_repo
 from gitops_sched.config.model import build_repo
 from gitops_sched.validate import FIT_CHECKS, check_repo
+from tests.config_builders import doc, node_group
 
 CLUSTER = doc("Cluster", "lab", namespacePrefix="team-")
 A100 = node_group(

@@ -119,11 +119,10 @@ PREFIXES = st.sampled_from(["", "kube-", "gitops-", "gitops-sched-", "project-",
 @given(prefix=PREFIXES, name=NAMES)
 def test_gs310_exactly_when_the_namespace_is_taken(prefix: str, name: str) -> None:
     """The rule, for any prefix and name: the system namespace, `default` and `kube-*`."""
-    from config_builders import doc
-
     from gitops_sched.config.checks.names import check_derived_names
     from gitops_sched.config.document import Document
     from gitops_sched.config.model import build_repo
+    from tests.config_builders import doc
 
     def document(data: dict[str, Any]) -> Document:
         return Document("x.yaml", 0, data, {(): (1, 1)})
@@ -196,9 +195,8 @@ def test_a_gpu_memory_of_zero_runs_through_every_command(repo: Path, memory: str
 
 @given(st.floats(min_value=0, max_value=1, exclude_min=True, exclude_max=True))
 def test_the_fit_check_takes_any_fraction(fraction: float) -> None:
-    from engine_builders import job, nodes
-
     from gitops_sched.engine.fit import never_fits
+    from tests.engine_builders import job, nodes
 
     gang = job("j", "p", gpu=fraction, pods=3, node_groups=("g",))
     fits = never_fits(gang, nodes("g", 1, gpus=1))

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -44,6 +43,7 @@ from gitops_sched.validate import check_repo
 from tests import test_agent_cluster as agent_test
 from tests import test_mig_e2e as mig_test
 from tests import test_scheduler_e2e as scheduler_test
+from tests.conftest import examples
 from tests.control_plane import audit
 from tests.control_plane.accounts import (
     AGENT,

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -50,6 +49,7 @@ from gitops_sched.hardware.gpus import MIB
 from gitops_sched.hardware.mig import MigInstance, is_valid_layout
 from gitops_sched.scheduler.snapshot import CycleMemory, build_view
 from gitops_sched.scheduler.view import ClusterView
+from tests.conftest import examples
 
 EXAMPLES = Path(__file__).parent.parent / "examples" / "clusters"
 NOW = 1_700_000_000.0

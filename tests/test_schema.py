@@ -10,8 +10,6 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from config_builders import diagnostic_line
-from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
@@ -29,6 +27,8 @@ from gitops_sched.config.schema import (
     validate_documents,
 )
 from gitops_sched.engine.types import STALE_GANG_GRACE_S
+from tests.config_builders import diagnostic_line
+from tests.conftest import examples
 
 HEADER = "apiVersion: gitops-sched.io/v1alpha1\nkind: {kind}\nmetadata:\n  name: {name}\n"
 

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from conftest import examples
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
@@ -52,6 +51,7 @@ from gitops_sched.sim.events import load_simulation
 from gitops_sched.sim.report import to_json
 from gitops_sched.sim.run import simulate
 from gitops_sched.validate import check_repo
+from tests.conftest import examples
 from tests.control_plane.nodes import repo_nodes
 
 Files = dict[str, list[dict[str, Any]]]
