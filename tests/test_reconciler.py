@@ -429,7 +429,7 @@ def test_a_replaced_job_waits_for_its_pods_to_stop_then_a_later_sync_creates_it(
 
 def test_a_refusal_for_a_field_the_reconciler_does_not_know_is_replaced_too(harness, monkeypatch):
     """A later Kubernetes may fix more fields: the server's 422 leads to a replacement."""
-    from gitops_sched.reconciler import replace
+    from gitops_sched.cluster import replace
 
     monkeypatch.setitem(replace.IMMUTABLE, ("batch", "Job"), ())
     h = harness()
@@ -446,7 +446,7 @@ def test_a_refusal_for_a_field_the_reconciler_does_not_know_is_replaced_too(harn
 
 def test_which_changes_need_a_replacement_and_which_refusals_mean_one():
     from gitops_sched.cluster.errors import ApiFailure
-    from gitops_sched.reconciler.replace import immutable_fields, refused_as_immutable
+    from gitops_sched.cluster.replace import immutable_fields, refused_as_immutable
 
     job = {
         "apiVersion": "batch/v1",
@@ -484,7 +484,7 @@ def test_the_servers_own_refusals_are_read_as_immutable_fields(real_client):
     """What a real kube-apiserver answers a change of a RoleBinding's roleRef and of a
     PriorityClass's value (a Job's pod template: above) is read as those fields being fixed
     at creation."""
-    from gitops_sched.reconciler.replace import refused_as_immutable
+    from gitops_sched.cluster.replace import refused_as_immutable
 
     rbac = "rbac.authorization.k8s.io/v1"
     binding = {

@@ -6,6 +6,7 @@ changes) and, when a cluster is configured (`--kubeconfig`, `KUBECONFIG`, or in 
 line for each write it would make; without one it needs no cluster at all.
 """
 
+import importlib
 import os
 import socket
 import time
@@ -36,9 +37,10 @@ def open_backend(fake: str | None, node: str) -> GpuBackend:
     """The fake backend for `--fake`, else NVML (NvmlUnavailable without a driver)."""
     if fake:
         return FakeBackend(parse_fake_spec(fake), node=node)
-    from gitops_sched.agent.nvml import NvmlBackend
-
-    return NvmlBackend()
+    # NVML's bindings are the optional `agent` extra: loaded by name, only here, so the agent
+    # with --fake runs without them (ModuleNotFoundError names pynvml when they are missing)
+    nvml = importlib.import_module("gitops_sched.agent.nvml")
+    return nvml.NvmlBackend()
 
 
 def cluster_configured(kubeconfig: str | None) -> bool:

@@ -1,10 +1,11 @@
 """The only code that talks to a Kubernetes API server: connection config, a client with
 retries over the official client's DynamicClient, and leader election through a Lease;
-and `diff`, how a live object is compared with the one we render.
+and what the API server makes of an object we render: `diff` (is the live object what we
+want) and `replace` (which changes it refuses to make in place).
 
-Shared by the in-cluster reconciler, scheduler and node agent, and by `plan` (`diff`). The
-names below load their module (and the Kubernetes client) when first used, so importing
-`cluster.diff` does not load the client.
+Shared by the in-cluster reconciler, scheduler and node agent, and by `plan` (`diff`,
+`replace`). The names below load their module (and the Kubernetes client) when first used,
+so importing `cluster.diff` does not load the client.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ as numbers (`12000m` is `12`), mappings by key, so ordering and formatting in th
 never show as changes, and a change here is exactly what the reconciler would apply.
 
 A changed object whose change touches a field Kubernetes fixes at creation (a Job's pod
-template) is "replaced": the reconciler deletes it and creates it again (`reconciler.replace`
+template) is "replaced": the reconciler deletes it and creates it again (`cluster.replace`
 decides, for both), and a replaced Job's or Deployment's running pods restart.
 
 Most objects of a change are untouched: a pair equal by `==` is equal by value too and is
@@ -26,9 +26,9 @@ from typing import Any
 import yaml
 
 from gitops_sched.cluster.diff import compared, differences
+from gitops_sched.cluster.replace import immutable_fields, stops_pods
 from gitops_sched.config.model import Repo
 from gitops_sched.contract.labels import PROJECT_LABEL
-from gitops_sched.reconciler.replace import immutable_fields, stops_pods
 
 ObjectKey = tuple[str, str, str]  # kind, namespace ("" when cluster-scoped), name
 ACTIONS = ("added", "changed", "replaced", "removed")

@@ -48,15 +48,15 @@ from gitops_sched.cluster.diff import (
     why_apply,
 )
 from gitops_sched.cluster.errors import ApiFailure
-from gitops_sched.compiler.storage import NO_PRUNE
-from gitops_sched.reconciler.inventory import UNKNOWN, Inventory, InventoryStore
-from gitops_sched.reconciler.replace import (
+from gitops_sched.cluster.replace import (
     FOREGROUND,
     immutable_fields,
     refused_as_immutable,
     replaceable,
     terminating,
 )
+from gitops_sched.compiler.storage import NO_PRUNE
+from gitops_sched.reconciler.inventory import UNKNOWN, Inventory, InventoryStore
 
 log = logging.getLogger(__name__)
 
