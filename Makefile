@@ -20,10 +20,10 @@ control-plane:  # build (once, cached outside the repo) the control plane the in
 
 REPO ?= examples/clusters/netapp-dgx
 dev-cluster:  # that control plane outside pytest, kwok GPU nodes from $(REPO)'s NodeGroups
-	$(PY) -m tests.control_plane up --repo $(REPO) --dir .dev-cluster
+	$(PY) -m testkit.control_plane up --repo $(REPO) --dir .dev-cluster
 
 dev-cluster-down:
-	$(PY) -m tests.control_plane down --dir .dev-cluster
+	$(PY) -m testkit.control_plane down --dir .dev-cluster
 
 thorough:  # the property tests with ten times the examples (hypothesis profile `thorough`)
 	HYPOTHESIS_PROFILE=thorough $(VENV)/bin/pytest tests/test_engine_properties.py \

@@ -3,7 +3,7 @@
 compiler renders, their pods made by kube-controller-manager, bound by our scheduler, and
 started (Running) by kwok.
 
-The control plane (etcd, kube-apiserver, kube-controller-manager, kwok; `tests/control_plane`)
+The control plane (etcd, kube-apiserver, kube-controller-manager, kwok; `testkit/control_plane`)
 runs as local processes on 127.0.0.1; the scheduler runs as in a cluster (`Scheduler.run`:
 informers listing and watching, cycles on change) in this process; the Running pods are
 counted by a second process so the counting takes nothing from the scheduler. It reports, as
@@ -45,9 +45,9 @@ from gitops_sched.scheduler import loop
 from gitops_sched.scheduler.actuate import Actuator
 from gitops_sched.scheduler.status import StatusWriter
 from gitops_sched.validate import check_repo
-from tests.config_builders import doc
-from tests.control_plane.cluster import ControlPlane
-from tests.control_plane.nodes import gpu_node
+from testkit.config_builders import doc
+from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.nodes import gpu_node
 
 SYSTEM = "gitops-sched-system"
 MODEL = "A100-SXM4-80GB"

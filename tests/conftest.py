@@ -26,8 +26,8 @@ def examples(n: int) -> int:
 
 
 # the real control plane (kube-apiserver, etcd, kube-controller-manager, kwok) for the
-# in-cluster tests: see tests/control_plane
-from tests.control_plane.fixtures import control_plane, real_client, real_cluster  # noqa: E402, F401
+# in-cluster tests: see testkit/control_plane
+from testkit.control_plane.fixtures import control_plane, real_client, real_cluster  # noqa: E402, F401
 
 
 @pytest.fixture(params=["libyaml", "pure"])

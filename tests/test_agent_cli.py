@@ -14,7 +14,7 @@ from gitops_sched.agent.main import run_agent
 from gitops_sched.cli import main
 from gitops_sched.cluster import ObjectRef
 from gitops_sched.contract.pods import NODE_GPUS
-from tests.control_plane.nodes import gpu_node
+from testkit.control_plane.nodes import gpu_node
 
 
 def run(*args):

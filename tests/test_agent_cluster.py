@@ -8,7 +8,7 @@ idle interactive pods marked.
 
 The nodes are kwok nodes as GPU Feature Discovery and the device plugin show them; the pods
 are bound to them (`spec.nodeName`) and run by kwok; the device plugin's pods are the
-stand-in's (`tests.control_plane.migplugin`). The namespaces and the agent's manifests are
+stand-in's (`testkit.control_plane.migplugin`). The namespaces and the agent's manifests are
 made once for the module (a namespace takes kube-controller-manager over five seconds to
 delete); each test starts with no node, pod, Event or budget in them and removes its own.
 """
@@ -47,14 +47,14 @@ from gitops_sched.contract.pods import (
     NODE_MIG_STATUS,
 )
 from gitops_sched.hardware.mig import MigInstance
-from tests.control_plane.accounts import account_client, install_agent, make_namespace
-from tests.control_plane.cluster import ControlPlane
-from tests.control_plane.devices import PodLog
-from tests.control_plane.fixtures import connect, wipe
-from tests.control_plane.migplugin import NAMESPACE as PLUGIN_NAMESPACE
-from tests.control_plane.migplugin import MigDevicePlugin
-from tests.control_plane.nodes import gpu_node
-from tests.control_plane.waiting import wait
+from testkit.control_plane.accounts import account_client, install_agent, make_namespace
+from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.devices import PodLog
+from testkit.control_plane.fixtures import connect, wipe
+from testkit.control_plane.migplugin import NAMESPACE as PLUGIN_NAMESPACE
+from testkit.control_plane.migplugin import MigDevicePlugin
+from testkit.control_plane.nodes import gpu_node
+from testkit.control_plane.waiting import wait
 from tests.nvml_driver import RecordedNvml, a100_80gb
 
 GIB = 1024**3

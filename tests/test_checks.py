@@ -17,7 +17,7 @@ from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
 from gitops_sched.config.loader import load_repo
 from gitops_sched.config.model import build_repo
 from gitops_sched.validate import FIT_CHECKS, check_repo
-from tests.config_builders import doc, node_group
+from testkit.config_builders import doc, node_group
 
 CLUSTER = doc("Cluster", "lab", namespacePrefix="team-")
 A100 = node_group(

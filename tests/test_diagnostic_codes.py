@@ -24,7 +24,7 @@ from gitops_sched.config.diagnostics import (
 )
 from gitops_sched.plan.warnings import fixed_problems, new_problems
 from gitops_sched.validate import check_repo
-from tests.config_builders import doc, node_group
+from testkit.config_builders import doc, node_group
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "gitops_sched"

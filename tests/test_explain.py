@@ -18,7 +18,7 @@ from gitops_sched.engine.types import QueueSpec
 from gitops_sched.sim.explain import ExplainError, find_workload
 from gitops_sched.sim.run import simulate
 from gitops_sched.validate import check_repo
-from tests.config_builders import API
+from testkit.config_builders import API
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "clusters"
 NETAPP = str(EXAMPLES / "netapp-dgx")

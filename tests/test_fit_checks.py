@@ -17,7 +17,7 @@ from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
 from gitops_sched.config.loader import load_repo
 from gitops_sched.config.model import build_repo
 from gitops_sched.validate import FIT_CHECKS
-from tests.config_builders import API, doc, node_group
+from testkit.config_builders import API, doc, node_group
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "clusters"
 CLUSTER = doc("Cluster", "lab")

@@ -122,7 +122,7 @@ def test_gs310_exactly_when_the_namespace_is_taken(prefix: str, name: str) -> No
     from gitops_sched.config.checks.names import check_derived_names
     from gitops_sched.config.document import Document
     from gitops_sched.config.model import build_repo
-    from tests.config_builders import doc
+    from testkit.config_builders import doc
 
     def document(data: dict[str, Any]) -> Document:
         return Document("x.yaml", 0, data, {(): (1, 1)})

@@ -40,12 +40,8 @@ from gitops_sched.reconciler.sync import OWNER_LABEL, Syncer
 from gitops_sched.scheduler.loop import Scheduler, Settings
 from gitops_sched.scheduler.main import LEASE_NAME
 from gitops_sched.validate import check_repo
-from tests import test_agent_cluster as agent_test
-from tests import test_mig_e2e as mig_test
-from tests import test_scheduler_e2e as scheduler_test
-from tests.conftest import examples
-from tests.control_plane import audit
-from tests.control_plane.accounts import (
+from testkit.control_plane import audit
+from testkit.control_plane.accounts import (
     AGENT,
     RECONCILER,
     RESERVATION,
@@ -55,15 +51,19 @@ from tests.control_plane.accounts import (
     install_agent,
     make_namespace,
 )
-from tests.control_plane.audit import Audit, Call
-from tests.control_plane.cluster import ControlPlane
-from tests.control_plane.fixtures import connect, wipe
-from tests.control_plane.install import apply_kustomization, kustomization
-from tests.control_plane.nodes import group_nodes
-from tests.control_plane.permissions import Grant, grants, missing, table, unused
-from tests.control_plane.waiting import wait
+from testkit.control_plane.audit import Audit, Call
+from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.fixtures import connect, wipe
+from testkit.control_plane.install import apply_kustomization, kustomization
+from testkit.control_plane.nodes import group_nodes
+from testkit.control_plane.permissions import Grant, grants, missing, table, unused
+from testkit.control_plane.waiting import wait
+from testkit.reconciler_harness import API, commit, config, doc
+from tests import test_agent_cluster as agent_test
+from tests import test_mig_e2e as mig_test
+from tests import test_scheduler_e2e as scheduler_test
+from tests.conftest import examples
 from tests.readme_blocks import check
-from tests.reconciler_harness import API, commit, config, doc
 
 CLI = str(Path(sys.executable).with_name("gitops-sched"))
 

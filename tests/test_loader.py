@@ -14,7 +14,7 @@ from gitops_sched.config import codes, loader, yamlbuild
 from gitops_sched.config.diagnostics import Diagnostics, Location
 from gitops_sched.config.document import Document
 from gitops_sched.config.loader import load_repo
-from tests.config_builders import diagnostic_line
+from testkit.config_builders import diagnostic_line
 
 CLUSTER = """\
 apiVersion: gitops-sched.io/v1alpha1

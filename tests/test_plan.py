@@ -22,7 +22,7 @@ from gitops_sched.cli import main
 from gitops_sched.compiler import render_repo
 from gitops_sched.compiler.unchanged import same
 from gitops_sched.validate import check_repo
-from tests.config_builders import doc, node_group
+from testkit.config_builders import doc, node_group
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "plan"
 GIT_ENV = {

@@ -21,7 +21,7 @@ from gitops_sched.config.model import Repo, build_repo
 from gitops_sched.config.yamlbuild import load_text
 from gitops_sched.contract.policy import POLICY_KEY, PolicyFormatError
 from gitops_sched.engine.types import Policy
-from tests.config_builders import doc
+from testkit.config_builders import doc
 from tests.conftest import examples
 
 EXAMPLES = Path(__file__).parent.parent / "examples" / "clusters"

@@ -29,13 +29,13 @@ import yaml
 from gitops_sched.cluster import ApiFailure, ObjectRef
 from gitops_sched.cluster.leader import LeaderElector
 from gitops_sched.reconciler import OWNER_LABEL, Reconciler, Settings
-from tests.control_plane.accounts import RECONCILER, account_client
-from tests.control_plane.cluster import ControlPlane, free_port
-from tests.control_plane.fixtures import connect
-from tests.control_plane.install import apply_kustomization, kubectl
-from tests.control_plane.nodes import gpu_node
-from tests.control_plane.waiting import wait as wait_for
-from tests.reconciler_harness import API, HOLD, SYSTEM, Harness, commit, config
+from testkit.control_plane.accounts import RECONCILER, account_client
+from testkit.control_plane.cluster import ControlPlane, free_port
+from testkit.control_plane.fixtures import connect
+from testkit.control_plane.install import apply_kustomization, kubectl
+from testkit.control_plane.nodes import gpu_node
+from testkit.control_plane.waiting import wait as wait_for
+from testkit.reconciler_harness import API, HOLD, SYSTEM, Harness, commit, config
 
 CLI = str(Path(sys.executable).with_name("gitops-sched"))
 JOB = ("batch/v1", "Job", "vision-train", "gpu-vision")

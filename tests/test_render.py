@@ -17,7 +17,7 @@ from gitops_sched.compiler import render_repo
 from gitops_sched.compiler.output import HEADER, dump_object, write_directory, write_stream
 from gitops_sched.contract.pods import FRACTION_POLICY
 from gitops_sched.validate import check_repo
-from tests.config_builders import doc, node_group
+from testkit.config_builders import doc, node_group
 
 READ_VERBS = {"get", "list", "watch"}
 # the node groups' selectors: labels a cloud's node pool and GPU Feature Discovery put

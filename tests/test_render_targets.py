@@ -20,7 +20,7 @@ from gitops_sched.compiler.targets import Rendered, render_target
 from gitops_sched.config import codes
 from gitops_sched.config.model import Repo, Resources
 from gitops_sched.validate import check_repo
-from tests.config_builders import doc, node_group
+from testkit.config_builders import doc, node_group
 
 V100 = {"model": "V100-SXM2-32GB", "memory": "32Gi"}
 A100 = {"model": "A100-SXM4-80GB", "memory": "80Gi"}

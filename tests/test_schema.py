@@ -27,7 +27,7 @@ from gitops_sched.config.schema import (
     validate_documents,
 )
 from gitops_sched.engine.types import STALE_GANG_GRACE_S
-from tests.config_builders import diagnostic_line
+from testkit.config_builders import diagnostic_line
 from tests.conftest import examples
 
 HEADER = "apiVersion: gitops-sched.io/v1alpha1\nkind: {kind}\nmetadata:\n  name: {name}\n"

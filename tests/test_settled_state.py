@@ -51,8 +51,8 @@ from gitops_sched.sim.events import load_simulation
 from gitops_sched.sim.report import to_json
 from gitops_sched.sim.run import simulate
 from gitops_sched.validate import check_repo
+from testkit.control_plane.nodes import repo_nodes
 from tests.conftest import examples
-from tests.control_plane.nodes import repo_nodes
 
 Files = dict[str, list[dict[str, Any]]]
 ISSUE_23 = {"seed": 2, "departments": 3, "projects": 20, "workloads": 150}

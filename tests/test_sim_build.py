@@ -13,7 +13,7 @@ from gitops_sched.config.model import Repo, build_repo
 from gitops_sched.config.yamlbuild import load_text
 from gitops_sched.engine.types import GpuRequest, RequestKind
 from gitops_sched.hardware.mig import MigInstance
-from tests.config_builders import doc, node_group
+from testkit.config_builders import doc, node_group
 
 
 def repo_of(*documents: dict[str, Any]) -> Repo:

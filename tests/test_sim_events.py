@@ -29,7 +29,7 @@ from gitops_sched.sim.events import (
 from gitops_sched.sim.report import to_json
 from gitops_sched.sim.run import simulate
 from gitops_sched.validate import check_repo
-from tests.config_builders import API, doc, node_group
+from testkit.config_builders import API, doc, node_group
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "clusters" / "netapp-dgx"
 

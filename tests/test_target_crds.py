@@ -18,8 +18,8 @@ import pytest
 from gitops_sched.compiler.output import write_stream
 from gitops_sched.compiler.targets import render_target
 from gitops_sched.validate import check_repo
-from tests.control_plane.cluster import ControlPlane
-from tests.control_plane.install import kubectl
+from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.install import kubectl
 from tests.target_crds import crds_or_skip, kinds, schema_errors
 
 CLUSTERS = Path(__file__).resolve().parent.parent / "examples" / "clusters"

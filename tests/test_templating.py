@@ -19,7 +19,7 @@ from gitops_sched.config.templating import (
     unknown_names,
 )
 from gitops_sched.validate import check_repo
-from tests.config_builders import doc
+from testkit.config_builders import doc
 from tests.test_checks import check, found, line_at
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "clusters" / "oci-a100"

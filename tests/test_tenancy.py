@@ -21,10 +21,10 @@ from gitops_sched.compiler import render_repo
 from gitops_sched.config.model import Repo
 from gitops_sched.reconciler.sync import Syncer
 from gitops_sched.validate import check_repo
-from tests.control_plane.accounts import RECONCILER, account_client
-from tests.control_plane.cluster import ControlPlane
-from tests.control_plane.fixtures import connect, wipe
-from tests.control_plane.install import apply_kustomization
+from testkit.control_plane.accounts import RECONCILER, account_client
+from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.fixtures import connect, wipe
+from testkit.control_plane.install import apply_kustomization
 from tests.readme_blocks import check
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "clusters"

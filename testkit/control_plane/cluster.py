@@ -31,8 +31,8 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from tests.control_plane import binaries
-from tests.control_plane.audit import POLICY as AUDIT_POLICY
+from testkit.control_plane import binaries
+from testkit.control_plane.audit import POLICY as AUDIT_POLICY
 
 STAGES = Path(__file__).with_name("stages.yaml")
 ADMIN = "gitops-sched-admin"

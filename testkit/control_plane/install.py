@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from tests.control_plane import binaries
-from tests.control_plane.cluster import ControlPlane
+from testkit.control_plane import binaries
+from testkit.control_plane.cluster import ControlPlane
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS_IMAGES = ("Deployment", "DaemonSet")
