@@ -10,8 +10,9 @@ so importing `cluster.diff` does not load the client.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gitops_sched.lazy import exports
 
 if TYPE_CHECKING:
     from gitops_sched.cluster.client import ClusterClient, ObjectRef
@@ -39,8 +40,4 @@ __all__ = [
     "load_configuration",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _MODULES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_MODULES[name]}"), name)
+__getattr__ = exports(__name__, _MODULES)

@@ -8,8 +8,9 @@ used.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gitops_sched.lazy import exports
 
 if TYPE_CHECKING:
     from gitops_sched.compiler.render import apply_order, render_repo
@@ -19,8 +20,4 @@ _MODULES = {"apply_order": "render", "render_repo": "render", "unchanged_workloa
 
 __all__ = ["apply_order", "render_repo", "unchanged_workloads"]
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _MODULES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_MODULES[name]}"), name)
+__getattr__ = exports(__name__, _MODULES)

@@ -8,8 +8,9 @@ names below load their module when first used.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gitops_sched.lazy import exports
 
 if TYPE_CHECKING:
     from gitops_sched.engine.apply import apply_decisions, settle
@@ -19,8 +20,4 @@ _MODULES = {"apply_decisions": "apply", "schedule": "cycle", "settle": "apply"}
 
 __all__ = ["apply_decisions", "schedule", "settle"]
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _MODULES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_MODULES[name]}"), name)
+__getattr__ = exports(__name__, _MODULES)
