@@ -22,7 +22,7 @@ from gitops_sched.config.loader import load_repo
 from gitops_sched.config.model import POD_FIELDS, build_cluster
 from gitops_sched.config.schema import (
     SchemaValidator,
-    _quick_check,
+    quick_check,
     schema_for,
     validate_documents,
 )
@@ -717,7 +717,7 @@ def test_non_finite_huge_and_float_integers_are_rejected(
 ) -> None:
     text = text_of(kind, spec, name="x")
     data = yaml.safe_load(text)
-    assert not _quick_check(kind)(data)  # the fast path never accepts what jsonschema rejects
+    assert not quick_check(kind)(data)  # the fast path never accepts what jsonschema rejects
     assert problems(tmp_path, text) == [f"repo.yaml:{problem.replace('OBJ', f'{kind}/x')}"]
     result = CliRunner().invoke(main, ["validate", str(tmp_path)])
     assert result.exit_code == 1, result.output
