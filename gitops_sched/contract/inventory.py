@@ -59,7 +59,7 @@ class InventoryGpu:
     entry: dict[str, Any]
 
     def mig_instances(self) -> list[MigInstance]:
-        """The MIG instances it lists (by start order as written); KeyError or TypeError
+        """The MIG instances it lists, in the order written; KeyError or TypeError
         when an entry is not an instance. Read only where the node's own layout counts."""
         return [MigInstance(i["profile"], i["start"]) for i in self.entry.get("instances") or ()]
 
