@@ -1,0 +1,44 @@
+"""Kueue against `simulate` on the NetApp example: `render --target kueue` installed on the real
+control plane (etcd, kube-apiserver, kube-controller-manager, kwok GPU nodes) with Kueue
+v0.17's own controller manager running beside it, and per ClusterQueue the workloads Kueue
+admits beside those `simulate` runs, after the repo's workloads arrive and after team-d
+claims its quota (tests/kueue_comparison.py; tests/test_kueue_admission.py asserts it).
+
+Prints the comparison as Markdown tables, and the time Kueue took to start (its CRDs,
+webhooks and certificates) and the whole run. Builds Kueue (`hack/kueue.sh`) and fetches its
+CRDs (`hack/target-crds.sh kueue`) on first use.
+
+    .venv/bin/python benchmarks/kueue_netapp.py [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.kueue_comparison import compare, table
+from tests.target_crds import crd_folder, crds_or_skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", type=Path, help="run in DIR and keep its logs (kueue/kueue.log)")
+    args = parser.parse_args()
+    crd_folder("kueue")  # fails loudly here, rather than as a test's skip
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as scratch:
+        root = args.keep or Path(scratch)
+        stages = compare(root / "plane", crds_or_skip("kueue"))
+    print(table(stages))
+    print(
+        f"whole run: {time.monotonic() - started:.1f}s (one control plane, two stages, one Job created a second)"
+    )
+
+
+if __name__ == "__main__":
+    main()
