@@ -1,12 +1,13 @@
 """The NetApp example (`examples/clusters/netapp-dgx`) decided by Kueue and by `simulate`: the
 repo rendered `--target kueue` on the real control plane with its kwok GPU nodes, Kueue's
 controller manager running (`tests/control_plane/kueue`), and per ClusterQueue (= project)
-the workloads Kueue admits beside the ones `simulate` runs, in two stages of the example's
-scenario (`scenarios/idle-quota-is-lent.yaml`): the repo's workloads arrive, then team-d
-claims its quota with `d-sweep` (4 pods x 2 GPUs).
+the workloads Kueue admits beside the ones `simulate` runs, after each change of the
+example's scenario (`scenarios/idle-quota-is-lent.yaml`): the repo's workloads arrive,
+team-d claims its quota with `d-sweep` (4 pods x 2 GPUs), `d-sweep` is deleted.
 
-Jobs are created in the order `simulate` submits them, each in a later second (both
-schedulers break ties by arrival, and Kueue's timestamps have seconds). This control plane
+Jobs are created once every queue is active, in the order `simulate` submits them, each
+decided before the next is created a second later (both schedulers break ties by arrival,
+and Kueue's timestamps have seconds). This control plane
 runs no kube-scheduler: Kueue admits, the admitted Jobs' pods stay Pending, unplaced.
 """
 
@@ -19,15 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from gitops_sched.bridge.build import nodes_from_repo
+from gitops_sched.cluster import ObjectRef
 from gitops_sched.compiler.targets import render_target
 from gitops_sched.config.diagnostics import Diagnostics, Location
 from gitops_sched.config.model import Repo, Workload
 from gitops_sched.config.validate import check_repo
-from gitops_sched.sim.events import Simulation, Step, Submit, load_simulation
+from gitops_sched.sim.events import Delete, Simulation, Step, Submit, load_simulation
 from gitops_sched.sim.run import simulate
 from tests.control_plane.cluster import ControlPlane
 from tests.control_plane.fixtures import connect
-from tests.control_plane.kueue import Kueue, apply, settled
+from tests.control_plane.kueue import Kueue, apply, settled, wait_active
 from tests.control_plane.nodes import repo_nodes
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "clusters" / "netapp-dgx"
@@ -51,24 +53,26 @@ class Row:
 class Stage:
     name: str
     rows: tuple[Row, ...]
-    pending: dict[str, str]  # workload Kueue leaves pending -> Kueue's reason
+    pending: dict[str, tuple[str, str]]  # workload Kueue leaves pending -> (project, why)
 
 
-def load() -> tuple[Repo, list[Submit]]:
-    """The example and its scenario's submit steps up to team-d's claim."""
+Change = Submit | Delete
+
+
+def load() -> tuple[Repo, list[Change]]:
+    """The example and its scenario's changes (what arrives, what is deleted), in order."""
     repo, diagnostics = check_repo(EXAMPLE)
     assert repo is not None, [d.text() for d in diagnostics.sorted()]
     scenario = load_simulation(SCENARIO, repo, Diagnostics())
     assert scenario is not None
-    submits = [s.action for s in scenario.steps if isinstance(s.action, Submit)]
-    return repo, submits[:2]
+    return repo, [s.action for s in scenario.steps if isinstance(s.action, Submit | Delete)]
 
 
 def compare(root: Path, crds: list[dict[str, Any]]) -> list[Stage]:
-    """Both stages on a control plane of its own under `root` (Kueue's webhooks and CRDs
-    stay out of any other test's cluster)."""
-    repo, submits = load()
-    submitted = [w for s in submits for w in s.workloads]
+    """A stage per change of the scenario, on a control plane of its own under `root`
+    (Kueue's webhooks and CRDs stay out of any other test's cluster)."""
+    repo, changes = load()
+    submitted = [w for c in changes if isinstance(c, Submit) for w in c.workloads]
     known = {w.name for w in repo.workloads}
     full = dataclasses.replace(
         repo, workloads=[*repo.workloads, *(w for w in submitted if w.name not in known)]
@@ -82,16 +86,24 @@ def compare(root: Path, crds: list[dict[str, Any]]) -> list[Stage]:
         try:
             kueue.start()  # its CRDs, then the render through its webhooks
             apply(plane, [o for o in objects if o["kind"] != "Job"])
+            wait_active(plane, [o for o in objects if o["kind"] in ("ClusterQueue", "LocalQueue")])
             cluster = connect(plane)
             for node in repo_nodes(repo):
                 cluster.create(node)
-            arrived: list[Workload] = []
-            for number, submit in enumerate(submits, 1):
-                for workload in submit.workloads:
-                    cluster.create(jobs[workload.name])
-                    time.sleep(1.05 - time.time() % 1)  # the next one in a later second
-                arrived += submit.workloads
-                stages.append(_stage(plane, repo, nominal, submits[:number], arrived))
+            live: dict[str, Workload] = {}
+            for number, change in enumerate(changes, 1):
+                if isinstance(change, Submit):
+                    for workload in change.workloads:
+                        cluster.create(jobs[workload.name])
+                        live[workload.name] = workload
+                        # decided before the next arrives, a second later: Kueue preempts
+                        # the most recently admitted first, by seconds-precise timestamps
+                        settled(plane, len(live), quiet=0)
+                        time.sleep(1.05 - time.time() % 1)
+                for name in change.names if isinstance(change, Delete) else ():
+                    cluster.delete(ObjectRef.of(jobs[name]))
+                    del live[name]
+                stages.append(_stage(plane, repo, nominal, changes[:number], live))
             cluster.close()
         finally:
             kueue.stop()
@@ -102,11 +114,11 @@ def _stage(
     plane: ControlPlane,
     repo: Repo,
     nominal: dict[str, float],
-    submits: list[Submit],
-    arrived: list[Workload],
+    changes: list[Change],
+    live: dict[str, Workload],
 ) -> Stage:
-    decided = settled(plane, len(arrived))
-    ours = simulate(repo, _simulation(repo, submits))
+    decided = settled(plane, len(live))
+    ours = simulate(repo, _simulation(repo, changes))
     running = {s.workload.name: s.workload.project for s in ours.workloads if s.status == "running"}
     allocated = {p.name: p.allocated for p in ours.projects}
     rows = []
@@ -125,20 +137,26 @@ def _stage(
                 borrowed,
             )
         )
-    pending = {k.split("/")[1]: w["why"] for k, w in decided.items() if w["queue"] is None}
-    name = " then ".join(_describe(s) for s in submits)
+    pending = {
+        name: (live[name].project, w["why"])
+        for name, w in ((k.split("/")[1], w) for k, w in decided.items())
+        if w["queue"] is None
+    }
+    name = ("then " if len(changes) > 1 else "") + _describe(changes[-1])
     return Stage(name, tuple(rows), pending)
 
 
-def _describe(submit: Submit) -> str:
-    names = [w.name for w in submit.workloads]
+def _describe(change: Change) -> str:
+    if isinstance(change, Delete):
+        return f"{', '.join(change.names)} deleted"
+    names = [w.name for w in change.workloads]
     if len(names) > 1:
-        return f"{len(names)} workloads arrive"
-    return f"{names[0]} ({submit.workloads[0].project}) arrives"
+        return f"the repo's {len(names)} workloads arrive"
+    return f"{names[0]} ({change.workloads[0].project}) arrives"
 
 
-def _simulation(repo: Repo, submits: list[Submit]) -> Simulation:
-    steps = tuple(Step(i, Location(SCENARIO, 0, 0), s) for i, s in enumerate(submits, 1))
+def _simulation(repo: Repo, changes: list[Change]) -> Simulation:
+    steps = tuple(Step(i, Location(SCENARIO, 0, 0), c) for i, c in enumerate(changes, 1))
     return Simulation(SCENARIO.stem, nodes_from_repo(repo), running=(), steps=steps)
 
 
@@ -158,20 +176,25 @@ def _nominal(objects: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def table(stages: list[Stage]) -> str:
-    """The comparison as a Markdown table per stage."""
-    lines = []
+    """The comparison as one Markdown table, a heading row per stage; what Kueue leaves
+    pending in its ClusterQueue's cell, with Kueue's reason."""
+    lines = [
+        "| ClusterQueue | `simulate` runs | Kueue admits | GPUs simulate / Kueue (borrowed) |",
+        "|---|---|---|---|",
+    ]
     for stage in stages:
-        lines += [f"### {stage.name}", ""]
-        lines.append(
-            "| ClusterQueue | simulate runs | Kueue admits | GPUs simulate / Kueue (borrowed) |"
-        )
-        lines.append("|---|---|---|---|")
+        lines.append(f"| *{stage.name}* | | | |")
         for r in stage.rows:
+            admitted = "the same" if r.kueue == r.simulate else ", ".join(r.kueue) or "—"
+            left = [
+                f"{name} pending: {why}"
+                for name, (queue, why) in sorted(stage.pending.items())
+                if queue == r.queue
+            ]
+            if left:
+                admitted += f" ({'; '.join(left)})"
             lines.append(
-                f"| {r.queue} | {', '.join(r.simulate) or '—'} | {', '.join(r.kueue) or '—'} "
+                f"| {r.queue} | {', '.join(r.simulate) or '—'} | {admitted} "
                 f"| {r.simulate_gpus:g} / {r.kueue_gpus:g} ({r.kueue_borrowed:g}) |"
             )
-        for name, why in sorted(stage.pending.items()):
-            lines.append(f"\nKueue leaves `{name}` pending: {why}")
-        lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n"

@@ -7,7 +7,7 @@ Kueue admits whole workloads against quota and places nothing (kube-scheduler wo
 has no GPU fractions (GS904): a notebook on 0.6 of a GPU asks it for no GPU. So a project's
 GPUs are the same in both but for its notebooks, and when team-d claims its quota Kueue,
 seeing team-c 0.9 GPU lighter, reclaims 4 GPUs where `simulate` reclaims 6: c-train-1
-keeps running under Kueue.
+keeps running under Kueue. Once team-d's work is deleted, both run everything again.
 
 Skipped, saying why, when Kueue's controller or CRDs cannot be built or fetched (no Go, or
 the Go module proxy does not serve sigs.k8s.io/kueue); `hack/kueue.sh` and
@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests import readme_blocks
 from tests.control_plane import kueue
-from tests.kueue_comparison import Stage, compare, load
+from tests.kueue_comparison import Stage, compare, load, table
 from tests.target_crds import PROXY_DOWN, crds_or_skip
 
 NOTEBOOK_GPUS = {"team-b": 0.6 + 0.5, "team-c": 0.4 + 0.3 + 0.2}  # what GS904 leaves out
@@ -47,9 +48,9 @@ def _differences(stage: Stage) -> dict[str, tuple[set[str], set[str]]]:
 
 def test_kueue_admits_per_cluster_queue_what_simulate_runs(stages: list[Stage]) -> None:
     arrived = stages[0]
-    _, submits = load()
+    repo, _ = load()
     assert sorted(w for r in arrived.rows for w in r.kueue) == sorted(
-        w.name for w in submits[0].workloads
+        w.name for w in repo.workloads
     )
     assert _differences(arrived) == {}
     assert arrived.pending == {}
@@ -75,8 +76,8 @@ def test_a_claim_reclaims_what_simulate_stops_but_for_the_fractions(
     assert rows["team-d"].kueue == rows["team-d"].simulate == ("d-sweep",)
     assert _differences(claimed) == {"team-c": ({"c-train-1"}, set())}
     assert claimed.pending == {
-        "bert-finetune": "preempted (InCohortReclamation)",
-        "b-train-2": "preempted (InCohortReclamation)",
+        "bert-finetune": ("team-a", "preempted (InCohortReclamation)"),
+        "b-train-2": ("team-b", "preempted (InCohortReclamation)"),
     }
     assert {q: r.kueue_gpus for q, r in rows.items()} == {
         "team-a": 4,
@@ -84,3 +85,14 @@ def test_a_claim_reclaims_what_simulate_stops_but_for_the_fractions(
         "team-c": 3,
         "team-d": 8,
     }
+
+
+def test_what_was_preempted_runs_again_once_the_claim_is_gone(stages: list[Stage]) -> None:
+    released = stages[2]
+    assert _differences(released) == {}
+    assert released.pending == {}
+    assert [r.kueue for r in released.rows] == [r.kueue for r in stages[0].rows]
+
+
+def test_the_readme_shows_the_comparison(stages: list[Stage]) -> None:
+    readme_blocks.check("kueue-netapp", table(stages))

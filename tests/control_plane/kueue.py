@@ -30,6 +30,7 @@ import functools
 import io
 import json
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -280,6 +281,10 @@ def workloads(plane: ControlPlane) -> dict[str, dict[str, Any]]:
         f"{j['metadata']['namespace']}/{j['metadata']['name']}": j["spec"].get("suspend", False)
         for j in listed
     }
+    versions = {
+        f"{j['metadata']['namespace']}/{j['metadata']['name']}": j["metadata"]["resourceVersion"]
+        for j in listed
+    }
     found = {}
     for w in items["items"]:
         status = w.get("status") or {}
@@ -297,6 +302,7 @@ def workloads(plane: ControlPlane) -> dict[str, dict[str, Any]]:
             "queue": status["admission"]["clusterQueue"] if admitted else None,
             "gpus": sum(float(a.get("resourceUsage", {}).get(GPU, 0)) for a in assignments),
             "decided": (admitted or refused) and suspended.get(job) is (not admitted),
+            "version": (w["metadata"]["resourceVersion"], versions.get(job)),
             "why": (
                 f"preempted ({preempted['reason']})"
                 if "Preempted" in true
@@ -306,13 +312,41 @@ def workloads(plane: ControlPlane) -> dict[str, dict[str, Any]]:
     return found
 
 
-def settled(plane: ControlPlane, jobs: int, seconds: float = 60) -> dict[str, dict[str, Any]]:
-    """`workloads` once every one of the `jobs` Jobs has its Workload and Kueue has decided
-    each: admitted and its Job unsuspended, or left pending with its reason and its Job
-    suspended."""
+def settled(
+    plane: ControlPlane, jobs: int, quiet: float = 2.0, seconds: float = 60
+) -> dict[str, dict[str, Any]]:
+    """`workloads` once every one of the `jobs` Jobs has its Workload, Kueue has decided
+    each (admitted and its Job unsuspended, or left pending with its reason and its Job
+    suspended), and none of them has changed for `quiet` seconds: after a change, the
+    decisions of the state before it still read as decided until Kueue gets to them."""
+    last: dict[str, Any] = {"versions": None, "since": 0.0}
 
     def done() -> dict[str, dict[str, Any]] | None:
         found = workloads(plane)
-        return found if len(found) == jobs and all(w["decided"] for w in found.values()) else None
+        versions = {job: w["version"] for job, w in found.items()}
+        if versions != last["versions"]:
+            last.update(versions=versions, since=time.monotonic())
+        complete = len(found) == jobs and all(w["decided"] for w in found.values())
+        return found if complete and time.monotonic() - last["since"] >= quiet else None
 
     return wait(f"Kueue deciding {jobs} workloads", done, seconds, every=0.2)
+
+
+def wait_active(plane: ControlPlane, queues: list[dict[str, Any]], seconds: float = 60) -> None:
+    """Until Kueue reports every ClusterQueue and LocalQueue of `queues` Active: a workload
+    that arrives before its queue is would wait, and be admitted with those after it."""
+    kinds = ",".join(sorted({f"{q['kind'].lower()}s.kueue.x-k8s.io" for q in queues}))
+    wanted = {(q["kind"], q["metadata"]["name"]) for q in queues}
+
+    def active() -> bool:
+        items = json.loads(kubectl(plane, "get", kinds, "-A", "-o", "json"))["items"]
+        return wanted <= {
+            (i["kind"], i["metadata"]["name"])
+            for i in items
+            if any(
+                c["type"] == "Active" and c["status"] == "True"
+                for c in (i.get("status") or {}).get("conditions", [])
+            )
+        }
+
+    wait("Kueue's queues Active", active, seconds, every=0.2)
