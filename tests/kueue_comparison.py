@@ -29,7 +29,8 @@ from gitops_sched.sim.events import Delete, Simulation, Step, Submit, load_simul
 from gitops_sched.sim.run import simulate
 from tests.control_plane.cluster import ControlPlane
 from tests.control_plane.fixtures import connect
-from tests.control_plane.kueue import Kueue, apply, settled, wait_active
+from tests.control_plane.install import apply_rendered
+from tests.control_plane.kueue import Kueue, settled, wait_active
 from tests.control_plane.nodes import repo_nodes
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "clusters" / "netapp-dgx"
@@ -59,6 +60,16 @@ class Stage:
 Change = Submit | Delete
 
 
+def stage_from_dict(data: dict[str, Any]) -> Stage:
+    """A Stage from `dataclasses.asdict` of one, through JSON (lists back to tuples)."""
+    rows = tuple(
+        Row(**{k: tuple(v) if isinstance(v, list) else v for k, v in r.items()})
+        for r in data["rows"]
+    )
+    pending = {k: (v[0], v[1]) for k, v in data["pending"].items()}
+    return Stage(data["name"], rows, pending)
+
+
 def load() -> tuple[Repo, list[Change]]:
     """The example and its scenario's changes (what arrives, what is deleted), in order."""
     repo, diagnostics = check_repo(EXAMPLE)
@@ -85,7 +96,7 @@ def compare(root: Path, crds: list[dict[str, Any]]) -> list[Stage]:
         kueue = Kueue(plane, crds)
         try:
             kueue.start()  # its CRDs, then the render through its webhooks
-            apply(plane, [o for o in objects if o["kind"] != "Job"])
+            apply_rendered(plane, [o for o in objects if o["kind"] != "Job"])
             wait_active(plane, [o for o in objects if o["kind"] in ("ClusterQueue", "LocalQueue")])
             cluster = connect(plane)
             for node in repo_nodes(repo):

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import io
 import json
 import subprocess
 import time
@@ -37,9 +36,8 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from gitops_sched.compiler.output import write_stream
 from tests.control_plane.cluster import ControlPlane, StartFailed, free_port
-from tests.control_plane.install import kubectl
+from tests.control_plane.install import apply_rendered, kubectl
 from tests.control_plane.waiting import wait
 
 SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "kueue.sh"
@@ -147,7 +145,7 @@ class Kueue:
             *crds,
             *_webhook_configurations(webhooks / "manifests.yaml", service),
         ]
-        apply(self.plane, objects)
+        apply_rendered(self.plane, objects)
         names = [f"crd/{c['metadata']['name']}" for c in crds]
         kubectl(self.plane, "wait", "--for=condition=established", "--timeout=60s", *names)
 
@@ -214,21 +212,6 @@ class Kueue:
         except AssertionError:
             return False
         return True
-
-
-def apply(plane: ControlPlane, objects: list[dict[str, Any]]) -> None:
-    """Server-side apply, the objects written as `render` writes them."""
-    stream = io.StringIO()
-    write_stream(objects, stream)
-    kubectl(
-        plane,
-        "apply",
-        "--server-side",
-        "--field-manager=gitops-sched",
-        "-f",
-        "-",
-        stdin=stream.getvalue(),
-    )
 
 
 def _with_conversion(
