@@ -36,7 +36,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from tests.control_plane.cluster import ControlPlane, StartFailed, free_port
+from tests.control_plane.cluster import ControlPlane, StartFailed, _die_with_parent, free_port
 from tests.control_plane.install import apply_rendered, kubectl
 from tests.control_plane.waiting import wait
 
@@ -104,6 +104,7 @@ class Kueue:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,  # a killed test run leaves no manager behind
             )
         try:
             self._mount_certificate()
@@ -191,7 +192,10 @@ class Kueue:
             data = core.read_namespaced_secret(SECRET, NAMESPACE).data or {}
             return data if {"tls.crt", "tls.key"} <= set(data) else None
 
-        data = wait("Kueue's cert rotator filling its Secret", signed, 60, every=0.1)
+        try:
+            data = wait("Kueue's cert rotator filling its Secret", signed, 60, every=0.1)
+        finally:
+            core.api_client.close()
         for name in ("tls.crt", "tls.key", "ca.crt"):
             (self.root / "certs" / name).write_bytes(base64.b64decode(data[name]))
 
