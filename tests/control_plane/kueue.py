@@ -204,18 +204,38 @@ class Kueue:
         return self.plane._get(f"http://127.0.0.1:{self.health_port}/readyz", tls=False) == "ok"
 
     def _webhooks_answer(self) -> bool:
-        """A server-side dry run of a ResourceFlavor goes through Kueue's webhooks."""
+        """A server-side dry run of an unsuspended Job naming a queue comes back suspended:
+        kube-apiserver called Kueue's Job webhook, through the ExternalName Service, over
+        TLS with the rotator's certificate."""
         self._alive()
+        container = {"name": "probe", "image": "busybox"}
         probe = {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "ResourceFlavor",
-            "metadata": {"name": "webhook-probe"},
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": "kueue-webhook-probe",
+                "namespace": "default",
+                "labels": {"kueue.x-k8s.io/queue-name": "probe"},
+            },
+            "spec": {
+                "suspend": False,
+                "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
+            },
         }
         try:
-            kubectl(self.plane, "create", "--dry-run=server", "-f", "-", stdin=json.dumps(probe))
-        except AssertionError:
+            answer = kubectl(
+                self.plane,
+                "create",
+                "--dry-run=server",
+                "-o",
+                "json",
+                "-f",
+                "-",
+                stdin=json.dumps(probe),
+            )
+        except AssertionError:  # the webhook does not answer yet: failurePolicy Fail
             return False
-        return True
+        return bool(json.loads(answer)["spec"]["suspend"])
 
 
 def _with_conversion(
