@@ -9,13 +9,22 @@
 # Its CRDs come from `hack/target-crds.sh kueue`. Only what is missing is built. Needs Go and
 # the Go module proxy on the first run of a version. Nothing of Kueue's is committed here.
 #
-# Usage: hack/kueue.sh
+# Usage: hack/kueue.sh [--cached]   (--cached: build nothing; exit 3 when something is missing)
 set -euo pipefail
 
 KUEUE_VERSION=${KUEUE_VERSION:-0.17.0}
 CACHE=${GITOPS_SCHED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gitops-sched}/kueue-v$KUEUE_VERSION
 module=sigs.k8s.io/kueue
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
+
+if [ "${1:-}" = --cached ]; then
+  if [ ! -x "$CACHE/bin/kueue" ] || ! compgen -G "$CACHE/webhook/*.yaml" >/dev/null; then
+    echo "kueue: v$KUEUE_VERSION is not built in $CACHE: run hack/kueue.sh (make kueue)" >&2
+    exit 3
+  fi
+  echo "$CACHE"
+  exit 0
+fi
 
 if [ ! -x "$CACHE/bin/kueue" ]; then
   echo "kueue: building $module/cmd/kueue@v$KUEUE_VERSION" >&2
