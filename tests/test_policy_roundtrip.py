@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -256,3 +257,42 @@ def test_the_configmap_carries_each_projects_minimum_runtime_resolved() -> None:
     ] == [("inherits", 300, 1800), ("own", 120, 1800)]
     queues = {q.name: q for q in read_back(repo).policy.projects}
     assert (queues["own"].preempt_min_runtime_s, queues["own"].reclaim_min_runtime_s) == (120, 1800)
+
+
+def _leaves(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[str | int, ...]]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaves(item, (*path, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _leaves(item, (*path, i))
+    else:
+        yield path
+
+
+def _other(value: Any) -> Any:
+    """A different value of the same type."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int | float):
+        return value + 1
+    return f"{value}-other"
+
+
+@pytest.mark.parametrize("name", ["netapp-dgx", "oci-a100"])
+def test_every_field_the_document_carries_is_read(name: str) -> None:
+    """The writer writes nothing the scheduler ignores: changing any one value of the
+    document changes what the scheduler reads."""
+    data = yaml.safe_load(dump_object(policy_document(example(name))))
+    before = read_policy_document(data)
+    unread = []
+    for path in _leaves(data):
+        changed = yaml.safe_load(dump_object(data))
+        *parents, last = path
+        at: Any = changed
+        for key in parents:
+            at = at[key]
+        at[last] = _other(at[last])
+        if read_policy_document(changed) == before:
+            unread.append(".".join(map(str, path)))
+    assert unread == []

@@ -44,8 +44,8 @@ def queue_spec(
     age: float = 0.0,
 ) -> QueueSpec:
     """A department's or project's queue: its GPU quota is deserved, its weight the explicit
-    one or the cluster's rule. The one translation the repo (`policy_from_repo`) and the
-    policy the scheduler reads back (`bridge.policy.read_policy_document`) share."""
+    one or the cluster's rule (the rule the policy document's writer applies too, so the
+    scheduler reads the same queue back: `bridge.policy.read_policy_document`)."""
     return QueueSpec(
         name=name,
         deserved=quota.gpu or 0.0,

@@ -1,7 +1,7 @@
 """The policy ConfigMap the compiler wrote (`compiler.policy`), read back for the in-cluster
-scheduler: the engine's Policy through the same queue translation as `bridge.build`'s
-`policy_from_repo`, so the cluster schedules with exactly the policy `simulate` and `plan`
-use, and the projects and node groups the scheduler matches live objects against.
+scheduler: the engine's Policy, each queue's values as written (the writer already applied
+the cluster's rules, so the cluster schedules with exactly the policy `simulate` and `plan`
+use), and the projects and node groups the scheduler matches live objects against.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 
 import yaml
 
-from gitops_sched.bridge.build import engine_policy, queue_spec
-from gitops_sched.config.model import MigLayout, NodeGroup, Project, Resources, SchedulerPolicy
+from gitops_sched.bridge.build import engine_policy
+from gitops_sched.config.model import MigLayout, NodeGroup, Project, SchedulerPolicy
 from gitops_sched.contract.policy import POLICY_KEY, PolicyFields, PolicyFormatError
 from gitops_sched.engine.types import Policy, QueueSpec
 from gitops_sched.hardware.mig import MigInstance
@@ -88,19 +88,16 @@ def read_policy_document(data: Any) -> ClusterPolicy:
     """The `policy_document` a compiler wrote, read back; PolicyFormatError where it is
     malformed. Keys the writer leaves out when unset take the model's defaults."""
     doc = PolicyFields(data, "")
-    rule = doc.text("defaultOverQuotaWeight", "quota")
     settings = SchedulerPolicy(
         cycle_period_s=doc.integer("cyclePeriodSeconds", SchedulerPolicy.cycle_period_s),
         reclaim_threshold=float(doc.number("reclaimThreshold", 0)),
         consolidation=doc.flag("consolidation", True),
         stale_gang_grace_s=doc.integer("staleGangGraceSeconds", SchedulerPolicy.stale_gang_grace_s),
-        over_quota_weight=rule,
-        allow_oversubscription=doc.flag("allowOversubscription", False),
     )
     departments, queues, projects = [], [], {}
     for department in doc.items("departments"):
         name = department.text("name")
-        departments.append(_read_queue(department, name, rule, age=department.integer("age", 0)))
+        departments.append(_read_queue(department, name))
         for entry in department.items("projects"):
             project = _read_project(entry, name)
             projects[project.name] = project
@@ -108,15 +105,13 @@ def read_policy_document(data: Any) -> ClusterPolicy:
                 _read_queue(
                     entry,
                     project.name,
-                    rule,
                     parent=name,
                     over_quota_allowed=entry.flag("overQuotaAllowed", True),
                     over_quota_rank=entry.integer("overQuotaRank", 0),
                     interactive_time_limit_s=entry.integer("interactiveTimeLimitSeconds", None),
                     idle_timeout_s=entry.integer("idleGpuTimeoutSeconds", None),
-                    preempt_min_runtime_s=entry.integer("preemptMinRuntimeSeconds", None),
-                    reclaim_min_runtime_s=entry.integer("reclaimMinRuntimeSeconds", None),
-                    age=entry.integer("age", 0),
+                    preempt_min_runtime_s=float(entry.integer("preemptMinRuntimeSeconds", 0)),
+                    reclaim_min_runtime_s=float(entry.integer("reclaimMinRuntimeSeconds", 0)),
                 )
             )
     groups = sorted((_read_node_group(g) for g in doc.items("nodeGroups")), key=lambda g: g.name)
@@ -132,22 +127,17 @@ def read_policy_document(data: Any) -> ClusterPolicy:
     )
 
 
-def _read_queue(entry: PolicyFields, name: str, rule: str, **project: Any) -> QueueSpec:
-    weight = entry.number("overQuotaWeight", None)
-    return queue_spec(
-        name,
-        _read_gpus(entry.mapping("quota")),
-        None if weight is None else float(weight),
-        _read_gpus(entry.mapping("limit")),
-        rule,
+def _read_queue(entry: PolicyFields, name: str, **project: Any) -> QueueSpec:
+    """A department's or project's queue, its values as the writer worked them out."""
+    limit = entry.mapping("limit").number("gpu", None)
+    return QueueSpec(
+        name=name,
+        deserved=float(entry.mapping("quota").number("gpu", 0)),
+        over_quota_weight=float(entry.number("overQuotaWeight")),
+        limit=None if limit is None else float(limit),
+        age=entry.integer("age", 0),
         **project,
     )
-
-
-def _read_gpus(resources: PolicyFields) -> Resources:
-    """The GPU part of a `quota` or `limit`: all the engine reads of them."""
-    gpu = resources.number("gpu", None)
-    return Resources(gpu=None if gpu is None else float(gpu))
 
 
 def _read_project(entry: PolicyFields, department: str) -> PolicyProject:

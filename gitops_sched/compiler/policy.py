@@ -2,9 +2,11 @@
 
 `policy.yaml` is everything the scheduler needs from the repo in one document
 (`contract.policy` says its name and how it is read): its settings, the department/project
-tree with quotas, weights, ranks, limits and time limits, and the node groups. Quantities are
-plain numbers: GPUs, CPU cores, bytes, seconds. The scheduler reads it back with
-`bridge.policy.read_policy_document`.
+tree with the values the engine's queues take (GPU quota and limit, the over-quota weight
+after the cluster's default rule, ranks, time limits, ages), and the node groups as the
+scheduler matches nodes against them. Quantities are plain numbers: GPUs, bytes, seconds.
+It carries nothing the scheduler does not read: the scheduler reads it back with
+`bridge.policy.read_policy_document`, which derives nothing again.
 
 Node groups find their nodes by `nodeSelector` alone: labels a real cluster gives its nodes
 (GPU Feature Discovery's, a cloud's node pool, an admin's). Nothing labels nodes for us; the
@@ -25,6 +27,7 @@ from gitops_sched.config.model import (
     Project,
     Repo,
     Resources,
+    over_quota_weight,
     queue_ages,
 )
 from gitops_sched.contract.policy import POLICY_CONFIGMAP, POLICY_KEY, compact, policy_number
@@ -66,8 +69,6 @@ def policy_document(repo: Repo) -> dict[str, Any]:
         "reclaimThreshold": policy_number(policy.reclaim_threshold),
         "consolidation": policy.consolidation,
         "staleGangGraceSeconds": policy.stale_gang_grace_s,
-        "defaultOverQuotaWeight": policy.over_quota_weight,
-        "allowOversubscription": policy.allow_oversubscription,
         "departments": [
             _department(repo, d, projects.get(d.name, []))
             for d in sorted(repo.departments, key=lambda d: d.name)
@@ -84,16 +85,15 @@ def _department(repo: Repo, department: Department, projects: list[Project]) -> 
         {
             "name": department.name,
             "age": queue_ages(repo.departments)[department.name],
-            "quota": _resources(department.quota),
-            "overQuotaWeight": policy_number(department.over_quota_weight),
-            "limit": _resources(department.limit),
+            "quota": _gpus(department.quota),
+            "overQuotaWeight": _weight(repo, department.over_quota_weight, department.quota),
+            "limit": _gpus(department.limit),
             "projects": [_project(repo, p, project_ages[p.name]) for p in projects],
         }
     )
 
 
 def _project(repo: Repo, project: Project, age: int) -> dict[str, Any]:
-    by_group = sorted(project.node_group_quotas.items())
     by_type = sorted(project.node_groups_by_type.items())
     min_runtime = repo.min_runtime(project)
     return compact(
@@ -101,12 +101,11 @@ def _project(repo: Repo, project: Project, age: int) -> dict[str, Any]:
             "name": project.name,
             "age": age,
             "namespace": repo.required_cluster.project_namespace(project.name),
-            "quota": _resources(project.quota),
-            "nodeGroupQuotas": {group: _resources(quota) for group, quota in by_group},
+            "quota": _gpus(project.quota),
             "overQuotaAllowed": project.over_quota_allowed,
-            "overQuotaWeight": policy_number(project.over_quota_weight),
+            "overQuotaWeight": _weight(repo, project.over_quota_weight, project.quota),
             "overQuotaRank": project.over_quota_rank,
-            "limit": _resources(project.limit),
+            "limit": _gpus(project.limit),
             "nodeGroups": list(project.node_groups),
             "nodeGroupsByType": {wtype: list(groups) for wtype, groups in by_type},
             "interactiveTimeLimitSeconds": project.interactive_time_limit_s,
@@ -123,16 +122,11 @@ def _node_group(group: NodeGroup) -> dict[str, Any]:
             "name": group.name,
             "role": group.role,
             "nodeSelector": dict(sorted(group.node_selector.items())),
-            "nodeCount": group.node_count,
             "gpusPerNode": group.gpus_per_node,
             "gpuModel": group.gpu_model,
             "gpuMemoryBytes": policy_number(group.gpu_memory),
             "mig": _mig(group),
-            "topology": compact(
-                {"label": group.topology_label, "nodesPerDomain": group.nodes_per_topology_domain}
-            ),
-            "cpuPerNode": policy_number(group.cpu_per_node),
-            "memoryPerNodeBytes": policy_number(group.memory_per_node),
+            "topology": compact({"label": group.topology_label}),
         }
     )
 
@@ -160,11 +154,13 @@ def _instances(layout: MigLayout) -> list[dict[str, Any]]:
     return [{"profile": i.profile, "start": i.start} for i in layout.instances]
 
 
-def _resources(resources: Resources) -> dict[str, Any]:
-    return compact(
-        {
-            "gpu": policy_number(resources.gpu),
-            "cpu": policy_number(resources.cpu),
-            "memoryBytes": policy_number(resources.memory),
-        }
-    )
+def _gpus(resources: Resources) -> dict[str, Any]:
+    """The GPU part of a quota or limit: all the engine's queues take of them (per-group
+    quotas and cpu/memory are checked by `validate`, not scheduled on)."""
+    return compact({"gpu": policy_number(resources.gpu)})
+
+
+def _weight(repo: Repo, explicit: float | None, quota: Resources) -> int | float | None:
+    """The over-quota weight the queue gets: the explicit one, else the cluster's rule."""
+    rule = repo.required_cluster.policy.over_quota_weight
+    return policy_number(over_quota_weight(explicit, quota, rule))
