@@ -4,6 +4,7 @@ fragmentation, never fit; the same words as simulate; and the usage errors."""
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -247,3 +248,22 @@ def test_a_running_job_says_until_when_its_minimum_runtime_protects_it(tmp_path:
     assert json.loads(answer.output)["protection"] == [
         line.strip() for line in lines[at + 1 : at + 3]
     ]
+
+
+def test_an_empty_list_for_its_type_is_not_named_as_the_setting(tmp_path: Path) -> None:
+    """`byType.train: []` gives train work no list of its own: every group, as the
+    model decides, and explain says so rather than naming the empty list."""
+    repo = tmp_path / "repo"
+    shutil.copytree(NETAPP, repo)
+    project = repo / "projects" / "team-a.yaml"
+    text = project.read_text().replace(
+        "  overQuota: allowed\n",
+        "  overQuota: allowed\n  nodeGroups:\n    byType:\n      train: []\n",
+    )
+    project.write_text(text)
+    result = explain(str(repo), "resnet50-ddp")
+    assert result.exit_code == 0, result.output
+    assert (
+        "  node groups it may use: dgx1 (no setting: every node group that runs workloads)"
+        in result.output.splitlines()
+    )

@@ -370,20 +370,22 @@ class Repo:
 
     def workload_node_group_names(self, workload: Workload) -> tuple[str, ...]:
         """The node groups a workload may run on: the one rule the checks, the compiler and
-        the engine's input all follow.
+        the engine's input all follow (`node_group_setting` says which setting decided).
+        Sorted; a name that matches no group stays (the reference checks report it, and
+        nothing runs there)."""
+        return tuple(sorted(set(self.node_group_setting(workload)[1])))
 
-        Its own `nodeGroup` pin, else its project's list for its type, else the project's
-        list, else every group that runs workloads (all but `system` ones). Sorted; a name
-        that matches no group stays (the reference checks report it, and nothing runs there).
-        """
-        project = self.project(workload.project)
+    def node_group_setting(self, workload: Workload) -> tuple[str, tuple[str, ...]]:
+        """Which setting decides the workload's node groups, and the names it gives: its own
+        `nodeGroup` pin ("nodeGroup"), else its project's non-empty list for its type
+        ("byType"), else the project's non-empty list ("allowed"), else every group that
+        runs workloads, all but `system` ones ("every")."""
         if workload.node_group:
-            names: tuple[str, ...] = (workload.node_group,)
-        else:
-            names = project.allowed_node_groups(workload.type) if project else ()
-        if not names:
-            names = tuple(g.name for g in self.node_groups if g.runs_workloads)
-        return tuple(sorted(set(names)))
+            return "nodeGroup", (workload.node_group,)
+        project = self.project(workload.project)
+        if project is not None and (names := project.allowed_node_groups(workload.type)):
+            return ("byType" if workload.type in project.node_groups_by_type else "allowed"), names
+        return "every", tuple(g.name for g in self.node_groups if g.runs_workloads)
 
     def workload_node_groups(self, workload: Workload) -> list[NodeGroup]:
         """The defined node groups of `workload_node_group_names`, in file order."""

@@ -136,16 +136,14 @@ def find_workload(result: SimulationResult, spec: str) -> WorkloadState:
 
 
 def _allowed_by(repo: Repo, workload: Workload) -> str:
-    """Which setting decides its node groups (the order Repo.workload_node_group_names
-    follows)."""
-    project = repo.project(workload.project)
-    if workload.node_group:
-        return "its own nodeGroup"
-    if project and workload.type in project.node_groups_by_type:
-        return f"project {project.name}'s nodeGroups.byType.{workload.type}"
-    if project and project.node_groups:
-        return f"project {project.name}'s nodeGroups.allowed"
-    return "no setting: every node group that runs workloads"
+    """Which setting decides its node groups (`Repo.node_group_setting`)."""
+    setting, _ = repo.node_group_setting(workload)
+    return {
+        "nodeGroup": "its own nodeGroup",
+        "byType": f"project {workload.project}'s nodeGroups.byType.{workload.type}",
+        "allowed": f"project {workload.project}'s nodeGroups.allowed",
+        "every": "no setting: every node group that runs workloads",
+    }[setting]
 
 
 def _why_there(result: SimulationResult, state: WorkloadState) -> tuple[str, ...]:
