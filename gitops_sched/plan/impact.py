@@ -321,8 +321,8 @@ class _WhyStarted:
         old_p, new_p = self.base.project(project), self.head.project(project)
         if old_p and new_p and (new_p.quota.gpu or 0.0) > (old_p.quota.gpu or 0.0):
             return (
-                f"{project}'s guaranteed quota rises {old_p.quota.gpu or 0:g} → "
-                f"{new_p.quota.gpu:g} GPUs"
+                f"{project}'s guaranteed quota rises {gpus_text(old_p.quota.gpu or 0)} → "
+                f"{gpus_text(new_p.quota.gpu or 0)} GPUs"
             )
         old_s, new_s = self.old_status.get(project), self.new_status.get(project)
         if old_s and new_s and rounded_gpus(new_s.fair_share) > rounded_gpus(old_s.fair_share):

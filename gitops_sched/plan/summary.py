@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from gitops_sched.hardware.gpus import gpus_text
 from gitops_sched.plan.build import Plan
 
 MAX_NAMED = 3  # projects named one by one before "and N more"
@@ -39,9 +40,9 @@ def summary(plan: Plan) -> str:
             continue
         before, after = change.delta("quotaGpu")
         if change.status == "added":
-            guaranteed.append(f"{change.name} added ({after:g} GPUs guaranteed)")
+            guaranteed.append(f"{change.name} added ({gpus_text(after)} GPUs guaranteed)")
         elif change.status == "removed":
-            guaranteed.append(f"{change.name} removed ({before:g} GPUs guaranteed)")
+            guaranteed.append(f"{change.name} removed ({gpus_text(before)} GPUs guaranteed)")
         elif before != after:
             guaranteed.append(f"{change.name} {_gpus(after - before)} guaranteed")
         else:

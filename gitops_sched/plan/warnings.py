@@ -169,8 +169,8 @@ def warnings(
                 PlanWarning(
                     "quota-below-usage",
                     f"Project/{project}",
-                    f"guaranteed {quota:g} GPUs, below the {used:g} its non-preemptible "
-                    "work holds now",
+                    f"guaranteed {gpus_text(quota)} GPUs, below the {gpus_text(used)} its "
+                    "non-preemptible work holds now",
                 )
             )
     found += _gangs_over_quota(scenario)
@@ -182,7 +182,7 @@ def warnings(
             PlanWarning(
                 "department-over-capacity",
                 "Cluster/" + (head.cluster.name if head.cluster else "?"),
-                f"department quotas add up to {quotas:g} GPUs, over the {total} GPUs "
+                f"department quotas add up to {gpus_text(quotas)} GPUs, over the {total} GPUs "
                 "of the node groups",
             )
         )
@@ -196,8 +196,8 @@ def warnings(
                 PlanWarning(
                     "department-over-capacity",
                     f"Department/{department.name}",
-                    f"its projects' quotas add up to {own:g} GPUs, over its quota of "
-                    f"{department.quota.gpu or 0:g}",
+                    f"its projects' quotas add up to {gpus_text(own)} GPUs, over its quota of "
+                    f"{gpus_text(department.quota.gpu or 0)}",
                 )
             )
     # removed projects with workloads
@@ -235,7 +235,8 @@ def warnings(
                 PlanWarning(
                     "node-group-under-work",
                     f"NodeGroup/{group.name}",
-                    f"shrinks to {group.gpu_capacity} GPUs under {used:g} GPUs of running work",
+                    f"shrinks to {group.gpu_capacity} GPUs under {gpus_text(used)} GPUs of "
+                    "running work",
                 )
             )
     for group in base.node_groups:
@@ -244,7 +245,7 @@ def warnings(
                 PlanWarning(
                     "node-group-under-work",
                     f"NodeGroup/{group.name}",
-                    f"removed under {use[group.name]:g} GPUs of running work",
+                    f"removed under {gpus_text(use[group.name])} GPUs of running work",
                 )
             )
     for problem in problems:

@@ -243,7 +243,7 @@ def _queues(title: str, queues: list[dict], with_department: bool) -> Table:
     for column in ("Deserved", "Fair share", "Allocated", "Queued"):
         table.add_column(column, justify="right")
     for queue in queues:
-        numbers = [f"{queue[k]:g}" for k in ("deserved", "fairShare", "allocated", "queued")]
+        numbers = [gpus_text(queue[k]) for k in ("deserved", "fairShare", "allocated", "queued")]
         first = [queue["department"]] if with_department else []
         table.add_row(*first, queue["name"], *numbers)
     return table
@@ -356,7 +356,7 @@ def _gpu_text(gpu: dict) -> str:
     if gpu["mig"]:
         return " ".join(f"{m['profile']}({m['workload'] or 'free'})" for m in gpu["mig"])
     if len(gpu["workloads"]) > 1 or 0 < gpu["allocated"] < 1:
-        return "+".join(f"{held['share']:g}" for held in gpu["workloads"])
+        return "+".join(gpus_text(held["share"]) for held in gpu["workloads"])
     return ""
 
 
@@ -372,7 +372,7 @@ def _nodes(nodes: list[dict]) -> Table:
             node["name"] + down,
             node["nodeGroup"],
             node["model"],
-            f"{node['allocated']:g}/{node['capacity']}",
+            f"{gpus_text(node['allocated'])}/{node['capacity']}",
             "\n".join(details),
         )
     return table

@@ -15,6 +15,7 @@ from gitops_sched.config import codes
 from gitops_sched.config.diagnostics import Diagnostic, Severity
 from gitops_sched.config.document import Document
 from gitops_sched.config.model import DEFAULT_PRIORITY, Repo
+from gitops_sched.hardware.gpus import gpus_text
 
 Check = Callable[[Repo, str], Iterator[Diagnostic]]
 
@@ -39,7 +40,7 @@ def node_group_quota(repo: Repo, target: str) -> Iterator[Diagnostic]:
                 p.doc,
                 ("spec", "nodeGroupQuotas"),
                 f"{target} has one quota per queue, not per node group: the quotas of "
-                f"{groups} are summed ({p.quota.gpu or 0:g} GPUs), usable on any of them",
+                f"{groups} are summed ({gpus_text(p.quota.gpu or 0)} GPUs), usable on any of them",
                 codes.TARGET_NODE_GROUP_QUOTA,
             )
 
