@@ -3,7 +3,8 @@
 shipped manifests), on the real control plane behind the fault proxy
 (`tests/control_plane/faultproxy.py`: random 429 with Retry-After, 5xx, dropped
 connections, writes whose answer is lost, answers cut short, watches gone silent), each
-process killed with SIGKILL at random moments and started again.
+process killed with SIGKILL at random moments (the scheduler after a random number of its
+writes to pods: in the middle of binding) and started again.
 
 The example repo (netapp-dgx) arrives with its GPU nodes cordoned, so the scheduler meets
 faults and kills while it can only tell pods why they wait; once every workload's pods
@@ -31,6 +32,7 @@ import copy
 import dataclasses
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -67,6 +69,9 @@ SEEDS = [int(s) for s in os.environ.get("CHAOS_SEEDS", "19").split(",")]
 KILLS = int(os.environ.get("CHAOS_KILLS", "2"))
 # about one request in eight meets a fault; one watch in ten stays silent
 FAULTS = Rates(throttle=0.03, error=0.03, drop=0.02, swallow=0.02, garble=0.02, silent=0.1)
+POD_WRITE = re.compile(
+    r"(POST|DELETE) /api/v1/namespaces/[^/]+/pods(/[^/?]+(/binding|/eviction)?)?(\?|$)"
+)
 FOREIGN = "dgx1-2"  # a node of the group the repo does not count, another scheduler's
 PROJECT = "project-team-a"  # where someone else keeps a Secret and a ConfigMap
 
@@ -115,7 +120,7 @@ class Chaos:
 
     def __init__(self, plane: ControlPlane, repo: Repo, proxy: FaultProxy, tmp: Path):
         self.cluster = Cluster(plane, repo)
-        self.repo = repo
+        self.repo, self.proxy = repo, proxy
         self.client = self.cluster.client
         self.overbooked: list[str] = []
         reconciler = proxy.write_kubeconfig(tmp / "reconciler", token(plane, *RECONCILER))
@@ -135,6 +140,32 @@ class Chaos:
                 tmp / "scheduler.log",
             ),
         }
+
+    def next_kill(self, rng: random.Random) -> None:
+        """Which part is killed next, and when: the reconciler after a random while, the
+        scheduler after a random number of its writes to pods (binds, reservation pods,
+        evictions), or a while when it writes none."""
+        self.victim = self.parts[rng.choice(sorted(self.parts))]
+        self.moment = time.monotonic() + rng.uniform(0.5, 4)
+        self.writes = self.pod_writes() + rng.randint(1, 6)
+        if self.victim.name == "scheduler":
+            self.moment += 4
+
+    def kill_due(self) -> bool:
+        return time.monotonic() >= self.moment or (
+            self.victim.name == "scheduler" and self.pod_writes() >= self.writes
+        )
+
+    def kill(self) -> str:
+        """SIGKILL the part due, and start it again."""
+        self.victim.kill()
+        self.victim.start()
+        return self.victim.name
+
+    def pod_writes(self) -> int:
+        """The scheduler's writes to pods so far (no other client writes pods through the
+        proxy), whatever their fate."""
+        return sum(1 for request in self.proxy.seen if POD_WRITE.match(request))
 
     def close(self) -> None:
         for part in self.parts.values():
@@ -238,7 +269,7 @@ def test_reconciler_and_scheduler_killed_at_random_through_random_faults_end_as_
 
         kills: list[str] = []
         uncordoned = False
-        moment = time.monotonic() + rng.uniform(0.5, 4)
+        chaos.next_kill(rng)
         deadline = time.monotonic() + 300
         # half the kills while the nodes are cordoned, one before they are uncordoned, the
         # rest while the scheduler binds
@@ -259,13 +290,11 @@ def test_reconciler_and_scheduler_killed_at_random_through_random_faults_end_as_
                 chaos.nodes(cordoned=False)
                 scheduler.start()
                 uncordoned = True
-            elif time.monotonic() >= moment and (uncordoned or len(kills) < KILLS // 2):
-                part = chaos.parts[rng.choice(sorted(chaos.parts))]
-                part.kill()
-                kills.append(part.name)
-                part.start()
-                moment = time.monotonic() + rng.uniform(0.5, 4)
-            time.sleep(0.2)
+                chaos.next_kill(rng)
+            elif chaos.kill_due() and (uncordoned or len(kills) < KILLS // 2):
+                kills.append(chaos.kill())
+                chaos.next_kill(rng)
+            time.sleep(0.05)
         faults = len(proxy.injected)
         proxy.clear()
 
