@@ -2,7 +2,8 @@
 (`gitops-sched reconcile` and `gitops-sched scheduler`, each as its ServiceAccount from the
 shipped manifests), on the real control plane behind the fault proxy
 (`tests/control_plane/faultproxy.py`: random 429 with Retry-After, 5xx, dropped
-connections, writes whose answer is lost, answers cut short, watches gone silent), each
+connections, writes whose answer is lost, answers cut short, watches gone silent; and
+outages of up to two seconds, when most requests fail and the retries run out), each
 process killed with SIGKILL at random moments (the scheduler after a random number of its
 writes to pods: in the middle of binding) and started again.
 
@@ -69,6 +70,8 @@ SEEDS = [int(s) for s in os.environ.get("CHAOS_SEEDS", "19").split(",")]
 KILLS = int(os.environ.get("CHAOS_KILLS", "2"))
 # about one request in eight meets a fault; one watch in ten stays silent
 FAULTS = Rates(throttle=0.03, error=0.03, drop=0.02, swallow=0.02, garble=0.02, silent=0.1)
+# now and then, for up to two seconds, most requests fail: more than the retries absorb
+OUTAGE = Rates(throttle=0.2, error=0.4, drop=0.15, swallow=0.1, garble=0.05, silent=0.3)
 POD_WRITE = re.compile(
     r"(POST|DELETE) /api/v1/namespaces/[^/]+/pods(/[^/?]+(/binding|/eviction)?)?(\?|$)"
 )
@@ -121,6 +124,8 @@ class Chaos:
     def __init__(self, plane: ControlPlane, repo: Repo, proxy: FaultProxy, tmp: Path):
         self.cluster = Cluster(plane, repo)
         self.repo, self.proxy = repo, proxy
+        self.change = 0.0  # when the faults change next (`weather`), or after how many
+        self.outage_writes = 0  # writes to pods an outage starts
         self.client = self.cluster.client
         self.overbooked: list[str] = []
         reconciler = proxy.write_kubeconfig(tmp / "reconciler", token(plane, *RECONCILER))
@@ -161,6 +166,19 @@ class Chaos:
         self.victim.kill()
         self.victim.start()
         return self.victim.name
+
+    def weather(self, rng: random.Random) -> None:
+        """Switch between the usual faults and an outage: one starts after a random while
+        or a random number of the scheduler's writes to pods, whichever comes first."""
+        now = time.monotonic()
+        if self.proxy.rates == OUTAGE:
+            if now >= self.change:
+                self.proxy.rates = FAULTS
+                self.change = now + rng.uniform(2, 6)
+                self.outage_writes = self.pod_writes() + rng.randint(1, 6)
+        elif now >= self.change or self.pod_writes() >= self.outage_writes:
+            self.proxy.rates = OUTAGE
+            self.change = now + rng.uniform(0.5, 2)
 
     def pod_writes(self) -> int:
         """The scheduler's writes to pods so far (no other client writes pods through the
@@ -252,7 +270,7 @@ def repo() -> Repo:
 def test_reconciler_and_scheduler_killed_at_random_through_random_faults_end_as_git_and_simulate(
     real_cluster: ControlPlane, proxy: FaultProxy, repo: Repo, tmp_path: Path, seed: int
 ):
-    rng = random.Random(seed)
+    rng, weather = random.Random(seed), random.Random(-seed)  # kills; outages
     proxy.state.rng.seed(seed)
     chaos = Chaos(real_cluster, repo, proxy, tmp_path)
     h = Harness(lambda: ClusterClient(real_cluster.configuration()), EXAMPLE)
@@ -275,6 +293,7 @@ def test_reconciler_and_scheduler_killed_at_random_through_random_faults_end_as_
         # rest while the scheduler binds
         while not uncordoned or len(kills) < KILLS + 1:
             assert time.monotonic() < deadline, f"still in chaos after 300s: {kills}"
+            chaos.weather(weather)
             chaos.look()
             for part in chaos.parts.values():
                 part.alive()
