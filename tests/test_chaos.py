@@ -1,7 +1,7 @@
 """Chaos: the reconciler and the scheduler together, as the processes a cluster runs
 (`gitops-sched reconcile` and `gitops-sched scheduler`, each as its ServiceAccount from the
 shipped manifests), on the real control plane behind the fault proxy
-(`tests/control_plane/faultproxy.py`: random 429 with Retry-After, 5xx, dropped
+(`testkit/control_plane/faultproxy.py`: random 429 with Retry-After, 5xx, dropped
 connections, writes whose answer is lost, answers cut short, watches gone silent; and
 outages of up to two seconds, when most requests fail and the retries run out), each
 process killed with SIGKILL at random moments (the scheduler after a random number of its
@@ -45,16 +45,16 @@ from typing import IO, Any
 import pytest
 
 from gitops_sched.cluster import ClusterClient, ObjectRef
-from gitops_sched.compiler.meta import WORKLOAD_LABEL
 from gitops_sched.config.model import Repo
-from gitops_sched.config.validate import check_repo
+from gitops_sched.contract.labels import WORKLOAD_LABEL
 from gitops_sched.sim.run import simulate
-from tests.control_plane.accounts import RECONCILER, SCHEDULER, token
-from tests.control_plane.cluster import ControlPlane
-from tests.control_plane.faultproxy import FaultProxy, Rates
-from tests.control_plane.nodes import repo_nodes
-from tests.control_plane.waiting import wait
-from tests.reconciler_harness import Harness
+from gitops_sched.validate import check_repo
+from testkit.control_plane.accounts import RECONCILER, SCHEDULER, token
+from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.faultproxy import FaultProxy, Rates
+from testkit.control_plane.nodes import repo_nodes
+from testkit.control_plane.waiting import wait
+from testkit.reconciler_harness import Harness
 from tests.test_reconciler_reliability import fingerprint, ours, rendered, secret
 from tests.test_scheduler_e2e import (
     EXAMPLE,

@@ -18,11 +18,17 @@ import kubernetes_validate
 import pytest
 from click.testing import CliRunner
 
-from gitops_sched.agent.mig import request_digest
+from gitops_sched.bridge.policy import ClusterPolicy
 from gitops_sched.cli import main
 from gitops_sched.cluster import ClusterClient, ObjectRef
 from gitops_sched.compiler import render_repo
-from gitops_sched.compiler.contract import (
+from gitops_sched.compiler.crds import STATUS_FIELDS, crd_for
+from gitops_sched.config.diagnostics import Diagnostics
+from gitops_sched.config.loader import load_repo
+from gitops_sched.config.model import build_repo
+from gitops_sched.contract.labels import API_VERSION
+from gitops_sched.contract.mig import request_digest
+from gitops_sched.contract.pods import (
     GPU_FRACTION,
     GPU_MEMORY_LIMIT,
     GPU_UUID,
@@ -32,11 +38,6 @@ from gitops_sched.compiler.contract import (
     RESERVATION_LABEL,
     RESERVATION_NODE_LABEL,
 )
-from gitops_sched.compiler.crds import STATUS_FIELDS, crd_for
-from gitops_sched.compiler.policy import ClusterPolicy
-from gitops_sched.config.diagnostics import Diagnostics
-from gitops_sched.config.loader import API_VERSION, load_repo
-from gitops_sched.config.model import build_repo
 from gitops_sched.engine.types import (
     Bind,
     Decisions,

@@ -16,13 +16,13 @@ from gitops_sched.cli import main
 from gitops_sched.cluster import ApiFailure, ClusterClient, ObjectRef
 from gitops_sched.cluster.informer import Informer
 from gitops_sched.compiler import render_repo
-from gitops_sched.compiler.contract import GPU_RESOURCE as GPU
-from gitops_sched.compiler.contract import NODE_GPUS
-from gitops_sched.compiler.meta import PROJECT_LABEL
-from gitops_sched.config.validate import check_repo
+from gitops_sched.contract.labels import PROJECT_LABEL
+from gitops_sched.contract.pods import GPU_RESOURCE as GPU
+from gitops_sched.contract.pods import NODE_GPUS
 from gitops_sched.scheduler.assumed import ASSUME_FOR_S, Assumed
 from gitops_sched.scheduler.loop import SHOWN_IGNORED, Scheduler, Settings, ignored_lines
 from gitops_sched.scheduler.view import Ignored
+from gitops_sched.validate import check_repo
 from tests.kube_emulator.fixtures import client, connect, kube  # noqa: F401  (fixtures)
 from tests.kube_emulator.server import KubeEmulator
 
