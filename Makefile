@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install constraints test thorough fuzz typecheck lint format golden bench control-plane kueue dev-cluster dev-cluster-down
+.PHONY: install constraints test thorough chaos fuzz typecheck lint format golden bench control-plane kueue dev-cluster dev-cluster-down
 
 install:
 	python3 -m venv $(VENV) && $(VENV)/bin/pip install -q -c constraints.txt -e '.[test]'
@@ -33,6 +33,12 @@ thorough:  # the property tests with ten times the examples (hypothesis profile 
 		tests/test_engine_live.py tests/test_engine_kai_parity.py tests/test_fairshare.py \
 		tests/test_consolidation_properties.py tests/test_engine_codec.py tests/test_schema.py \
 		tests/test_engine_held.py tests/test_scheduler_snapshot.py
+
+CHAOS_SEEDS ?= 1,2,3,4,5,6,7,8,9,10
+CHAOS_KILLS ?= 8
+chaos:  # the reconciler and the scheduler through random faults and kills: ten seeds, eight
+	# kills each (the suite runs seed 19 with two), on the real control plane
+	CHAOS_SEEDS=$(CHAOS_SEEDS) CHAOS_KILLS=$(CHAOS_KILLS) $(VENV)/bin/pytest tests/test_chaos.py
 
 FUZZ_EXAMPLES ?= 40
 fuzz:  # mutated inputs through every command (10x the examples), then each input surface's

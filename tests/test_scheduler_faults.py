@@ -68,7 +68,7 @@ def user_pod(name: str, gpus: int = 0, fraction: str = "", namespace: str = TEAM
 
 def install(client: ClusterClient) -> None:
     """netapp-dgx's policy, the reservation pods' ServiceAccount, one DGX-1 of 8 GPUs."""
-    for name in (SYSTEM, TEAM_A):
+    for name in (SYSTEM, TEAM_A, TEAM_B):
         client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     account = {"name": SERVICE_ACCOUNT, "namespace": SYSTEM}
     client.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": account})
@@ -120,9 +120,15 @@ def reservation_uuid(client: ClusterClient) -> str:
 def test_a_silent_pod_watch_and_a_throttled_binding_never_give_a_gpu_twice(
     real_cluster: ControlPlane, proxied: tuple[ClusterClient, FaultProxy]
 ):
+    """The first cycle puts team-b's notebook on a GPU among team-a's eight trains (the
+    fair share takes turns), creates and binds that GPU's reservation pod, and has one
+    train's Binding answered 429. The next cycle, the watch silent, gives the notebook the
+    lowest free GPU and the throttled train the next: the one the reservation pod already
+    holds, unless that pod is in the assumed state. On the scheduler before every write was
+    assumed (e246abd's parent) that bind made it 9 GPUs asked of 8 at the second check."""
     client, proxy = proxied
     install(client)
-    client.create(user_pod("notebook", fraction="0.5"))
+    client.create(user_pod("notebook", fraction="0.5", namespace=TEAM_B))
     for i in range(8):  # one more whole GPU than the node has beside the shared one
         client.create(user_pod(f"train-{i}", gpus=1))
     configuration = proxy.configuration(real_cluster.configuration())

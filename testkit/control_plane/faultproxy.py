@@ -28,6 +28,7 @@ import random
 import re
 import socket
 import ssl
+import sys
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -56,7 +57,7 @@ class Fault:
     passing it on; `swallow` passes it on, then closes the connection without the answer;
     `garble` passes it on and answers 200 with the first half of the server's answer;
     `silent` (a watch) passes it on and answers its headers, then no event until the server
-    ends it."""
+    ends it (or the faults are cleared)."""
 
     action: str  # status | drop | swallow | garble | silent
     status: int = 0
@@ -131,6 +132,7 @@ class _State:
     rules: list[Rule] = field(default_factory=list)
     injected: list[str] = field(default_factory=list)
     seen: list[str] = field(default_factory=list)
+    silenced: set[http.client.HTTPSConnection] = field(default_factory=set)  # silent watches
     passed: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -163,6 +165,13 @@ class _State:
             return fault
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (a process killed mid-request) is no error of ours."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class FaultProxy:
     """`FaultProxy(upstream, ca_file, seed).start()`; `stop()` closes it."""
 
@@ -171,7 +180,7 @@ class FaultProxy:
         self.upstream_host, self.upstream_port = parts.hostname or "", parts.port or 443
         self.tls = ssl.create_default_context(cafile=str(ca_file))
         self.state = _State(random.Random(seed))
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server = _Server(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -195,10 +204,15 @@ class FaultProxy:
             self.state.rules.extend(rules)
 
     def clear(self) -> None:
-        """No more faults: no rules, no random ones."""
+        """No more faults: no rules, no random ones; the watches kept silent end (as the
+        server ends a watch), so their clients watch again and get what they missed."""
         with self.state.lock:
             self.state.rules.clear()
             self.state.rates = Rates()
+            silenced, self.state.silenced = self.state.silenced, set()
+        for upstream in silenced:
+            with contextlib.suppress(OSError, AttributeError):
+                upstream.sock.shutdown(socket.SHUT_RDWR)
 
     @property
     def injected(self) -> list[str]:
@@ -295,7 +309,7 @@ class FaultProxy:
                     return self._answer(200, data[: len(data) // 2])
                 try:
                     self._relay(answer, silent=fault is not None)
-                except OSError:  # the client went away
+                except (OSError, http.client.HTTPException):  # either side went away
                     self.close_connection = True
                     self.upstream = None
 
@@ -321,10 +335,27 @@ class FaultProxy:
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 self.wfile.flush()
+                if silent:
+                    return self._keep_silent(answer)
                 while chunk := answer.read1(65536):
-                    if not silent:
-                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                        self.wfile.flush()
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+
+            def _keep_silent(self, answer: http.client.HTTPResponse) -> None:
+                """Read the watch's events and pass none on, until the server ends it or
+                `clear()` cuts it; then end the answer as the server does."""
+                upstream = self.upstream
+                with proxy.state.lock:
+                    proxy.state.silenced.add(upstream)  # type: ignore[arg-type]
+                try:
+                    while answer.read1(65536):
+                        pass
+                except (OSError, http.client.HTTPException):
+                    self.upstream = None
+                finally:
+                    with proxy.state.lock:
+                        proxy.state.silenced.discard(upstream)  # type: ignore[arg-type]
                 self.wfile.write(b"0\r\n\r\n")
 
             def _status(self, fault: Fault) -> None:
