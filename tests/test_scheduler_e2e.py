@@ -129,9 +129,10 @@ class Cluster:
     def pods(self) -> list[Obj]:
         return [p for p in self.all_pods() if WORKLOAD_LABEL in labels(p)]
 
-    def controllers_done(self) -> bool:
-        """Every unsuspended Job and Deployment has its pods, none of them going."""
-        pods = self.all_pods()
+    def controllers_done(self, pods: list[Obj] | None = None) -> bool:
+        """Every unsuspended Job and Deployment has its pods, none of them going (`pods`:
+        the pods as just listed, else listed here)."""
+        pods = self.all_pods() if pods is None else pods
         live: dict[str, int] = {}
         for pod in pods:
             if pod["metadata"].get("deletionTimestamp"):
@@ -154,10 +155,10 @@ class Cluster:
         """Nothing in flight: bound pods started, devices handed out, their commands started
         (a reservation pod's `reserve` says its line once it has published its GPU's UUID),
         controllers done."""
-        self.devices.step()
-        pods = self.all_pods()
+        pods = self.all_pods()  # one list a poll, read by each check
+        self.devices.step(pods)
         started = all(phase(p) != "Pending" for p in pods if p["spec"].get("nodeName"))
-        return started and self.devices.started() and self.controllers_done()
+        return started and self.devices.started() and self.controllers_done(pods)
 
     def fingerprint(self) -> list[tuple[str, ...]]:
         return sorted(
