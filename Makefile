@@ -25,11 +25,13 @@ dev-cluster:  # that control plane outside pytest, kwok GPU nodes from $(REPO)'s
 dev-cluster-down:
 	$(PY) -m tests.control_plane down --dir .dev-cluster
 
-thorough:  # the property tests with ten times the examples (hypothesis profile `thorough`)
+thorough:  # the property tests with ten times the examples (hypothesis profile `thorough`),
+	# the reconciler's seeded fault and chaos tests on the real control plane with five seeds
 	HYPOTHESIS_PROFILE=thorough $(VENV)/bin/pytest tests/test_engine_properties.py \
 		tests/test_engine_live.py tests/test_engine_kai_parity.py tests/test_fairshare.py \
 		tests/test_consolidation_properties.py tests/test_engine_codec.py tests/test_schema.py \
-		tests/test_engine_held.py tests/test_scheduler_snapshot.py
+		tests/test_engine_held.py tests/test_scheduler_snapshot.py \
+		tests/test_reconciler_reliability.py
 
 FUZZ_EXAMPLES ?= 40
 fuzz:  # mutated inputs through every command (10x the examples), then each input surface's
