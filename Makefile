@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install constraints test thorough fuzz typecheck lint format golden bench control-plane dev-cluster dev-cluster-down
+.PHONY: install constraints test thorough fuzz typecheck lint format golden bench control-plane kueue dev-cluster dev-cluster-down
 
 install:
 	python3 -m venv $(VENV) && $(VENV)/bin/pip install -q -c constraints.txt -e '.[test]'
@@ -18,12 +18,15 @@ test:
 control-plane:  # build (once, cached outside the repo) the control plane the in-cluster tests use
 	bash hack/control-plane.sh
 
+kueue:  # build Kueue's controller and fetch its CRDs (once, cached outside the repo) for tests/test_kueue_admission.py
+	bash hack/kueue.sh && bash hack/target-crds.sh kueue
+
 REPO ?= examples/clusters/netapp-dgx
 dev-cluster:  # that control plane outside pytest, kwok GPU nodes from $(REPO)'s NodeGroups
-	$(PY) -m tests.control_plane up --repo $(REPO) --dir .dev-cluster
+	$(PY) -m testkit.control_plane up --repo $(REPO) --dir .dev-cluster
 
 dev-cluster-down:
-	$(PY) -m tests.control_plane down --dir .dev-cluster
+	$(PY) -m testkit.control_plane down --dir .dev-cluster
 
 thorough:  # the property tests with ten times the examples (hypothesis profile `thorough`),
 	# the reconciler's seeded fault and chaos tests on the real control plane with five seeds

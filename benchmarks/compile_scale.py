@@ -63,7 +63,7 @@ import yaml
 from gitops_sched.compiler import render_repo
 from gitops_sched.compiler.output import write_directory, write_stream
 from gitops_sched.config.model import Repo
-from gitops_sched.config.validate import check_repo
+from gitops_sched.validate import check_repo
 
 API_VERSION = "gitops-sched.io/v1alpha1"
 GPUS_PER_NODE = 8

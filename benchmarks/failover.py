@@ -27,8 +27,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gitops_sched.cluster import ClusterClient, ObjectRef
-from tests.control_plane.cluster import ControlPlane, free_port
-from tests.reconciler_harness import API, commit, config
+from testkit.control_plane.cluster import ControlPlane, free_port
+from testkit.reconciler_harness import API, commit, config
 
 CLI = str(Path(sys.executable).with_name("gitops-sched"))
 NAMESPACE = "gitops-sched"

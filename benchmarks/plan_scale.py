@@ -48,10 +48,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from compile_scale import generate, write_repo
 
-from gitops_sched.config.validate import check_repo
 from gitops_sched.plan.build import make_plan
 from gitops_sched.plan.jsonout import to_json
 from gitops_sched.plan.markdown import render
+from gitops_sched.validate import check_repo
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "bench",

@@ -1,5 +1,5 @@
 """Reconcile at scale: a repo rendering about 10,000 objects, synced into the real control
-plane (kube-apiserver, etcd, kube-controller-manager and kwok from `tests/control_plane`,
+plane (kube-apiserver, etcd, kube-controller-manager and kwok from `testkit/control_plane`,
 local processes on 127.0.0.1; no nodes, so the Jobs' pods stay pending).
 
 Reports, as JSON: the first sync (everything created), a no-op sync (the reconciler's
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gitops_sched.cluster import Backoff, ClusterClient
 from gitops_sched.reconciler import Reconciler, Settings
-from tests.control_plane.cluster import ControlPlane
+from testkit.control_plane.cluster import ControlPlane
 
 API = "gitops-sched.io/v1alpha1"
 

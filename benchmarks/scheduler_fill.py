@@ -3,7 +3,7 @@
 compiler renders, their pods made by kube-controller-manager, bound by our scheduler, and
 started (Running) by kwok.
 
-The control plane (etcd, kube-apiserver, kube-controller-manager, kwok; `tests/control_plane`)
+The control plane (etcd, kube-apiserver, kube-controller-manager, kwok; `testkit/control_plane`)
 runs as local processes on 127.0.0.1; the scheduler runs as in a cluster (`Scheduler.run`:
 informers listing and watching, cycles on change) in this process; the Running pods are
 counted by a second process so the counting takes nothing from the scheduler. It reports, as
@@ -39,15 +39,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gitops_sched.cluster import Backoff, ClusterClient
 from gitops_sched.compiler import render_repo
-from gitops_sched.config.validate import check_repo
 from gitops_sched.hardware.gfd import gfd_product
 from gitops_sched.reconciler.sync import Syncer
 from gitops_sched.scheduler import loop
 from gitops_sched.scheduler.actuate import Actuator
 from gitops_sched.scheduler.status import StatusWriter
-from tests.config_builders import doc
-from tests.control_plane.cluster import ControlPlane
-from tests.control_plane.nodes import gpu_node
+from gitops_sched.validate import check_repo
+from testkit.config_builders import doc
+from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.nodes import gpu_node
 
 SYSTEM = "gitops-sched-system"
 MODEL = "A100-SXM4-80GB"

@@ -58,7 +58,7 @@ def _print_diagnostics(diagnostics: Diagnostics, fmt: str = "text") -> None:
 
 def load_or_exit(path: Path, excludes: tuple[str, ...] = ()) -> Repo:
     """The repo's model, or its diagnostics on stderr and exit 1."""
-    from gitops_sched.config.validate import check_repo
+    from gitops_sched.validate import check_repo
 
     repo, diagnostics = check_repo(path, excludes)
     _print_diagnostics(diagnostics)
@@ -113,7 +113,7 @@ def main() -> None:
 @exclude_option
 def validate(path: Path, fmt: str, excludes: tuple[str, ...]) -> None:
     """Check a config repo against the schemas and the semantic rules."""
-    from gitops_sched.config.validate import check_repo
+    from gitops_sched.validate import check_repo
 
     repo, diagnostics = check_repo(path, excludes)
     _print_diagnostics(diagnostics, fmt)

@@ -33,8 +33,8 @@ def seeds(first: int) -> list[int]:
 
 
 # the real control plane (kube-apiserver, etcd, kube-controller-manager, kwok) for the
-# in-cluster tests: see tests/control_plane
-from tests.control_plane.fixtures import control_plane, real_client, real_cluster  # noqa: E402, F401
+# in-cluster tests: see testkit/control_plane
+from testkit.control_plane.fixtures import control_plane, real_client, real_cluster  # noqa: E402, F401
 
 
 @pytest.fixture(params=["libyaml", "pure"])
@@ -42,12 +42,12 @@ def each_yaml_parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyP
     """Run a test with PyYAML's C parser (libyaml) and with its pure-Python one: which one a
     machine has depends on the wheel it got, and the loader must answer the same with both.
     Without libyaml (a PyYAML built without it) the C run is skipped."""
-    from gitops_sched.config import loader
+    from gitops_sched.config import yamlbuild
 
     if request.param == "libyaml":
         if not yaml.__with_libyaml__:
             pytest.skip("this PyYAML is built without libyaml")
-        monkeypatch.setattr(loader, "_Loader", yaml.CSafeLoader)
+        monkeypatch.setattr(yamlbuild, "_Loader", yaml.CSafeLoader)
     else:
-        monkeypatch.setattr(loader, "_Loader", yaml.SafeLoader)
+        monkeypatch.setattr(yamlbuild, "_Loader", yaml.SafeLoader)
     return str(request.param)

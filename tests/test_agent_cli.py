@@ -13,8 +13,8 @@ from rich.console import Console
 from gitops_sched.agent.main import run_agent
 from gitops_sched.cli import main
 from gitops_sched.cluster import ObjectRef
-from gitops_sched.compiler.contract import NODE_GPUS
-from tests.control_plane.nodes import gpu_node
+from gitops_sched.contract.pods import NODE_GPUS
+from testkit.control_plane.nodes import gpu_node
 
 
 def run(*args):

@@ -8,7 +8,7 @@ idle interactive pods marked.
 
 The nodes are kwok nodes as GPU Feature Discovery and the device plugin show them; the pods
 are bound to them (`spec.nodeName`) and run by kwok; the device plugin's pods are the
-stand-in's (`tests.control_plane.migplugin`). The namespaces and the agent's manifests are
+stand-in's (`testkit.control_plane.migplugin`). The namespaces and the agent's manifests are
 made once for the module (a namespace takes kube-controller-manager over five seconds to
 delete); each test starts with no node, pod, Event or budget in them and removes its own.
 """
@@ -27,13 +27,15 @@ from gitops_sched.agent.cgroups import pod_uid_for_pid
 from gitops_sched.agent.cluster import NodeApi
 from gitops_sched.agent.fake import FakeBackend, FakeGpuSpec
 from gitops_sched.agent.gpus import GpuBackend
-from gitops_sched.agent.inventory import encode_inventory, node_inventory
-from gitops_sched.agent.mig import encode_request, request_digest
+from gitops_sched.agent.inventory import node_inventory
 from gitops_sched.agent.node import DEFAULT_POLICY, AgentPolicy, NodeAgent
 from gitops_sched.agent.nvml import NvmlBackend
 from gitops_sched.agent.pods import format_time
 from gitops_sched.cluster import ApiFailure, ObjectRef
-from gitops_sched.compiler.contract import (
+from gitops_sched.contract.inventory import encode_inventory
+from gitops_sched.contract.labels import TYPE_LABEL
+from gitops_sched.contract.mig import encode_request, request_digest
+from gitops_sched.contract.pods import (
     FRACTION_POLICY,
     GPU_FRACTION,
     GPU_MEMORY_LIMIT,
@@ -44,16 +46,15 @@ from gitops_sched.compiler.contract import (
     NODE_MIG_REQUEST,
     NODE_MIG_STATUS,
 )
-from gitops_sched.compiler.meta import TYPE_LABEL
 from gitops_sched.hardware.mig import MigInstance
-from tests.control_plane.accounts import account_client, install_agent, make_namespace
-from tests.control_plane.cluster import ControlPlane
-from tests.control_plane.devices import PodLog
-from tests.control_plane.fixtures import connect, wipe
-from tests.control_plane.migplugin import NAMESPACE as PLUGIN_NAMESPACE
-from tests.control_plane.migplugin import MigDevicePlugin
-from tests.control_plane.nodes import gpu_node, settled
-from tests.control_plane.waiting import wait
+from testkit.control_plane.accounts import account_client, install_agent, make_namespace
+from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.devices import PodLog
+from testkit.control_plane.fixtures import connect, wipe
+from testkit.control_plane.migplugin import NAMESPACE as PLUGIN_NAMESPACE
+from testkit.control_plane.migplugin import MigDevicePlugin
+from testkit.control_plane.nodes import gpu_node, settled
+from testkit.control_plane.waiting import wait
 from tests.nvml_driver import RecordedNvml, a100_80gb
 
 GIB = 1024**3

@@ -10,16 +10,16 @@ from gitops_sched.agent.cgroups import pod_uid_for_pid, pod_uid_from_cgroup
 from gitops_sched.agent.fake import FakeBackend, FakeGpuSpec, parse_fake_spec
 from gitops_sched.agent.fractions import FractionPod, enforce, memory_by_pod
 from gitops_sched.agent.idle import Activity, idle_since, observe, utilisation_by_pod
-from gitops_sched.agent.inventory import encode_inventory, inventory_changed, node_inventory
-from gitops_sched.agent.mig import (
+from gitops_sched.agent.inventory import node_inventory
+from gitops_sched.agent.mig import MigPlan, plan_gpu
+from gitops_sched.contract.inventory import encode_inventory, inventory_changed
+from gitops_sched.contract.mig import (
     GpuAnswer,
     GpuLayout,
-    MigPlan,
     encode_request,
     encode_status,
     needs_work,
     parse_request,
-    plan_gpu,
     request_digest,
 )
 from gitops_sched.hardware.mig import MigInstance

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from config_builders import doc, node_group
 
 from gitops_sched.cli import main
 from gitops_sched.config import codes
@@ -17,7 +16,8 @@ from gitops_sched.config.checks import run_checks
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
 from gitops_sched.config.loader import load_repo
 from gitops_sched.config.model import build_repo
-from gitops_sched.config.validate import check_repo
+from gitops_sched.validate import FIT_CHECKS, check_repo
+from testkit.config_builders import doc, node_group
 
 CLUSTER = doc("Cluster", "lab", namespacePrefix="team-")
 A100 = node_group(
@@ -53,7 +53,7 @@ def check(repo_dir: Path, *documents: dict[str, Any], base=BASE) -> list[Diagnos
     write_repo(repo_dir, [*base, *documents])
     diagnostics = Diagnostics()
     loaded = load_repo(Path("."), diagnostics)
-    run_checks(build_repo(loaded), loaded, diagnostics)
+    run_checks(build_repo(loaded), loaded, diagnostics, FIT_CHECKS)
     return diagnostics.sorted()
 
 
@@ -548,7 +548,7 @@ def test_objects_that_failed_the_schema_are_not_dangling(repo_dir: Path) -> None
     diagnostics = Diagnostics()
     documents = load_repo(Path("."), diagnostics)
     schema_valid = [d for d in documents if d.kind != "Department"]
-    run_checks(build_repo(schema_valid), documents, diagnostics)
+    run_checks(build_repo(schema_valid), documents, diagnostics, FIT_CHECKS)
     assert diagnostics.items == []
 
 

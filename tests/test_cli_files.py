@@ -180,7 +180,7 @@ def test_a_file_that_fails_a_command_is_named_in_one_line(monkeypatch) -> None:
     def unreadable(*args, **kwargs):
         raise PermissionError(13, "Permission denied", "cfg/projects/team-a.yaml")
 
-    monkeypatch.setattr("gitops_sched.config.validate.check_repo", unreadable)
+    monkeypatch.setattr("gitops_sched.validate.check_repo", unreadable)
     done = CliRunner().invoke(main, ["validate", str(EXAMPLE)])
     assert done.exit_code == 2
     assert done.stderr == "gitops-sched: cfg/projects/team-a.yaml: Permission denied\n"

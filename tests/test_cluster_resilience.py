@@ -14,7 +14,7 @@ import pytest
 from gitops_sched.cluster import ClusterClient
 from gitops_sched.cluster.informer import Informer
 from gitops_sched.cluster.leader import LeaderElector
-from tests.control_plane.waiting import wait
+from testkit.control_plane.waiting import wait
 
 
 def failing_once(monkeypatch: pytest.MonkeyPatch, client: ClusterClient, method: str) -> None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from conftest import examples
-from engine_builders import job, nodes, policy, project
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gitops_sched.engine import apply_decisions, schedule
 from gitops_sched.engine.types import EvictReason, PodPlacement, Snapshot
+from tests.conftest import examples
+from tests.engine_builders import job, nodes, policy, project
 
 
 @st.composite

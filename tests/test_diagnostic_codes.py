@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from config_builders import doc, node_group
 
 from gitops_sched.cli import main
 from gitops_sched.config import codes
@@ -23,8 +22,9 @@ from gitops_sched.config.diagnostics import (
     Severity,
     format_diagnostics,
 )
-from gitops_sched.config.validate import check_repo
 from gitops_sched.plan.warnings import fixed_problems, new_problems
+from gitops_sched.validate import check_repo
+from testkit.config_builders import doc, node_group
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "gitops_sched"

@@ -16,13 +16,13 @@ import pytest
 import yaml
 
 from gitops_sched.cluster import ClusterClient, ObjectRef
-from gitops_sched.config.validate import check_repo
 from gitops_sched.reconciler.sync import Syncer, SyncResult
-from tests.control_plane.accounts import token
-from tests.control_plane.cluster import ControlPlane
-from tests.control_plane.fixtures import connect
-from tests.control_plane.waiting import wait
-from tests.reconciler_harness import SYSTEM, Harness, commit, config
+from gitops_sched.validate import check_repo
+from testkit.control_plane.accounts import token
+from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.fixtures import connect
+from testkit.control_plane.waiting import wait
+from testkit.reconciler_harness import SYSTEM, Harness, commit, config
 from tests.test_scheduler_e2e import EXAMPLE, Cluster
 
 CLI = str(Path(sys.executable).with_name("gitops-sched"))

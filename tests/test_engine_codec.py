@@ -6,10 +6,8 @@ import json
 from dataclasses import replace
 
 import pytest
-from conftest import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import snapshots
 
 from gitops_sched.engine.codec import (
     VERSION,
@@ -32,6 +30,8 @@ from gitops_sched.engine.types import (
     Snapshot,
 )
 from gitops_sched.hardware.mig import MigInstance
+from tests.conftest import examples
+from tests.strategies import snapshots
 
 
 @st.composite

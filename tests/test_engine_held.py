@@ -6,11 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from conftest import examples
-from engine_builders import department, job, nodes, policy, project, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import snapshots
 
 from gitops_sched.engine import schedule
 from gitops_sched.engine.codec import gpu_from_dict, gpu_to_dict
@@ -25,6 +22,9 @@ from gitops_sched.engine.types import (
     Snapshot,
 )
 from gitops_sched.hardware.mig import MigInstance
+from tests.conftest import examples
+from tests.engine_builders import department, job, nodes, policy, project, snapshot
+from tests.strategies import snapshots
 
 
 def holding(node: Node, *held: int) -> Node:

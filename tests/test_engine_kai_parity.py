@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 
-from conftest import examples
-from engine_builders import allocated, department, job, nodes, policy, project, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +26,8 @@ from gitops_sched.engine.types import (
     Snapshot,
 )
 from gitops_sched.hardware.mig import compute_share
+from tests.conftest import examples
+from tests.engine_builders import allocated, department, job, nodes, policy, project, snapshot
 from tests.strategies import job_lists, node_lists, policies, workload_mixes
 
 VICTIM_REASONS = (EvictReason.RECLAIM, EvictReason.PREEMPT, EvictReason.CONSOLIDATE)

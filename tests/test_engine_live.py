@@ -5,11 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from conftest import examples
-from engine_builders import allocated, job, nodes, policy, project, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import snapshots
 
 from gitops_sched.engine import apply_decisions, schedule, settle
 from gitops_sched.engine.types import (
@@ -23,6 +20,9 @@ from gitops_sched.engine.types import (
     Snapshot,
 )
 from gitops_sched.hardware.mig import MigInstance
+from tests.conftest import examples
+from tests.engine_builders import allocated, job, nodes, policy, project, snapshot
+from tests.strategies import snapshots
 
 ONE_NODE = nodes("n", 1, gpus=4)
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from conftest import examples
-from engine_builders import job, nodes, policy, project, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_engine_kai_parity import on, running
-from test_engine_properties import settle_steps, submit
 
 from gitops_sched.engine import schedule
 from gitops_sched.engine.types import EvictReason, Job, Policy, Snapshot
 from gitops_sched.engine.why import PendingReasons
+from tests.conftest import examples
+from tests.engine_builders import job, nodes, policy, project, snapshot
 from tests.strategies import two_waves
+from tests.test_engine_kai_parity import on, running
+from tests.test_engine_properties import settle_steps, submit
 
 
 def evictions(snap: Snapshot) -> list[tuple[str, EvictReason]]:

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from unittest import mock
 
-from conftest import examples
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -35,6 +34,7 @@ from gitops_sched.engine.types import (
     Snapshot,
 )
 from gitops_sched.hardware.mig import compute_share, is_valid_layout
+from tests.conftest import examples
 from tests.strategies import (
     guaranteed_quota_snapshots,
     jobs_of,

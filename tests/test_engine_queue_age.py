@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from conftest import examples
-from engine_builders import job, nodes, policy, project, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_engine_kai_parity import bound, is_running, on, running, settled
-from test_engine_properties import outcome
 
 from gitops_sched.engine import schedule
 from gitops_sched.engine.types import EvictReason, Snapshot
+from tests.conftest import examples
+from tests.engine_builders import job, nodes, policy, project, snapshot
 from tests.strategies import snapshots
+from tests.test_engine_kai_parity import bound, is_running, on, running, settled
+from tests.test_engine_properties import outcome
 
 
 def test_allocate_serves_the_older_of_equal_queues_first_whatever_the_names():

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from engine_builders import allocated, department, job, jobs, nodes, policy, project, snapshot
-
 from gitops_sched.engine import apply_decisions, schedule, settle
 from gitops_sched.engine.types import EvictReason
 from gitops_sched.hardware.mig import MigInstance
+from tests.engine_builders import allocated, department, job, jobs, nodes, policy, project, snapshot
 
 DGX = nodes("dgx", 2)
 NETAPP = policy(

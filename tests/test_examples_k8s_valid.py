@@ -22,7 +22,7 @@ from jsonschema import Draft4Validator
 from gitops_sched.compiler import render_repo
 from gitops_sched.compiler.output import write_directory
 from gitops_sched.config.model import Repo
-from gitops_sched.config.validate import check_repo
+from gitops_sched.validate import check_repo
 
 CLUSTERS = Path(__file__).resolve().parent.parent / "examples" / "clusters"
 EXAMPLES = sorted(p.name for p in CLUSTERS.iterdir() if p.is_dir() and p.name != "broken")

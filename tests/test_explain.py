@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner, Result
-from config_builders import API
 
 from gitops_sched.cli import main
-from gitops_sched.config.validate import check_repo
 from gitops_sched.engine.fairshare import Trace, fair_shares
 from gitops_sched.engine.types import QueueSpec
 from gitops_sched.sim.explain import ExplainError, find_workload
 from gitops_sched.sim.run import simulate
+from gitops_sched.validate import check_repo
+from testkit.config_builders import API
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "clusters"
 NETAPP = str(EXAMPLES / "netapp-dgx")

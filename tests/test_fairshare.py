@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 
 import pytest
-from conftest import examples
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gitops_sched.engine.fairshare import Claim, fair_shares, split
 from gitops_sched.engine.types import GPU_EPSILON, QueueSpec
+from tests.conftest import examples
 from tests.strategies import halves
 
 TOLERANCE = 1e-6

@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 
 from gitops_sched.cli import main
 from gitops_sched.config.diagnostics import Diagnostics
-from gitops_sched.config.loader import API_VERSION, KINDS, load_text
+from gitops_sched.config.document import KINDS
 from gitops_sched.config.schema import schema_for, validate_documents
+from gitops_sched.config.yamlbuild import load_text
+from gitops_sched.contract.labels import API_VERSION
 
 WORKLOAD = f"""\
 apiVersion: {API_VERSION}

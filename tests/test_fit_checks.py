@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from config_builders import API, doc, node_group
 
 from gitops_sched.cli import main
 from gitops_sched.config.checks import run_checks
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
 from gitops_sched.config.loader import load_repo
 from gitops_sched.config.model import build_repo
+from gitops_sched.validate import FIT_CHECKS
+from testkit.config_builders import API, doc, node_group
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "clusters"
 CLUSTER = doc("Cluster", "lab")
@@ -51,7 +52,7 @@ def check(*documents: dict[str, Any], base: tuple = BASE) -> list[Diagnostic]:
     Path("repo.yaml").write_text(yaml.safe_dump_all([*base, *documents], sort_keys=False))
     diagnostics = Diagnostics()
     loaded = load_repo(Path("."), diagnostics)
-    run_checks(build_repo(loaded), loaded, diagnostics)
+    run_checks(build_repo(loaded), loaded, diagnostics, FIT_CHECKS)
     return diagnostics.sorted()
 
 

@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from conftest import examples
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from gitops_sched.cli import main
+from tests.conftest import examples
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "clusters"
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fuzz_harness import MAX_RSS_MIB, Outcome, run_case
+from tests.fuzz_harness import MAX_RSS_MIB, Outcome, run_case
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "clusters" / "oci-a100"
 

@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 import yaml
-from fuzz_harness import assert_bounded
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_fuzz import REPOS, SCENARIO, SIMULATIONS, mutated
+
+from tests.fuzz_harness import assert_bounded
+from tests.test_fuzz import REPOS, SCENARIO, SIMULATIONS, mutated
 
 # a case is a process of its own (a second or two): the targets run under `make fuzz` only
 FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "0"))

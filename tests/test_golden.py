@@ -16,7 +16,7 @@ import pytest
 
 from gitops_sched.compiler import render_repo
 from gitops_sched.compiler.output import write_stream
-from gitops_sched.config.validate import check_repo
+from gitops_sched.validate import check_repo
 
 ROOT = Path(__file__).resolve().parent
 CLUSTERS = ROOT.parent / "examples" / "clusters"

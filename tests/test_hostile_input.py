@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gitops_sched.cli import main
-from gitops_sched.config import loader, templating
+from gitops_sched.config import loader, templating, yamlbuild
 from gitops_sched.config.diagnostics import MAX_MESSAGE_CHARS, printable
 from gitops_sched.config.ignore import MAX_PATTERN_CHARS, MAX_PATTERNS, IgnoreRules
 from gitops_sched.plan import gitsource
@@ -119,11 +119,10 @@ PREFIXES = st.sampled_from(["", "kube-", "gitops-", "gitops-sched-", "project-",
 @given(prefix=PREFIXES, name=NAMES)
 def test_gs310_exactly_when_the_namespace_is_taken(prefix: str, name: str) -> None:
     """The rule, for any prefix and name: the system namespace, `default` and `kube-*`."""
-    from config_builders import doc
-
     from gitops_sched.config.checks.names import check_derived_names
-    from gitops_sched.config.loader import Document
+    from gitops_sched.config.document import Document
     from gitops_sched.config.model import build_repo
+    from testkit.config_builders import doc
 
     def document(data: dict[str, Any]) -> Document:
         return Document("x.yaml", 0, data, {(): (1, 1)})
@@ -196,9 +195,8 @@ def test_a_gpu_memory_of_zero_runs_through_every_command(repo: Path, memory: str
 
 @given(st.floats(min_value=0, max_value=1, exclude_min=True, exclude_max=True))
 def test_the_fit_check_takes_any_fraction(fraction: float) -> None:
-    from engine_builders import job, nodes
-
     from gitops_sched.engine.fit import never_fits
+    from tests.engine_builders import job, nodes
 
     gang = job("j", "p", gpu=fraction, pods=3, node_groups=("g",))
     fits = never_fits(gang, nodes("g", 1, gpus=1))
@@ -383,11 +381,11 @@ def test_a_render_past_the_time_budget_after_validation_is_a_message(
 @pytest.mark.parametrize(
     ("text", "line"),
     [
-        ("---\n" * (loader.MAX_DOCUMENTS + 1), loader.MAX_DOCUMENTS + 1),
-        ("---\n" * 1_000_000, loader.MAX_DOCUMENTS + 1),
-        ("a: 1\n---\n" * (loader.MAX_DOCUMENTS + 5), 2 * loader.MAX_DOCUMENTS),
-        ("--- ~\n" * 500_000, loader.MAX_DOCUMENTS + 1),
-        ("--- x\n" * 20_000, loader.MAX_DOCUMENTS + 1),
+        ("---\n" * (yamlbuild.MAX_DOCUMENTS + 1), yamlbuild.MAX_DOCUMENTS + 1),
+        ("---\n" * 1_000_000, yamlbuild.MAX_DOCUMENTS + 1),
+        ("a: 1\n---\n" * (yamlbuild.MAX_DOCUMENTS + 5), 2 * yamlbuild.MAX_DOCUMENTS),
+        ("--- ~\n" * 500_000, yamlbuild.MAX_DOCUMENTS + 1),
+        ("--- x\n" * 20_000, yamlbuild.MAX_DOCUMENTS + 1),
     ],
     ids=["just-over", "a-million-empty", "tiny", "nulls", "scalars"],
 )
@@ -395,20 +393,21 @@ def test_a_file_of_too_many_documents_stops_at_the_limit(repo: Path, text: str, 
     (repo / "many.yaml").write_text(text)
     code, output = run("validate", str(repo))
     assert code == 1
-    limit = f"{repo}/many.yaml:{line}:1: error GS104: more than {loader.MAX_DOCUMENTS} documents"
+    limit = f"{repo}/many.yaml:{line}:1: error GS104: more than {yamlbuild.MAX_DOCUMENTS} documents"
     assert limit in output
     assert (
-        sum(f"{repo}/many.yaml" in x for x in output.splitlines()) <= 2 * loader.MAX_DOCUMENTS + 1
+        sum(f"{repo}/many.yaml" in x for x in output.splitlines())
+        <= 2 * yamlbuild.MAX_DOCUMENTS + 1
     )
 
 
 @pytest.mark.parametrize(
     "text",
     [
-        "- a\n" * (loader.MAX_EXPANDED_NODES + 1),
+        "- a\n" * (yamlbuild.MAX_EXPANDED_NODES + 1),
         "- a\n" * 1_000_000,
-        "k:\n" + "  - 1\n" * (loader.MAX_EXPANDED_NODES + 10),
-        "".join(f"k{i}: {i}\n" for i in range(loader.MAX_EXPANDED_NODES)),
+        "k:\n" + "  - 1\n" * (yamlbuild.MAX_EXPANDED_NODES + 10),
+        "".join(f"k{i}: {i}\n" for i in range(yamlbuild.MAX_EXPANDED_NODES)),
     ],
     ids=["list", "a-million-lines", "nested-list", "keys"],
 )
@@ -417,7 +416,7 @@ def test_a_large_document_without_aliases_is_no_alias_bomb(repo: Path, text: str
     code, output = run("validate", str(repo))
     assert code == 1
     assert "GS109" not in output and "alias" not in output
-    assert f"GS104: document holds more than {loader.MAX_EXPANDED_NODES} values" in output
+    assert f"GS104: document holds more than {yamlbuild.MAX_EXPANDED_NODES} values" in output
 
 
 def test_an_alias_bomb_is_still_one(repo: Path) -> None:

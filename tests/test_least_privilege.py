@@ -23,28 +23,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitops_sched.agent.fake import FakeBackend, FakeGpuSpec
-from gitops_sched.agent.inventory import encode_inventory, node_inventory
+from gitops_sched.agent.inventory import node_inventory
 from gitops_sched.agent.node import AgentPolicy
 from gitops_sched.cluster import ObjectRef
 from gitops_sched.cluster.leader import LeaderElector
 from gitops_sched.compiler import render_repo
-from gitops_sched.compiler.contract import GPU_MEMORY_LIMIT, IDLE_SINCE, NODE_GPUS
-from gitops_sched.compiler.meta import WORKLOAD_LABEL
-from gitops_sched.config.validate import check_repo
+from gitops_sched.contract.inventory import encode_inventory
+from gitops_sched.contract.labels import WORKLOAD_LABEL
+from gitops_sched.contract.pods import GPU_MEMORY_LIMIT, IDLE_SINCE, NODE_GPUS
 from gitops_sched.hardware.mig import MigInstance
 from gitops_sched.reconciler.sync import OWNER_LABEL, Syncer
 from gitops_sched.scheduler.loop import Scheduler, Settings
 from gitops_sched.scheduler.main import LEASE_NAME
-from tests import test_agent_cluster as agent_test
-from tests import test_mig_e2e as mig_test
-from tests import test_scheduler_e2e as scheduler_test
-from tests.control_plane import audit
-from tests.control_plane.accounts import (
+from gitops_sched.validate import check_repo
+from testkit.control_plane import audit
+from testkit.control_plane.accounts import (
     AGENT,
     RECONCILER,
     RESERVATION,
@@ -54,15 +51,19 @@ from tests.control_plane.accounts import (
     install_agent,
     make_namespace,
 )
-from tests.control_plane.audit import Audit, Call
-from tests.control_plane.cluster import ControlPlane
-from tests.control_plane.fixtures import connect, wipe
-from tests.control_plane.install import apply_kustomization, kustomization
-from tests.control_plane.nodes import group_nodes
-from tests.control_plane.permissions import Grant, grants, missing, table, unused
-from tests.control_plane.waiting import wait
+from testkit.control_plane.audit import Audit, Call
+from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.fixtures import connect, wipe
+from testkit.control_plane.install import apply_kustomization, kustomization
+from testkit.control_plane.nodes import group_nodes
+from testkit.control_plane.permissions import Grant, grants, missing, table, unused
+from testkit.control_plane.waiting import wait
+from testkit.reconciler_harness import API, commit, config, doc
+from tests import test_agent_cluster as agent_test
+from tests import test_mig_e2e as mig_test
+from tests import test_scheduler_e2e as scheduler_test
+from tests.conftest import examples
 from tests.readme_blocks import check
-from tests.reconciler_harness import API, commit, config, doc
 
 CLI = str(Path(sys.executable).with_name("gitops-sched"))
 

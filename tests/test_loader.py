@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 import yaml
-from config_builders import diagnostic_line
 
-from gitops_sched.config import codes, loader
+from gitops_sched.config import codes, loader, yamlbuild
 from gitops_sched.config.diagnostics import Diagnostics, Location
-from gitops_sched.config.loader import Document, load_repo
+from gitops_sched.config.document import Document
+from gitops_sched.config.loader import load_repo
+from testkit.config_builders import diagnostic_line
 
 CLUSTER = """\
 apiVersion: gitops-sched.io/v1alpha1
@@ -108,7 +109,7 @@ def test_alias_bomb_is_stopped(tmp_path: Path) -> None:
     (problem,) = problems
     assert problem.startswith("bomb.yaml:")
     assert problem.endswith(
-        f"document expands to more than {loader.MAX_EXPANDED_NODES} values "
+        f"document expands to more than {yamlbuild.MAX_EXPANDED_NODES} values "
         "through aliases (alias bomb?)"
     )
 
@@ -235,7 +236,7 @@ def test_an_alias_inside_its_own_anchor_is_an_endless_expansion(tmp_path: Path) 
     documents, problems = load(tmp_path, {"c.yaml": "a: &a [*a]\n---\n" + CLUSTER})
     assert [d.name for d in documents] == ["demo"]
     assert problems == [
-        f"c.yaml:1:8: document expands to more than {loader.MAX_EXPANDED_NODES} values "
+        f"c.yaml:1:8: document expands to more than {yamlbuild.MAX_EXPANDED_NODES} values "
         "through aliases (alias bomb?)"
     ]
 
@@ -453,12 +454,12 @@ def _nested(depth: int) -> str:
 
 @pytest.mark.usefixtures("each_yaml_parser")
 def test_nesting_up_to_the_limit_loads(tmp_path: Path) -> None:
-    documents, problems = load(tmp_path, {"c.yaml": _nested(loader.MAX_DEPTH)})
+    documents, problems = load(tmp_path, {"c.yaml": _nested(yamlbuild.MAX_DEPTH)})
     assert [d.name for d in documents] == ["demo"] and problems == []
 
 
 @pytest.mark.usefixtures("each_yaml_parser")
-@pytest.mark.parametrize("depth", [loader.MAX_DEPTH + 1, 3_000, 100_000])
+@pytest.mark.parametrize("depth", [yamlbuild.MAX_DEPTH + 1, 3_000, 100_000])
 def test_nesting_past_the_limit_is_reported_at_the_first_level_too_deep(
     tmp_path: Path, depth: int
 ) -> None:
@@ -466,7 +467,7 @@ def test_nesting_past_the_limit_is_reported_at_the_first_level_too_deep(
     text = CLUSTER + "---\n" + _nested(depth) + "---\n" + CLUSTER
     documents, problems = load(tmp_path, {"c.yaml": text})
     assert [d.name for d in documents] == ["demo"]  # the first document only: the file ends
-    col = len("spec: ") + loader.MAX_DEPTH
+    col = len("spec: ") + yamlbuild.MAX_DEPTH
     assert problems == [f"c.yaml:10:{col}: mappings and sequences nested more than 64 deep"]
 
 
@@ -490,7 +491,7 @@ def test_an_error_the_scanner_reads_ahead_to_does_not_hide_a_level_too_deep_befo
     text = CLUSTER + "spec: " + "[" * 70 + after + "\n"
     documents, problems = load(tmp_path, {"c.yaml": text})
     assert documents == []
-    col = len("spec: ") + loader.MAX_DEPTH
+    col = len("spec: ") + yamlbuild.MAX_DEPTH
     assert problems == [f"c.yaml:5:{col}: mappings and sequences nested more than 64 deep"]
 
 
@@ -503,7 +504,7 @@ def test_nesting_past_the_limit_ends_a_document_that_has_already_failed_too(
     text = CLUSTER + "kind: Cluster\nspec: " + "[" * 100_000 + "]" * 100_000 + "\n"
     documents, problems = load(tmp_path, {"c.yaml": text})
     assert documents == []
-    col = len("spec: ") + loader.MAX_DEPTH
+    col = len("spec: ") + yamlbuild.MAX_DEPTH
     assert problems == [f"c.yaml:6:{col}: mappings and sequences nested more than 64 deep"]
 
 
@@ -521,8 +522,8 @@ def test_libyaml_s_own_nesting_limit_is_nesting_too_deep_as_well(
 ) -> None:
     # libyaml stops at 1,000 levels itself: with a limit of ours above that (or a libyaml
     # built with a lower one) its error is the one that answers, and it is still GS108
-    monkeypatch.setattr(loader, "_Loader", yaml.CSafeLoader)
-    monkeypatch.setattr(loader, "MAX_DEPTH", 5_000)
+    monkeypatch.setattr(yamlbuild, "_Loader", yaml.CSafeLoader)
+    monkeypatch.setattr(yamlbuild, "MAX_DEPTH", 5_000)
     write(tmp_path, {"c.yaml": CLUSTER + nested + "\n"})
     diagnostics = Diagnostics()
     assert load_repo(tmp_path, diagnostics) == []

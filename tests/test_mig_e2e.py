@@ -3,7 +3,7 @@ oci-a100 example installed by the reconciler's Syncer, its `a100-mig` node a kwo
 carrying only its NodeGroup's selector labels and GPU Feature Discovery's, the agent on fake
 GPUs, the scheduler and the reconciler each running as its ServiceAccount with its shipped
 RBAC, and NVIDIA's device plugin played
-by `tests.control_plane.migplugin`.
+by `testkit.control_plane.migplugin`.
 
 A pod asks for a MIG profile no GPU has yet; the scheduler writes the node's MIG request and
 waits; the agent creates the instance, deletes the device plugin's pod and answers; the pod
@@ -22,22 +22,22 @@ from gitops_sched.agent.fake import FakeBackend, FakeGpuSpec
 from gitops_sched.agent.node import NodeAgent
 from gitops_sched.cluster import ClusterClient, ObjectRef
 from gitops_sched.compiler import render_repo
-from gitops_sched.compiler.contract import NODE_MIG_REQUEST, NODE_MIG_STATUS, PLACEMENT
-from gitops_sched.config.validate import check_repo
+from gitops_sched.contract.pods import NODE_MIG_REQUEST, NODE_MIG_STATUS, PLACEMENT
 from gitops_sched.reconciler.sync import Syncer
 from gitops_sched.scheduler.loop import Scheduler, Settings
-from tests.control_plane.accounts import (
+from gitops_sched.validate import check_repo
+from testkit.control_plane.accounts import (
     RECONCILER,
     SCHEDULER,
     account_client,
     install_agent,
     make_namespace,
 )
-from tests.control_plane.cluster import ControlPlane
-from tests.control_plane.install import apply_kustomization
-from tests.control_plane.migplugin import MigDevicePlugin
-from tests.control_plane.nodes import group_nodes
-from tests.control_plane.waiting import wait
+from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.install import apply_kustomization
+from testkit.control_plane.migplugin import MigDevicePlugin
+from testkit.control_plane.nodes import group_nodes
+from testkit.control_plane.waiting import wait
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "clusters" / "oci-a100"
 GROUP = "a100-mig"

@@ -2,7 +2,7 @@
 the rendered pods' required node affinity, the scheduler's node groups and the simulated
 nodes follow. The nodes here carry only what a real cluster gives them (GPU Feature
 Discovery's labels and the labels an admin or a cloud's node pool put on them, as
-`tests.control_plane.nodes` builds them for the real control plane), never a label of ours:
+`testkit.control_plane.nodes` builds them for the real control plane), never a label of ours:
 nothing in a cluster would put one there, and the kubelet refuses a pod whose required
 affinity its node does not match.
 """
@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from gitops_sched.bridge.build import nodes_from_repo
+from gitops_sched.bridge.policy import ClusterPolicy, policy_from_configmap
 from gitops_sched.compiler import render_repo
-from gitops_sched.compiler.policy import ClusterPolicy, policy_from_configmap
 from gitops_sched.config.model import Repo, Workload
-from gitops_sched.config.validate import check_repo
 from gitops_sched.hardware.gfd import GFD_MEMORY
 from gitops_sched.scheduler.snapshot import CycleMemory, build_view
-from tests.control_plane.nodes import group_nodes
+from gitops_sched.validate import check_repo
+from testkit.control_plane.nodes import group_nodes
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "clusters"
 NAMES = ["netapp-dgx", "oci-a100"]

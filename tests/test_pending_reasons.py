@@ -11,8 +11,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from conftest import examples
-from engine_builders import job, nodes, policy, project, snapshot
 from hypothesis import given, settings
 
 from gitops_sched.engine import settle
@@ -20,6 +18,8 @@ from gitops_sched.engine.requests import placed_pod_gpus, pod_gpus
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import GPU_EPSILON, Job, PodPlacement, RequestKind, Snapshot
 from gitops_sched.engine.why import PendingKind, PendingReasons
+from tests.conftest import examples
+from tests.engine_builders import job, nodes, policy, project, snapshot
 from tests.strategies import snapshots
 
 NUMBER = r"(-?[\d.]+(?:e-?\d+)?)"

@@ -21,8 +21,8 @@ from click.testing import CliRunner
 from gitops_sched.cli import main
 from gitops_sched.compiler import render_repo
 from gitops_sched.compiler.unchanged import same
-from gitops_sched.config.validate import check_repo
-from tests.config_builders import doc, node_group
+from gitops_sched.validate import check_repo
+from testkit.config_builders import doc, node_group
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "plan"
 GIT_ENV = {
@@ -478,9 +478,9 @@ def test_state_file_seeds_both_sides(config_repo: Path, tmp_path: Path) -> None:
 def test_full_demand_equals_the_engine_with_every_project_asking_for_everything(
     config_repo: Path,
 ) -> None:
-    from gitops_sched.config.validate import check_repo
     from gitops_sched.plan.impact import full_demand_shares
     from gitops_sched.sim.run import simulate
+    from gitops_sched.validate import check_repo
 
     change(config_repo, "raise-quota")
     repo, _ = check_repo(Path("cfg"))
@@ -497,7 +497,7 @@ def test_full_demand_equals_the_engine_with_every_project_asking_for_everything(
 
 
 def _greedy(repo: Any, project: str) -> Any:
-    from gitops_sched.config.loader import Document
+    from gitops_sched.config.document import Document
     from gitops_sched.config.model import build_workload
 
     data = doc("Workload", f"{project}-all", project=project, type="train", gpu=8, replicas=2)

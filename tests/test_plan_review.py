@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.config_builders import doc
+from testkit.config_builders import doc
 from tests.test_plan import CHANGES, base_config, git, plan, plan_json, spec, train, write
 
 Files = dict[str, list[dict[str, Any]]]

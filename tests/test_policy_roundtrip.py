@@ -8,25 +8,21 @@ from typing import Any
 
 import pytest
 import yaml
-from config_builders import doc
-from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitops_sched.bridge.build import policy_from_repo
-from gitops_sched.compiler.policy import (
-    POLICY_KEY,
-    PolicyFormatError,
-    policy_document,
-    policy_from_configmap,
-    read_policy_document,
-    render_policy,
-)
+from gitops_sched.bridge.policy import policy_from_configmap, read_policy_document
+from gitops_sched.compiler.policy import policy_document, render_policy
 from gitops_sched.compiler.yamltext import dump_object
 from gitops_sched.config.diagnostics import Diagnostics
-from gitops_sched.config.loader import load_repo, load_text
+from gitops_sched.config.loader import load_repo
 from gitops_sched.config.model import Repo, build_repo
+from gitops_sched.config.yamlbuild import load_text
+from gitops_sched.contract.policy import POLICY_KEY, PolicyFormatError
 from gitops_sched.engine.types import Policy
+from testkit.config_builders import doc
+from tests.conftest import examples
 
 EXAMPLES = Path(__file__).parent.parent / "examples" / "clusters"
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
-from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kubernetes.utils.quantity import parse_quantity as client_parse_quantity
 
 from gitops_sched.quantity import parse_quantity
+from tests.conftest import examples
 
 SUFFIXES = ["", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]
 

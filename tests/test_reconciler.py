@@ -29,13 +29,13 @@ import yaml
 from gitops_sched.cluster import ApiFailure, ObjectRef
 from gitops_sched.cluster.leader import LeaderElector
 from gitops_sched.reconciler import OWNER_LABEL, Reconciler, Settings
-from tests.control_plane.accounts import RECONCILER, account_client
-from tests.control_plane.cluster import ControlPlane, free_port
-from tests.control_plane.fixtures import connect
-from tests.control_plane.install import apply_kustomization, kubectl
-from tests.control_plane.nodes import gpu_node
-from tests.control_plane.waiting import wait as wait_for
-from tests.reconciler_harness import API, HOLD, SYSTEM, Harness, commit, config
+from testkit.control_plane.accounts import RECONCILER, account_client
+from testkit.control_plane.cluster import ControlPlane, free_port
+from testkit.control_plane.fixtures import connect
+from testkit.control_plane.install import apply_kustomization, kubectl
+from testkit.control_plane.nodes import gpu_node
+from testkit.control_plane.waiting import wait as wait_for
+from testkit.reconciler_harness import API, HOLD, SYSTEM, Harness, commit, config
 
 CLI = str(Path(sys.executable).with_name("gitops-sched"))
 JOB = ("batch/v1", "Job", "vision-train", "gpu-vision")
@@ -429,7 +429,7 @@ def test_a_replaced_job_waits_for_its_pods_to_stop_then_a_later_sync_creates_it(
 
 def test_a_refusal_for_a_field_the_reconciler_does_not_know_is_replaced_too(harness, monkeypatch):
     """A later Kubernetes may fix more fields: the server's 422 leads to a replacement."""
-    from gitops_sched.reconciler import replace
+    from gitops_sched.cluster import replace
 
     monkeypatch.setitem(replace.IMMUTABLE, ("batch", "Job"), ())
     h = harness()
@@ -446,7 +446,7 @@ def test_a_refusal_for_a_field_the_reconciler_does_not_know_is_replaced_too(harn
 
 def test_which_changes_need_a_replacement_and_which_refusals_mean_one():
     from gitops_sched.cluster.errors import ApiFailure
-    from gitops_sched.reconciler.replace import immutable_fields, refused_as_immutable
+    from gitops_sched.cluster.replace import immutable_fields, refused_as_immutable
 
     job = {
         "apiVersion": "batch/v1",
@@ -484,7 +484,7 @@ def test_the_servers_own_refusals_are_read_as_immutable_fields(real_client):
     """What a real kube-apiserver answers a change of a RoleBinding's roleRef and of a
     PriorityClass's value (a Job's pod template: above) is read as those fields being fixed
     at creation."""
-    from gitops_sched.reconciler.replace import refused_as_immutable
+    from gitops_sched.cluster.replace import refused_as_immutable
 
     rbac = "rbac.authorization.k8s.io/v1"
     binding = {
@@ -764,8 +764,8 @@ def test_the_rendered_folder_applies_with_kubectl_crds_first(real_cluster, tmp_p
     adopt)."""
     from gitops_sched.compiler import render_repo
     from gitops_sched.compiler.output import write_directory
-    from gitops_sched.config.validate import check_repo
     from gitops_sched.reconciler import Syncer
+    from gitops_sched.validate import check_repo
 
     repo, _ = check_repo(Path(__file__).resolve().parent.parent / "examples/clusters/netapp-dgx")
     out = tmp_path / "out"

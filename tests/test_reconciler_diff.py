@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gitops_sched.reconciler.diff import value_changes, why_apply
+from gitops_sched.cluster.diff import value_changes, why_apply
 
 
 def applied(obj: dict[str, Any], fields: dict[str, Any], **served: Any) -> dict[str, Any]:

@@ -11,9 +11,9 @@ import pytest
 
 from gitops_sched.cluster import ObjectRef
 from gitops_sched.reconciler import OWNER_LABEL
+from testkit.reconciler_harness import SYSTEM, Harness, commit, config
 from tests.kube_emulator import Fault, KubeEmulator
 from tests.kube_emulator.fixtures import connect
-from tests.reconciler_harness import SYSTEM, Harness, commit, config
 
 SYSTEM_NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM}}
 

@@ -1,6 +1,6 @@
 """What the reconciler must never do, on the real control plane: delete what it does not own
 (a namespace holding anything else), take over what someone else made, or die of a failed
-request. Faults come from `tests/control_plane/faultproxy.py` in front of the real API
+request. Faults come from `testkit/control_plane/faultproxy.py` in front of the real API
 server (seeded: a failing seed reruns the same faults); the chaos test kills `reconcile`
 processes with SIGKILL at seeded moments on top."""
 
@@ -22,15 +22,15 @@ from hypothesis import strategies as st
 
 from gitops_sched.cluster import ClusterClient, ObjectRef
 from gitops_sched.compiler import render_repo
-from gitops_sched.config.validate import check_repo
 from gitops_sched.reconciler import OWNER_LABEL
 from gitops_sched.reconciler.loop import RETRY_BASE_S, next_sync_wait
+from gitops_sched.validate import check_repo
+from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.faultproxy import INTERNAL, UNAVAILABLE, FaultProxy, Rates, Rule
+from testkit.control_plane.fixtures import FAST_BACKOFF, connect
+from testkit.control_plane.waiting import wait
+from testkit.reconciler_harness import API, SYSTEM, Harness, commit, config
 from tests.conftest import examples, seeds
-from tests.control_plane.cluster import ControlPlane
-from tests.control_plane.faultproxy import INTERNAL, UNAVAILABLE, FaultProxy, Rates, Rule
-from tests.control_plane.fixtures import FAST_BACKOFF, connect
-from tests.control_plane.waiting import wait
-from tests.reconciler_harness import API, SYSTEM, Harness, commit, config
 
 CLI = str(Path(sys.executable).with_name("gitops-sched"))
 ADOPT = "gitops-sched.io/adopt"

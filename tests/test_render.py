@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from config_builders import doc, node_group
 from hypothesis import given
 from hypothesis import strategies as st
 
 from gitops_sched.cli import main
 from gitops_sched.compiler import render_repo
-from gitops_sched.compiler.contract import FRACTION_POLICY
 from gitops_sched.compiler.output import HEADER, dump_object, write_directory, write_stream
-from gitops_sched.config.validate import check_repo
+from gitops_sched.contract.pods import FRACTION_POLICY
+from gitops_sched.validate import check_repo
+from testkit.config_builders import doc, node_group
 
 READ_VERBS = {"get", "list", "watch"}
 # the node groups' selectors: labels a cloud's node pool and GPU Feature Discovery put

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from config_builders import doc, node_group
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,7 +19,8 @@ from gitops_sched.cli import main
 from gitops_sched.compiler.targets import Rendered, render_target
 from gitops_sched.config import codes
 from gitops_sched.config.model import Repo, Resources
-from gitops_sched.config.validate import check_repo
+from gitops_sched.validate import check_repo
+from testkit.config_builders import doc, node_group
 
 V100 = {"model": "V100-SXM2-32GB", "memory": "32Gi"}
 A100 = {"model": "A100-SXM4-80GB", "memory": "80Gi"}

@@ -20,11 +20,17 @@ import kubernetes_validate
 import pytest
 from click.testing import CliRunner
 
-from gitops_sched.agent.mig import request_digest
+from gitops_sched.bridge.policy import ClusterPolicy
 from gitops_sched.cli import main
 from gitops_sched.cluster import ClusterClient, ObjectRef
 from gitops_sched.compiler import render_repo
-from gitops_sched.compiler.contract import (
+from gitops_sched.compiler.crds import STATUS_FIELDS, crd_for
+from gitops_sched.config.diagnostics import Diagnostics
+from gitops_sched.config.loader import load_repo
+from gitops_sched.config.model import build_repo
+from gitops_sched.contract.labels import API_VERSION
+from gitops_sched.contract.mig import request_digest
+from gitops_sched.contract.pods import (
     GPU_FRACTION,
     GPU_MEMORY_LIMIT,
     GPU_UUID,
@@ -34,11 +40,6 @@ from gitops_sched.compiler.contract import (
     RESERVATION_LABEL,
     RESERVATION_NODE_LABEL,
 )
-from gitops_sched.compiler.crds import STATUS_FIELDS, crd_for
-from gitops_sched.compiler.policy import ClusterPolicy
-from gitops_sched.config.diagnostics import Diagnostics
-from gitops_sched.config.loader import API_VERSION, load_repo
-from gitops_sched.config.model import build_repo
 from gitops_sched.engine.types import (
     Bind,
     Decisions,
@@ -63,12 +64,12 @@ from gitops_sched.scheduler.reservations import SERVICE_ACCOUNT, reservation_nam
 from gitops_sched.scheduler.reserve import publish
 from gitops_sched.scheduler.status import COMPONENT, StatusWriter
 from gitops_sched.scheduler.view import ClusterView, Ignored, PodRef, Reservation
-from tests.control_plane.accounts import make_namespace
-from tests.control_plane.cluster import ControlPlane
-from tests.control_plane.faultproxy import FaultProxy
-from tests.control_plane.fixtures import FAST_BACKOFF
-from tests.control_plane.nodes import add_settled, gpu_node
-from tests.control_plane.waiting import wait
+from testkit.control_plane.accounts import make_namespace
+from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.faultproxy import FaultProxy
+from testkit.control_plane.fixtures import FAST_BACKOFF
+from testkit.control_plane.nodes import add_settled, gpu_node
+from testkit.control_plane.waiting import wait
 
 NS = "team-a"
 TEAM_A = "project-team-a"  # the example repos' namespace of project team-a

@@ -4,7 +4,7 @@ example repo installed with the shipped manifests and the reconciler, each part 
 reservation pod) running as its ServiceAccount with the RBAC they ship, the workloads created
 as batch/v1 Jobs whose pods kube-controller-manager makes, bound by our scheduler, started
 by kwok; the device plugin's part (GPUs by UUID, the reservation pod's command) played by
-`tests.control_plane.devices`.
+`testkit.control_plane.devices`.
 
 What the cluster ends up running must be what `simulate` predicts, pod for pod and GPU for
 GPU; a later submission must evict, through the Eviction API, exactly the victims
@@ -29,30 +29,30 @@ import yaml
 from gitops_sched.cluster import ClusterClient, ObjectRef
 from gitops_sched.cluster.leader import LeaderElector, NotLeader
 from gitops_sched.compiler import render_repo
-from gitops_sched.compiler.contract import GPU_UUID, IDLE_SINCE, PLACEMENT, RESERVATION_LABEL
-from gitops_sched.compiler.meta import WORKLOAD_LABEL
 from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.model import Repo
-from gitops_sched.config.validate import check_repo
+from gitops_sched.contract.labels import WORKLOAD_LABEL
+from gitops_sched.contract.pods import GPU_UUID, IDLE_SINCE, PLACEMENT, RESERVATION_LABEL
 from gitops_sched.engine.codec import pod_from_dict
 from gitops_sched.reconciler.sync import Syncer
 from gitops_sched.scheduler.loop import Scheduler, Settings
 from gitops_sched.sim.events import load_simulation
 from gitops_sched.sim.report import to_json
 from gitops_sched.sim.run import simulate
-from tests.control_plane.accounts import (
+from gitops_sched.validate import check_repo
+from testkit.control_plane.accounts import (
     RECONCILER,
     RESERVATION,
     SCHEDULER,
     account_client,
     account_kubeconfig,
 )
-from tests.control_plane.cluster import ControlPlane
-from tests.control_plane.devices import DevicePlugin, PodLog
-from tests.control_plane.fixtures import connect, wipe
-from tests.control_plane.install import apply_kustomization
-from tests.control_plane.nodes import repo_nodes
-from tests.control_plane.waiting import wait
+from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.devices import DevicePlugin, PodLog
+from testkit.control_plane.fixtures import connect, wipe
+from testkit.control_plane.install import apply_kustomization
+from testkit.control_plane.nodes import repo_nodes
+from testkit.control_plane.waiting import wait
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "clusters" / "netapp-dgx"
 WORKLOAD_KINDS = ("Job", "Deployment")

@@ -1,5 +1,5 @@
 """The scheduler under faults: on the real control plane behind the fault-injecting proxy
-(`tests.control_plane.faultproxy`), a pod watch that stays silent and a Binding answered
+(`testkit.control_plane.faultproxy`), a pod watch that stays silent and a Binding answered
 429 never put two pods on one GPU (`DevicePlugin.overbooked()` sees what a kubelet would
 refuse); and, as a property over randomised faults on the API emulator, never a GPU given
 twice nor a shared GPU over 1, and once the faults stop, nothing written asked again.
@@ -23,19 +23,19 @@ from hypothesis import strategies as st
 
 from gitops_sched.cluster import ClusterClient
 from gitops_sched.compiler import render_repo
-from gitops_sched.compiler.contract import GPU_FRACTION, GPU_UUID, PLACEMENT, RESERVATION_LABEL
-from gitops_sched.config.validate import check_repo
+from gitops_sched.contract.pods import GPU_FRACTION, GPU_UUID, PLACEMENT, RESERVATION_LABEL
 from gitops_sched.engine.codec import pod_from_dict
 from gitops_sched.scheduler.assumed import ASSUME_FOR_S
 from gitops_sched.scheduler.loop import Scheduler, Settings
 from gitops_sched.scheduler.reservations import SERVICE_ACCOUNT
+from gitops_sched.validate import check_repo
+from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.devices import DevicePlugin, gpus_asked
+from testkit.control_plane.faultproxy import THROTTLED, FaultProxy, Rule
+from testkit.control_plane.fixtures import FAST_BACKOFF, connect
+from testkit.control_plane.nodes import gpu_node
+from testkit.control_plane.waiting import wait
 from tests.cluster_standins import Kubelet
-from tests.control_plane.cluster import ControlPlane
-from tests.control_plane.devices import DevicePlugin, gpus_asked
-from tests.control_plane.faultproxy import THROTTLED, FaultProxy, Rule
-from tests.control_plane.fixtures import FAST_BACKOFF, connect
-from tests.control_plane.nodes import gpu_node
-from tests.control_plane.waiting import wait
 from tests.kube_emulator import Fault
 from tests.kube_emulator.fixtures import connect as emulator_client
 from tests.kube_emulator.server import KubeEmulator

@@ -17,19 +17,19 @@ from gitops_sched.cli import main
 from gitops_sched.cluster import ApiFailure, ClusterClient, ObjectRef
 from gitops_sched.cluster.informer import Informer
 from gitops_sched.compiler import render_repo
-from gitops_sched.compiler.contract import GPU_RESOURCE as GPU
-from gitops_sched.compiler.contract import NODE_GPUS
-from gitops_sched.compiler.meta import PROJECT_LABEL
-from gitops_sched.config.validate import check_repo
+from gitops_sched.contract.labels import PROJECT_LABEL
+from gitops_sched.contract.pods import GPU_RESOURCE as GPU
+from gitops_sched.contract.pods import NODE_GPUS
 from gitops_sched.scheduler.assumed import ASSUME_FOR_S, Assumed
 from gitops_sched.scheduler.loop import SHOWN_IGNORED, Scheduler, Settings, ignored_lines
 from gitops_sched.scheduler.status import COMPONENT
 from gitops_sched.scheduler.view import Ignored
-from tests.control_plane.accounts import make_namespace
-from tests.control_plane.cluster import ControlPlane
-from tests.control_plane.fixtures import connect
-from tests.control_plane.nodes import add_settled, gpu_node
-from tests.control_plane.waiting import wait
+from gitops_sched.validate import check_repo
+from testkit.control_plane.accounts import make_namespace
+from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.fixtures import connect
+from testkit.control_plane.nodes import add_settled, gpu_node
+from testkit.control_plane.waiting import wait
 from tests.kube_emulator.fixtures import connect as connect_emulator
 from tests.kube_emulator.server import KubeEmulator
 

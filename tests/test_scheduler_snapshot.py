@@ -9,16 +9,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gitops_sched.agent.gpus import Gpu as AgentGpu
+from gitops_sched.agent.gpus import DeviceGpu as AgentGpu
 from gitops_sched.agent.gpus import GpuInstance
-from gitops_sched.agent.inventory import encode_inventory, node_inventory
+from gitops_sched.agent.inventory import node_inventory
 from gitops_sched.bridge.build import job_from_workload
+from gitops_sched.bridge.policy import ClusterPolicy, policy_from_configmap
 from gitops_sched.compiler import render_repo
-from gitops_sched.compiler.contract import (
+from gitops_sched.config.diagnostics import Diagnostics
+from gitops_sched.config.loader import load_repo
+from gitops_sched.config.model import Repo, build_repo
+from gitops_sched.contract.inventory import encode_inventory
+from gitops_sched.contract.labels import PROJECT_LABEL, TYPE_LABEL, WORKLOAD_LABEL
+from gitops_sched.contract.pods import (
     GPU_FRACTION,
     GPU_MEMORY,
     GPU_UUID,
@@ -30,11 +35,6 @@ from gitops_sched.compiler.contract import (
     RESERVATION_LABEL,
     RESERVATION_NODE_LABEL,
 )
-from gitops_sched.compiler.meta import PROJECT_LABEL, TYPE_LABEL, WORKLOAD_LABEL
-from gitops_sched.compiler.policy import ClusterPolicy, policy_from_configmap
-from gitops_sched.config.diagnostics import Diagnostics
-from gitops_sched.config.loader import load_repo
-from gitops_sched.config.model import Repo, build_repo
 from gitops_sched.engine.codec import pod_to_dict
 from gitops_sched.engine.cycle import schedule
 from gitops_sched.engine.session import Session
@@ -49,6 +49,7 @@ from gitops_sched.hardware.gpus import MIB
 from gitops_sched.hardware.mig import MigInstance, is_valid_layout
 from gitops_sched.scheduler.snapshot import CycleMemory, build_view
 from gitops_sched.scheduler.view import ClusterView
+from tests.conftest import examples
 
 EXAMPLES = Path(__file__).parent.parent / "examples" / "clusters"
 NOW = 1_700_000_000.0

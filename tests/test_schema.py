@@ -10,8 +10,6 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from config_builders import diagnostic_line
-from conftest import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
@@ -19,15 +17,18 @@ from kubernetes.utils.quantity import parse_quantity
 
 from gitops_sched.cli import main
 from gitops_sched.config.diagnostics import Diagnostics
-from gitops_sched.config.loader import KINDS, Document, load_repo
+from gitops_sched.config.document import KINDS, Document
+from gitops_sched.config.loader import load_repo
 from gitops_sched.config.model import POD_FIELDS, build_cluster
 from gitops_sched.config.schema import (
     SchemaValidator,
-    _quick_check,
+    quick_check,
     schema_for,
     validate_documents,
 )
 from gitops_sched.engine.types import STALE_GANG_GRACE_S
+from testkit.config_builders import diagnostic_line
+from tests.conftest import examples
 
 HEADER = "apiVersion: gitops-sched.io/v1alpha1\nkind: {kind}\nmetadata:\n  name: {name}\n"
 
@@ -716,7 +717,7 @@ def test_non_finite_huge_and_float_integers_are_rejected(
 ) -> None:
     text = text_of(kind, spec, name="x")
     data = yaml.safe_load(text)
-    assert not _quick_check(kind)(data)  # the fast path never accepts what jsonschema rejects
+    assert not quick_check(kind)(data)  # the fast path never accepts what jsonschema rejects
     assert problems(tmp_path, text) == [f"repo.yaml:{problem.replace('OBJ', f'{kind}/x')}"]
     result = CliRunner().invoke(main, ["validate", str(tmp_path)])
     assert result.exit_code == 1, result.output

@@ -24,22 +24,21 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from conftest import examples
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from benchmarks.compile_scale import generate, write_repo
 from gitops_sched.agent.gpus import ComputeInstance, GpuInstance
-from gitops_sched.agent.gpus import Gpu as AgentGpu
-from gitops_sched.agent.inventory import encode_inventory, node_inventory
+from gitops_sched.agent.gpus import DeviceGpu as AgentGpu
+from gitops_sched.agent.inventory import node_inventory
 from gitops_sched.bridge.build import nodes_from_repo
+from gitops_sched.bridge.policy import policy_from_configmap
 from gitops_sched.compiler import render_repo
-from gitops_sched.compiler.contract import COMPLETION_INDEX, NODE_GPUS, PLACEMENT
-from gitops_sched.compiler.policy import policy_from_configmap
 from gitops_sched.config.diagnostics import Diagnostics
-from gitops_sched.config.loader import API_VERSION as API
 from gitops_sched.config.model import Repo
-from gitops_sched.config.validate import check_repo
+from gitops_sched.contract.inventory import encode_inventory
+from gitops_sched.contract.labels import API_VERSION as API
+from gitops_sched.contract.pods import COMPLETION_INDEX, NODE_GPUS, PLACEMENT
 from gitops_sched.engine import schedule, settle
 from gitops_sched.engine.codec import pod_to_dict
 from gitops_sched.engine.types import Node, Snapshot
@@ -51,7 +50,9 @@ from gitops_sched.scheduler.view import ClusterView
 from gitops_sched.sim.events import load_simulation
 from gitops_sched.sim.report import to_json
 from gitops_sched.sim.run import simulate
-from tests.control_plane.nodes import repo_nodes
+from gitops_sched.validate import check_repo
+from testkit.control_plane.nodes import repo_nodes
+from tests.conftest import examples
 
 Files = dict[str, list[dict[str, Any]]]
 ISSUE_23 = {"seed": 2, "departments": 3, "projects": 20, "workloads": 150}

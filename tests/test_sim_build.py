@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 import yaml
-from config_builders import doc, node_group
 
 from gitops_sched.bridge.build import job_from_workload, nodes_from_repo, policy_from_repo
 from gitops_sched.config.diagnostics import Diagnostics
-from gitops_sched.config.loader import load_text
 from gitops_sched.config.model import Repo, build_repo
+from gitops_sched.config.yamlbuild import load_text
 from gitops_sched.engine.types import GpuRequest, RequestKind
 from gitops_sched.hardware.mig import MigInstance
+from testkit.config_builders import doc, node_group
 
 
 def repo_of(*documents: dict[str, Any]) -> Repo:

@@ -10,12 +10,10 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from config_builders import API, doc, node_group
 
 from gitops_sched.cli import main
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
 from gitops_sched.config.model import Repo
-from gitops_sched.config.validate import check_repo
 from gitops_sched.engine.types import PodPlacement
 from gitops_sched.hardware.mig import MigInstance
 from gitops_sched.sim.events import (
@@ -30,6 +28,8 @@ from gitops_sched.sim.events import (
 )
 from gitops_sched.sim.report import to_json
 from gitops_sched.sim.run import simulate
+from gitops_sched.validate import check_repo
+from testkit.config_builders import API, doc, node_group
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "clusters" / "netapp-dgx"
 

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from config_builders import API
 from rich.console import Console
 
 from gitops_sched.config.diagnostics import Diagnostics
-from gitops_sched.config.validate import check_repo
 from gitops_sched.sim.events import load_simulation
 from gitops_sched.sim.report import duration, print_table, to_json
 from gitops_sched.sim.run import SimulationResult, simulate
+from gitops_sched.validate import check_repo
+from testkit.config_builders import API
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "clusters"
 

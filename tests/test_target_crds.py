@@ -7,7 +7,6 @@ theirs runs here to take their pods)."""
 from __future__ import annotations
 
 import copy
-import io
 import json
 from functools import cache
 from pathlib import Path
@@ -15,12 +14,11 @@ from typing import Any
 
 import pytest
 
-from gitops_sched.compiler.output import write_stream
 from gitops_sched.compiler.targets import render_target
-from gitops_sched.config.validate import check_repo
-from tests.control_plane.cluster import ControlPlane
-from tests.control_plane.install import kubectl
-from tests.target_crds import crds_or_skip, kinds, schema_errors
+from gitops_sched.validate import check_repo
+from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.install import apply_rendered, kubectl
+from testkit.target_crds import crds_or_skip, kinds, schema_errors
 
 CLUSTERS = Path(__file__).resolve().parent.parent / "examples" / "clusters"
 EXAMPLES = sorted(p.name for p in CLUSTERS.iterdir() if p.is_dir() and p.name != "broken")
@@ -58,21 +56,6 @@ def test_a_misspelt_or_mistyped_field_breaks_the_schema(target: str) -> None:
     assert any("quotaa" in e for e in errors), errors
 
 
-def _apply(plane: ControlPlane, objects: list[dict[str, Any]], *extra: str) -> None:
-    stream = io.StringIO()
-    write_stream(objects, stream)  # as render writes them (quotes what YAML 1.2 would retype)
-    kubectl(
-        plane,
-        "apply",
-        "--server-side",
-        "--field-manager=gitops-sched",
-        *extra,
-        "-f",
-        "-",
-        stdin=stream.getvalue(),
-    )
-
-
 @pytest.mark.parametrize("target", TARGETS)
 def test_the_render_applies_to_a_real_control_plane_with_the_targets_crds(
     real_cluster: ControlPlane, target: str
@@ -80,13 +63,15 @@ def test_the_render_applies_to_a_real_control_plane_with_the_targets_crds(
     used = {o["kind"] for example in EXAMPLES for o in custom_resources(example, target)}
     # the CRDs of the kinds rendered (Kueue's Workload CRD alone is 1.5 MB of schema)
     crds = [c for c in crds_or_skip(target) if c["spec"]["names"]["kind"] in used]
-    _apply(real_cluster, crds)
+    apply_rendered(real_cluster, crds)
     names = [f"crd/{c['metadata']['name']}" for c in crds]
     kubectl(real_cluster, "wait", "--for=condition=established", "--timeout=60s", *names)
     for example in EXAMPLES:
         objects = rendered(example, target)
-        _apply(real_cluster, [o for o in objects if o["kind"] not in WORKLOADS])
-        _apply(real_cluster, [o for o in objects if o["kind"] in WORKLOADS], "--dry-run=server")
+        apply_rendered(real_cluster, [o for o in objects if o["kind"] not in WORKLOADS])
+        apply_rendered(
+            real_cluster, [o for o in objects if o["kind"] in WORKLOADS], "--dry-run=server"
+        )
         live = _live(real_cluster, custom_resources(example, target))
         for obj in custom_resources(example, target):
             meta = obj["metadata"]

@@ -8,9 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from config_builders import doc
 from jinja2 import UndefinedError
-from test_checks import check, found, line_at
 
 from gitops_sched.config import templating
 from gitops_sched.config.templating import (
@@ -20,7 +18,9 @@ from gitops_sched.config.templating import (
     renders_everywhere,
     unknown_names,
 )
-from gitops_sched.config.validate import check_repo
+from gitops_sched.validate import check_repo
+from testkit.config_builders import doc
+from tests.test_checks import check, found, line_at
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "clusters" / "oci-a100"
 

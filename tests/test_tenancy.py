@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 
 from gitops_sched.cluster import ClusterClient, ObjectRef
+from gitops_sched.cluster.diff import compared, differences
 from gitops_sched.compiler import render_repo
 from gitops_sched.config.model import Repo
-from gitops_sched.config.validate import check_repo
-from gitops_sched.reconciler.diff import compared, differences
 from gitops_sched.reconciler.sync import Syncer
-from tests.control_plane.accounts import RECONCILER, account_client
-from tests.control_plane.cluster import ControlPlane
-from tests.control_plane.fixtures import connect, wipe
-from tests.control_plane.install import apply_kustomization
+from gitops_sched.validate import check_repo
+from testkit.control_plane.accounts import RECONCILER, account_client
+from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.fixtures import connect, wipe
+from testkit.control_plane.install import apply_kustomization
 from tests.readme_blocks import check
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "clusters"

@@ -20,7 +20,7 @@ from gitops_sched.agent.errors import (
     NotFound,
     NotSupported,
 )
-from gitops_sched.agent.gpus import ComputeInstance, Gpu, GpuInstance, GpuProcess, MigMode
+from gitops_sched.agent.gpus import ComputeInstance, DeviceGpu, GpuInstance, GpuProcess, MigMode
 from gitops_sched.hardware.gpus import MIB, GpuModel, known_gpu_model_names, lookup_gpu_model
 from gitops_sched.hardware.mig import MigInstance, is_valid_layout, mig_profiles
 
@@ -96,7 +96,7 @@ class FakeBackend:
 
     # --- the GpuBackend interface ---------------------------------------------------------
 
-    def gpus(self) -> tuple[Gpu, ...]:
+    def gpus(self) -> tuple[DeviceGpu, ...]:
         return tuple(self._describe(gpu) for gpu in self._gpus)
 
     def create_instance(self, gpu_index: int, profile: str, start: int) -> GpuInstance:
@@ -209,12 +209,12 @@ class FakeBackend:
             )
         return gpu
 
-    def _describe(self, gpu: _FakeGpu) -> Gpu:
+    def _describe(self, gpu: _FakeGpu) -> DeviceGpu:
         used = sum(p.used_memory or 0 for p in self._processes.values() if p.gpu_index == gpu.index)
         mode: MigMode = (
             "unsupported" if not gpu.model.mig_capable else "enabled" if gpu.mig else "disabled"
         )
-        return Gpu(
+        return DeviceGpu(
             index=gpu.index,
             uuid=gpu.uuid,
             name=f"NVIDIA {gpu.model.name}",

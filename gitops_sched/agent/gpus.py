@@ -33,7 +33,7 @@ class GpuInstance:
 
 
 @dataclass(frozen=True)
-class Gpu:
+class DeviceGpu:
     """One physical GPU as the driver reports it.
 
     `name` is NVML's product name ("NVIDIA A100-SXM4-80GB"); `model` is the catalogue's
@@ -71,7 +71,7 @@ class GpuProcess:
 class GpuBackend(Protocol):
     """The node agent's only view of GPUs."""
 
-    def gpus(self) -> tuple[Gpu, ...]:
+    def gpus(self) -> tuple[DeviceGpu, ...]:
         """Every GPU, by index, with its MIG instances sorted by start."""
         ...
 

@@ -6,6 +6,7 @@ changes) and, when a cluster is configured (`--kubeconfig`, `KUBECONFIG`, or in 
 line for each write it would make; without one it needs no cluster at all.
 """
 
+import importlib
 import os
 import socket
 import time
@@ -21,11 +22,12 @@ from gitops_sched.agent.cluster import COMPONENT, GPU_OPERATOR, DevicePlugin, No
 from gitops_sched.agent.errors import GpuError, NvmlUnavailable
 from gitops_sched.agent.fake import FakeBackend, parse_fake_spec
 from gitops_sched.agent.gpus import GpuBackend
-from gitops_sched.agent.inventory import inventory_changed, node_inventory
+from gitops_sched.agent.inventory import node_inventory
 from gitops_sched.agent.node import DEFAULT_POLICY, AgentPolicy, NodeAgent
 from gitops_sched.agent.table import print_inventory
 from gitops_sched.cluster import ApiFailure, ClusterClient, load_configuration
 from gitops_sched.cluster.serving import Health, serve
+from gitops_sched.contract.inventory import inventory_changed
 
 EXIT_NO_GPU = EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -35,9 +37,10 @@ def open_backend(fake: str | None, node: str) -> GpuBackend:
     """The fake backend for `--fake`, else NVML (NvmlUnavailable without a driver)."""
     if fake:
         return FakeBackend(parse_fake_spec(fake), node=node)
-    from gitops_sched.agent.nvml import NvmlBackend
-
-    return NvmlBackend()
+    # NVML's bindings are the optional `agent` extra: loaded by name, only here, so the agent
+    # with --fake runs without them (ModuleNotFoundError names pynvml when they are missing)
+    nvml = importlib.import_module("gitops_sched.agent.nvml")
+    return nvml.NvmlBackend()
 
 
 def cluster_configured(kubeconfig: str | None) -> bool:

@@ -22,19 +22,9 @@ from typing import Any
 from gitops_sched.agent import fractions, idle
 from gitops_sched.agent.cgroups import pod_uid_for_pid
 from gitops_sched.agent.cluster import NodeApi
-from gitops_sched.agent.gpus import Gpu, GpuBackend, GpuProcess
-from gitops_sched.agent.inventory import encode_inventory, inventory_changed, node_inventory
-from gitops_sched.agent.mig import (
-    GpuAnswer,
-    MigPlan,
-    apply_plan,
-    beyond_node,
-    encode_status,
-    needs_work,
-    parse_request,
-    plan_gpu,
-    request_digest,
-)
+from gitops_sched.agent.gpus import DeviceGpu, GpuBackend, GpuProcess
+from gitops_sched.agent.inventory import node_inventory
+from gitops_sched.agent.mig import MigPlan, apply_plan, beyond_node, plan_gpu
 from gitops_sched.agent.pods import (
     PodKey,
     format_time,
@@ -44,7 +34,15 @@ from gitops_sched.agent.pods import (
     published_idle_since,
 )
 from gitops_sched.cluster import ApiFailure
-from gitops_sched.compiler.contract import (
+from gitops_sched.contract.inventory import encode_inventory, inventory_changed
+from gitops_sched.contract.mig import (
+    GpuAnswer,
+    encode_status,
+    needs_work,
+    parse_request,
+    request_digest,
+)
+from gitops_sched.contract.pods import (
     IDLE_SINCE,
     MIG_STATIC_LABEL,
     NODE_GPUS,
@@ -87,7 +85,7 @@ class NodeAgent:
         self.over_share: dict[str, fractions.OverShare] = {}
         self.activity: dict[str, idle.Activity] = {}
 
-    def tick(self) -> tuple[Gpu, ...]:
+    def tick(self) -> tuple[DeviceGpu, ...]:
         """One round; the GPUs as they are at its end. A node the API does not know is
         said, and nothing is written."""
         node = self.api.node()
@@ -115,7 +113,7 @@ class NodeAgent:
         self,
         node: Mapping[str, Any],
         annotations: Mapping[str, str],
-        gpus: tuple[Gpu, ...],
+        gpus: tuple[DeviceGpu, ...],
         processes: list[GpuProcess],
     ) -> bool:
         """Answer the node's MIG request if it needs it; True when instances changed."""
@@ -166,7 +164,7 @@ class NodeAgent:
     def _enforce_fractions(
         self,
         pods: list[dict[str, Any]],
-        gpus: tuple[Gpu, ...],
+        gpus: tuple[DeviceGpu, ...],
         processes: list[GpuProcess],
         owners: Mapping[int, str | None],
     ) -> None:

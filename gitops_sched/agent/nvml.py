@@ -28,7 +28,7 @@ from gitops_sched.agent.errors import (
     NotSupported,
     NvmlUnavailable,
 )
-from gitops_sched.agent.gpus import ComputeInstance, Gpu, GpuInstance, GpuProcess, MigMode
+from gitops_sched.agent.gpus import ComputeInstance, DeviceGpu, GpuInstance, GpuProcess, MigMode
 from gitops_sched.hardware.gpus import lookup_gpu_model
 from gitops_sched.hardware.mig import MigProfile, mig_profiles
 
@@ -136,7 +136,7 @@ class NvmlBackend:
 
     # --- the GpuBackend interface ---------------------------------------------------------
 
-    def gpus(self) -> tuple[Gpu, ...]:
+    def gpus(self) -> tuple[DeviceGpu, ...]:
         count = _call("counting GPUs", pynvml.nvmlDeviceGetCount)
         return tuple(self._describe(index) for index in range(count))
 
@@ -221,7 +221,7 @@ class NvmlBackend:
     def _handle(self, gpu_index: int) -> Any:
         return _call(f"GPU {gpu_index}", pynvml.nvmlDeviceGetHandleByIndex, gpu_index)
 
-    def _describe(self, index: int) -> Gpu:
+    def _describe(self, index: int) -> DeviceGpu:
         handle = self._handle(index)
         doing = f"GPU {index}"
         name = _text(_call(doing, pynvml.nvmlDeviceGetName, handle))
@@ -244,7 +244,7 @@ class NvmlBackend:
                     key=lambda instance: instance.start,
                 )
             )
-        return Gpu(
+        return DeviceGpu(
             index=index,
             uuid=_text(_call(doing, pynvml.nvmlDeviceGetUUID, handle)),
             name=name,

@@ -1,4 +1,4 @@
-"""What the agent reads from the pods bound to its node (the contract of compiler.contract).
+"""What the agent reads from the pods bound to its node (the contract of contract.pods).
 
 Pure functions of pod objects as the API returns them (plain dicts): which are fraction pods
 and their share of their GPU's memory, which are watched for idleness, and the time format
@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gitops_sched.agent.fractions import FractionPod, Policy
-from gitops_sched.compiler.contract import (
+from gitops_sched.contract.labels import TYPE_LABEL
+from gitops_sched.contract.pods import (
     FRACTION_POLICY,
     GPU_FRACTION,
     GPU_MEMORY_LIMIT,
@@ -21,7 +22,6 @@ from gitops_sched.compiler.contract import (
     MIG_RESOURCE_PREFIX,
     RESERVATION_LABEL,
 )
-from gitops_sched.compiler.meta import TYPE_LABEL
 from gitops_sched.hardware.gpus import MIB
 
 

@@ -7,31 +7,24 @@ in-cluster scheduler's policy, so the rules for weights and requests live only h
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Protocol
 
 from gitops_sched.config.model import (
-    Department,
     NodeGroup,
-    Project,
     Repo,
     Resources,
     SchedulerPolicy,
     Workload,
     gpu_request_of,
+    over_quota_weight,
+    queue_ages,
 )
 from gitops_sched.engine.types import Gpu, GpuRequest, Job, Node, Policy, QueueSpec, RequestKind
 from gitops_sched.hardware.gfd import gfd_labels
-from gitops_sched.hardware.gpus import MIB, lookup_gpu_model
+from gitops_sched.hardware.gpus import MIB, gpu_memory_mib, lookup_gpu_model
 from gitops_sched.hardware.mig import MigInstance, in_layout_order
-
-
-def over_quota_weight(explicit: float | None, quota: Resources, rule: str) -> float:
-    """The explicit weight, else the cluster's rule: "quota" (Run:ai's default) or "equal"."""
-    if explicit is not None:
-        return explicit
-    return 1.0 if rule == "equal" else quota.gpu or 0.0
 
 
 def queue_spec(
@@ -52,7 +45,7 @@ def queue_spec(
 ) -> QueueSpec:
     """A department's or project's queue: its GPU quota is deserved, its weight the explicit
     one or the cluster's rule. The one translation the repo (`policy_from_repo`) and the
-    policy the scheduler reads back (`compiler.policy.read_policy_document`) share."""
+    policy the scheduler reads back (`bridge.policy.read_policy_document`) share."""
     return QueueSpec(
         name=name,
         deserved=quota.gpu or 0.0,
@@ -81,16 +74,6 @@ def engine_policy(
         consolidation=settings.consolidation,
         stale_gang_grace_s=float(settings.stale_gang_grace_s),
     )
-
-
-def queue_ages(queues: Sequence[Department | Project]) -> dict[str, int]:
-    """Each queue's age in the repo, the stand-in for the creation time KAI breaks ties
-    with: its place among its kind in the order the repo is read (file path, then place
-    in the file; the first of a name counts), never its name."""
-    ages: dict[str, int] = {}
-    for queue in queues:
-        ages.setdefault(queue.name, len(ages))
-    return ages
 
 
 def policy_from_repo(repo: Repo) -> Policy:
@@ -122,19 +105,6 @@ def policy_from_repo(repo: Repo) -> Policy:
         for p in repo.projects
     )
     return engine_policy(settings, departments, projects)
-
-
-def memory_mib(memory_bytes: Decimal | int) -> int:
-    """Whole MiB, rounded down: a GPU never has more memory than it says."""
-    return int(memory_bytes // MIB)
-
-
-def gpu_memory_mib(model: str | None, memory_bytes: Decimal | int | None) -> int:
-    """Memory per GPU: as declared, else the catalogue's for the model, else 0 (unknown)."""
-    if memory_bytes is not None:
-        return memory_mib(memory_bytes)
-    known = lookup_gpu_model(model) if model else None
-    return known.memory_mib if known else 0
 
 
 def canonical_model(model: str | None) -> str:

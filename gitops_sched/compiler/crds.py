@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gitops_sched.compiler.meta import GROUP, object_meta
+from gitops_sched.compiler.meta import object_meta
 from gitops_sched.compiler.structural import structural_schema
-from gitops_sched.config.loader import API_VERSION, KINDS
+from gitops_sched.config.document import KINDS
 from gitops_sched.config.schema import schema_for
+from gitops_sched.contract.labels import API_VERSION, GROUP
 
 VERSION = API_VERSION.split("/")[1]
 NAMESPACED_KINDS = ("Workload",)

@@ -10,14 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gitops_sched.config.loader import API_VERSION, Document
-
-GROUP = API_VERSION.split("/")[0]
-MANAGED_BY = {"app.kubernetes.io/managed-by": "gitops-sched"}
-PROJECT_LABEL = f"{GROUP}/project"
-DEPARTMENT_LABEL = f"{GROUP}/department"
-WORKLOAD_LABEL = f"{GROUP}/workload"
-TYPE_LABEL = f"{GROUP}/type"
+from gitops_sched.config.document import Document
+from gitops_sched.contract.labels import MANAGED_BY
 
 
 def object_meta(

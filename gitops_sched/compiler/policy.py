@@ -1,12 +1,10 @@
 """The scheduler's policy as a ConfigMap in the system namespace (rendered with the namespace).
 
-`policy.yaml` is everything the scheduler needs from the repo in one document: its settings,
-the department/project tree with quotas, weights, ranks, limits and time limits, and the node
-groups. Quantities are plain numbers: GPUs, CPU cores, bytes, seconds.
-
-The scheduler reads it back with `read_policy_document` (or `policy_from_configmap`): the
-engine's Policy through the same queue translation as `bridge.policy_from_repo`, so the
-cluster schedules with exactly the policy `simulate` and `plan` use.
+`policy.yaml` is everything the scheduler needs from the repo in one document
+(`contract.policy` says its name and how it is read): its settings, the department/project
+tree with quotas, weights, ranks, limits and time limits, and the node groups. Quantities are
+plain numbers: GPUs, CPU cores, bytes, seconds. The scheduler reads it back with
+`bridge.policy.read_policy_document`.
 
 Node groups find their nodes by `nodeSelector` alone: labels a real cluster gives its nodes
 (GPU Feature Discovery's, a cloud's node pool, an admin's). Nothing labels nodes for us; the
@@ -16,15 +14,8 @@ require the same labels (`workloads`).
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
-from dataclasses import dataclass
-from decimal import Decimal
-from typing import Any, ClassVar
+from typing import Any
 
-import yaml
-
-from gitops_sched.bridge.build import engine_policy, queue_ages, queue_spec
 from gitops_sched.compiler.meta import object_meta
 from gitops_sched.compiler.yamltext import dump_object
 from gitops_sched.config.model import (
@@ -34,13 +25,9 @@ from gitops_sched.config.model import (
     Project,
     Repo,
     Resources,
-    SchedulerPolicy,
+    queue_ages,
 )
-from gitops_sched.engine.types import Policy, QueueSpec
-from gitops_sched.hardware.mig import MigInstance
-
-POLICY_CONFIGMAP = "gitops-sched-policy"
-POLICY_KEY = "policy.yaml"
+from gitops_sched.contract.policy import POLICY_CONFIGMAP, POLICY_KEY, compact, policy_number
 
 
 def render_policy(repo: Repo, written: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -76,7 +63,7 @@ def policy_document(repo: Repo) -> dict[str, Any]:
         "schedulerName": cluster.scheduler_name,
         "systemNamespace": cluster.system_namespace,
         "cyclePeriodSeconds": policy.cycle_period_s,
-        "reclaimThreshold": _number(policy.reclaim_threshold),
+        "reclaimThreshold": policy_number(policy.reclaim_threshold),
         "consolidation": policy.consolidation,
         "staleGangGraceSeconds": policy.stale_gang_grace_s,
         "defaultOverQuotaWeight": policy.over_quota_weight,
@@ -93,12 +80,12 @@ def _department(repo: Repo, department: Department, projects: list[Project]) -> 
     """The department's entry; its `age` and its projects' are the repo's stand-ins for
     creation times (bridge.queue_ages), written because the document is sorted by name."""
     project_ages = queue_ages(repo.projects)
-    return _compact(
+    return compact(
         {
             "name": department.name,
             "age": queue_ages(repo.departments)[department.name],
             "quota": _resources(department.quota),
-            "overQuotaWeight": _number(department.over_quota_weight),
+            "overQuotaWeight": policy_number(department.over_quota_weight),
             "limit": _resources(department.limit),
             "projects": [_project(repo, p, project_ages[p.name]) for p in projects],
         }
@@ -109,7 +96,7 @@ def _project(repo: Repo, project: Project, age: int) -> dict[str, Any]:
     by_group = sorted(project.node_group_quotas.items())
     by_type = sorted(project.node_groups_by_type.items())
     min_runtime = repo.min_runtime(project)
-    return _compact(
+    return compact(
         {
             "name": project.name,
             "age": age,
@@ -117,7 +104,7 @@ def _project(repo: Repo, project: Project, age: int) -> dict[str, Any]:
             "quota": _resources(project.quota),
             "nodeGroupQuotas": {group: _resources(quota) for group, quota in by_group},
             "overQuotaAllowed": project.over_quota_allowed,
-            "overQuotaWeight": _number(project.over_quota_weight),
+            "overQuotaWeight": policy_number(project.over_quota_weight),
             "overQuotaRank": project.over_quota_rank,
             "limit": _resources(project.limit),
             "nodeGroups": list(project.node_groups),
@@ -131,7 +118,7 @@ def _project(repo: Repo, project: Project, age: int) -> dict[str, Any]:
 
 
 def _node_group(group: NodeGroup) -> dict[str, Any]:
-    return _compact(
+    return compact(
         {
             "name": group.name,
             "role": group.role,
@@ -139,13 +126,13 @@ def _node_group(group: NodeGroup) -> dict[str, Any]:
             "nodeCount": group.node_count,
             "gpusPerNode": group.gpus_per_node,
             "gpuModel": group.gpu_model,
-            "gpuMemoryBytes": _number(group.gpu_memory),
+            "gpuMemoryBytes": policy_number(group.gpu_memory),
             "mig": _mig(group),
-            "topology": _compact(
+            "topology": compact(
                 {"label": group.topology_label, "nodesPerDomain": group.nodes_per_topology_domain}
             ),
-            "cpuPerNode": _number(group.cpu_per_node),
-            "memoryPerNodeBytes": _number(group.memory_per_node),
+            "cpuPerNode": policy_number(group.cpu_per_node),
+            "memoryPerNodeBytes": policy_number(group.memory_per_node),
         }
     )
 
@@ -155,7 +142,7 @@ def _mig(group: NodeGroup) -> dict[str, Any]:
     if not group.mig_enabled:
         return {"enabled": False}
     layouts = group.mig_layouts if group.mig_static else ()
-    return _compact(
+    return compact(
         {
             "enabled": True,
             "strategy": group.mig_strategy,
@@ -174,268 +161,10 @@ def _instances(layout: MigLayout) -> list[dict[str, Any]]:
 
 
 def _resources(resources: Resources) -> dict[str, Any]:
-    return _compact(
+    return compact(
         {
-            "gpu": _number(resources.gpu),
-            "cpu": _number(resources.cpu),
-            "memoryBytes": _number(resources.memory),
+            "gpu": policy_number(resources.gpu),
+            "cpu": policy_number(resources.cpu),
+            "memoryBytes": policy_number(resources.memory),
         }
     )
-
-
-def _number(value: float | Decimal | None) -> int | float | None:
-    """Whole values as ints so `4` does not read `4.0`; None stays None."""
-    if value is None:
-        return None
-    return int(value) if value == int(value) else float(value)
-
-
-def _compact(values: dict[str, Any]) -> dict[str, Any]:
-    """Without unset entries (None, empty lists and maps): the policy says only what is set."""
-    return {k: v for k, v in values.items() if v is not None and v != [] and v != {}}
-
-
-# --- reading it back -----------------------------------------------------------------------
-
-
-class PolicyFormatError(ValueError):
-    """The policy document is not one this gitops-sched wrote; says where (`a.b[1].c: ...`)."""
-
-
-@dataclass(frozen=True)
-class PolicyProject:
-    """What the scheduler needs of a project beyond its queue: its namespace and groups."""
-
-    name: str
-    department: str
-    namespace: str
-    node_groups: tuple[str, ...]  # allowed node groups; empty = every group that runs work
-    node_groups_by_type: dict[str, tuple[str, ...]]
-
-    # the model's rule: the list for the type, else the overall list (a ClassVar typed
-    # loosely: mypy would check its `self` against Project)
-    allowed_node_groups: ClassVar[Callable[..., tuple[str, ...]]] = Project.allowed_node_groups
-
-
-@dataclass(frozen=True)
-class PolicyNodeGroup:
-    """A node group as the policy says it: how its nodes are found and what GPUs they hold
-    when a node publishes nothing itself."""
-
-    name: str
-    role: str
-    node_selector: dict[str, str]  # the group's nodes: those with every one of these labels
-    gpus_per_node: int
-    gpu_model: str | None
-    gpu_memory_bytes: int | None
-    mig_enabled: bool
-    mig_strategy: str
-    mig_layouts: tuple[MigLayout, ...]
-    topology_label: str | None
-
-    # the model's rules, shared rather than restated (the properties ClassVars typed Any:
-    # mypy would check their `self` against NodeGroup)
-    mig_static: ClassVar[Any] = NodeGroup.mig_static
-    mig_layout = NodeGroup.mig_layout
-    runs_workloads: ClassVar[Any] = NodeGroup.runs_workloads
-
-
-@dataclass(frozen=True)
-class ClusterPolicy:
-    """The policy document read back: the engine's `Policy` (built by the same code as
-    `bridge.policy_from_repo`) and what the in-cluster scheduler needs besides."""
-
-    policy: Policy
-    cluster: str
-    scheduler_name: str
-    system_namespace: str
-    cycle_period_s: float
-    projects: dict[str, PolicyProject]  # by name
-    namespaces: dict[str, str]  # namespace -> project
-    node_groups: tuple[PolicyNodeGroup, ...]  # by name
-
-
-def policy_from_configmap(config_map: dict[str, Any]) -> ClusterPolicy:
-    """The policy in the `gitops-sched-policy` ConfigMap (its `policy.yaml`)."""
-    text = (config_map.get("data") or {}).get(POLICY_KEY)
-    if not isinstance(text, str):
-        raise PolicyFormatError(f"data.{POLICY_KEY}: missing")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise PolicyFormatError(f"data.{POLICY_KEY}: not YAML: {error}") from None
-    return read_policy_document(data)
-
-
-def read_policy_document(data: Any) -> ClusterPolicy:
-    """The `policy_document` a compiler wrote, read back; PolicyFormatError where it is
-    malformed. Keys the writer leaves out when unset take the model's defaults."""
-    doc = _Fields(data, "")
-    rule = doc.text("defaultOverQuotaWeight", "quota")
-    settings = SchedulerPolicy(
-        cycle_period_s=doc.integer("cyclePeriodSeconds", SchedulerPolicy.cycle_period_s),
-        reclaim_threshold=float(doc.number("reclaimThreshold", 0)),
-        consolidation=doc.flag("consolidation", True),
-        stale_gang_grace_s=doc.integer("staleGangGraceSeconds", SchedulerPolicy.stale_gang_grace_s),
-        over_quota_weight=rule,
-        allow_oversubscription=doc.flag("allowOversubscription", False),
-    )
-    departments, queues, projects = [], [], {}
-    for department in doc.items("departments"):
-        name = department.text("name")
-        departments.append(_read_queue(department, name, rule, age=department.integer("age", 0)))
-        for entry in department.items("projects"):
-            project = _read_project(entry, name)
-            projects[project.name] = project
-            queues.append(
-                _read_queue(
-                    entry,
-                    project.name,
-                    rule,
-                    parent=name,
-                    over_quota_allowed=entry.flag("overQuotaAllowed", True),
-                    over_quota_rank=entry.integer("overQuotaRank", 0),
-                    interactive_time_limit_s=entry.integer("interactiveTimeLimitSeconds", None),
-                    idle_timeout_s=entry.integer("idleGpuTimeoutSeconds", None),
-                    preempt_min_runtime_s=entry.integer("preemptMinRuntimeSeconds", None),
-                    reclaim_min_runtime_s=entry.integer("reclaimMinRuntimeSeconds", None),
-                    age=entry.integer("age", 0),
-                )
-            )
-    groups = sorted((_read_node_group(g) for g in doc.items("nodeGroups")), key=lambda g: g.name)
-    return ClusterPolicy(
-        policy=engine_policy(settings, departments, queues),
-        cluster=doc.text("cluster", ""),
-        scheduler_name=doc.text("schedulerName"),
-        system_namespace=doc.text("systemNamespace"),
-        cycle_period_s=float(settings.cycle_period_s),
-        projects=projects,
-        namespaces={p.namespace: p.name for p in projects.values()},
-        node_groups=tuple(groups),
-    )
-
-
-def _read_queue(entry: _Fields, name: str, rule: str, **project: Any) -> QueueSpec:
-    weight = entry.number("overQuotaWeight", None)
-    return queue_spec(
-        name,
-        _read_gpus(entry.mapping("quota")),
-        None if weight is None else float(weight),
-        _read_gpus(entry.mapping("limit")),
-        rule,
-        **project,
-    )
-
-
-def _read_gpus(resources: _Fields) -> Resources:
-    """The GPU part of a `quota` or `limit`: all the engine reads of them."""
-    gpu = resources.number("gpu", None)
-    return Resources(gpu=None if gpu is None else float(gpu))
-
-
-def _read_project(entry: _Fields, department: str) -> PolicyProject:
-    by_type = entry.mapping("nodeGroupsByType")
-    return PolicyProject(
-        name=entry.text("name"),
-        department=department,
-        namespace=entry.text("namespace"),
-        node_groups=entry.texts("nodeGroups"),
-        node_groups_by_type={wtype: by_type.texts(wtype) for wtype in sorted(by_type.data)},
-    )
-
-
-def _read_node_group(entry: _Fields) -> PolicyNodeGroup:
-    selector = entry.mapping("nodeSelector")
-    mig = entry.mapping("mig")
-    memory = entry.number("gpuMemoryBytes", None)
-    return PolicyNodeGroup(
-        name=entry.text("name"),
-        role=entry.text("role", "gpu-worker"),
-        node_selector={key: selector.text(key) for key in sorted(selector.data)},
-        gpus_per_node=entry.integer("gpusPerNode", 0),
-        gpu_model=entry.text("gpuModel", None),
-        gpu_memory_bytes=None if memory is None else int(memory),
-        mig_enabled=mig.flag("enabled", False),
-        mig_strategy=mig.text("strategy", "dynamic"),
-        mig_layouts=_read_layouts(mig),
-        topology_label=entry.mapping("topology").text("label", None),
-    )
-
-
-def _read_layouts(mig: _Fields) -> tuple[MigLayout, ...]:
-    """`layout` (every GPU) then each `byGpu` entry, as the model keeps them."""
-    layouts = []
-    if "layout" in mig.data:
-        layouts.append(MigLayout(None, _read_instances(mig, "layout"), ("mig", "layout")))
-    for i, entry in enumerate(mig.items("byGpu")):
-        gpus = tuple(entry.integers("gpus"))
-        layouts.append(MigLayout(gpus, _read_instances(entry, "layout"), ("mig", "byGpu", i)))
-    return tuple(layouts)
-
-
-def _read_instances(entry: _Fields, key: str) -> tuple[MigInstance, ...]:
-    return tuple(MigInstance(i.text("profile"), i.integer("start")) for i in entry.items(key))
-
-
-_REQUIRED = object()
-
-
-class _Fields:
-    """A mapping of the document with its path, read with a check of each value's type."""
-
-    def __init__(self, data: Any, path: str) -> None:
-        if not isinstance(data, dict):
-            raise PolicyFormatError(f"{path or 'policy'}: expected a mapping")
-        self.data = data
-        self.path = path
-
-    def _at(self, key: str) -> str:
-        return f"{self.path}.{key}" if self.path else key
-
-    def _get(self, key: str, default: Any, kind: type | tuple[type, ...], what: str) -> Any:
-        value = self.data.get(key, _REQUIRED)
-        if value is _REQUIRED or value is None:
-            if default is _REQUIRED:
-                raise PolicyFormatError(f"{self._at(key)}: missing")
-            return default
-        # bool is an int to Python, never a number to the document
-        if isinstance(value, bool) is not (kind is bool) or not isinstance(value, kind):
-            raise PolicyFormatError(f"{self._at(key)}: expected {what}")
-        return value
-
-    def text(self, key: str, default: Any = _REQUIRED) -> Any:
-        return self._get(key, default, str, "a string")
-
-    def number(self, key: str, default: Any = _REQUIRED) -> Any:
-        value = self._get(key, default, (int, float), "a number")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise PolicyFormatError(f"{self._at(key)}: expected a finite number")
-        return value
-
-    def integer(self, key: str, default: Any = _REQUIRED) -> Any:
-        return self._get(key, default, int, "an integer")
-
-    def flag(self, key: str, default: Any = _REQUIRED) -> Any:
-        return self._get(key, default, bool, "true or false")
-
-    def mapping(self, key: str) -> _Fields:
-        return _Fields(self._get(key, {}, dict, "a mapping"), self._at(key))
-
-    def _list(self, key: str) -> list[Any]:
-        return self._get(key, [], list, "a list")
-
-    def items(self, key: str) -> list[_Fields]:
-        return [_Fields(item, f"{self._at(key)}[{i}]") for i, item in enumerate(self._list(key))]
-
-    def texts(self, key: str) -> tuple[str, ...]:
-        return self._scalars(key, str, "a string")
-
-    def integers(self, key: str) -> tuple[int, ...]:
-        return self._scalars(key, int, "an integer")
-
-    def _scalars(self, key: str, kind: type, what: str) -> tuple[Any, ...]:
-        values = self._list(key)
-        for i, value in enumerate(values):
-            if isinstance(value, bool) or not isinstance(value, kind):
-                raise PolicyFormatError(f"{self._at(key)}[{i}]: expected {what}")
-        return tuple(values)

@@ -11,10 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gitops_sched.compiler.meta import object_meta
-from gitops_sched.config.model import DEFAULT_PRIORITY
-
-# Types whose workloads are preemptible unless they opt out (the model's default rule).
-PREEMPTIBLE_TYPES = ("train",)
+from gitops_sched.config.model import DEFAULT_PRIORITY, PREEMPTIBLE_TYPES
 
 DESCRIPTIONS = {
     "train": "gitops-sched training jobs: preemptible, may run over quota on idle GPUs.",

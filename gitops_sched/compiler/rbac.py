@@ -11,13 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from gitops_sched.compiler.crds import plural
-from gitops_sched.compiler.meta import (
-    DEPARTMENT_LABEL,
-    GROUP,
-    PROJECT_LABEL,
-    object_meta,
-)
+from gitops_sched.compiler.meta import object_meta
 from gitops_sched.config.model import Department, Members, Project, Repo
+from gitops_sched.contract.labels import DEPARTMENT_LABEL, GROUP, PROJECT_LABEL
 
 RBAC_API = "rbac.authorization.k8s.io"
 MEMBER_ROLE = "gitops-sched-member"

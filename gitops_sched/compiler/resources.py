@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from gitops_sched.compiler.meta import object_meta
-from gitops_sched.config.loader import API_VERSION, Document
+from gitops_sched.config.document import Document
 from gitops_sched.config.model import Repo
+from gitops_sched.contract.labels import API_VERSION
 
 
 def render_custom_resources(repo: Repo) -> list[dict[str, Any]]:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gitops_sched.compiler.meta import PROJECT_LABEL, object_meta
+from gitops_sched.compiler.meta import object_meta
 from gitops_sched.config.model import Cluster, Repo, VolumeClaim
+from gitops_sched.contract.labels import PROJECT_LABEL
 
 NO_PRUNE = {
     "argocd.argoproj.io/sync-options": "Prune=false",

@@ -11,12 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gitops_sched.compiler.meta import (
-    DEPARTMENT_LABEL,
-    PROJECT_LABEL,
-    object_meta,
-)
+from gitops_sched.compiler.meta import object_meta
 from gitops_sched.config.model import Cluster, Project, Repo
+from gitops_sched.contract.labels import DEPARTMENT_LABEL, PROJECT_LABEL
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by the API server on every namespace
 ISOLATION_POLICY = "gitops-sched-isolation"

@@ -21,7 +21,7 @@ from operator import attrgetter
 from typing import Any
 
 from gitops_sched.compiler.workloads import render_inputs
-from gitops_sched.config.loader import Document
+from gitops_sched.config.document import Document
 from gitops_sched.config.model import Repo
 
 _EXACT = (str, int, bool, type(None))  # types whose `==` already tells any two apart

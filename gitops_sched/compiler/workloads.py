@@ -21,7 +21,12 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator
 from typing import Any
 
-from gitops_sched.compiler.contract import (
+from gitops_sched.compiler.meta import object_meta, template_meta
+from gitops_sched.compiler.priorities import priority_class_name
+from gitops_sched.config.model import SHM_VOLUME, Cluster, NodeGroup, Project, Repo, Workload
+from gitops_sched.config.templating import context_for, render_value, time_budget
+from gitops_sched.contract.labels import PROJECT_LABEL, TYPE_LABEL, WORKLOAD_LABEL
+from gitops_sched.contract.pods import (
     COMPLETION_INDEX,
     FRACTION_POLICY,
     GPU_FRACTION,
@@ -37,16 +42,6 @@ from gitops_sched.compiler.contract import (
     REPLICAS,
     VISIBLE_DEVICES_ENV,
 )
-from gitops_sched.compiler.meta import (
-    PROJECT_LABEL,
-    TYPE_LABEL,
-    WORKLOAD_LABEL,
-    object_meta,
-    template_meta,
-)
-from gitops_sched.compiler.priorities import priority_class_name
-from gitops_sched.config.model import SHM_VOLUME, Cluster, NodeGroup, Project, Repo, Workload
-from gitops_sched.config.templating import context_for, render_value, time_budget
 
 SERVICE_TYPES = ("interactive", "inference")
 RENDEZVOUS_PORT = 29500  # torchrun's default

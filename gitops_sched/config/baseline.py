@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gitops_sched.config.loader import Document, Path_
+from gitops_sched.config.document import Document, Path_
 
 
 def path_order(doc: Document) -> tuple:

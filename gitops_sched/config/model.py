@@ -7,18 +7,21 @@ work on these objects, and each keeps its `Document` to point back at a line.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cached_property
 from typing import Any
 
-from gitops_sched.config.loader import SIMULATION, Document, Path_
+from gitops_sched.config.document import SIMULATION, Document, Path_
 from gitops_sched.hardware.mig import MigInstance
 from gitops_sched.quantity import parse_quantity
 
 # Default priorities per workload type, as KAI's priority classes order them:
 # inference outranks interactive (build), which outranks train.
 DEFAULT_PRIORITY = {"train": 50, "interactive": 100, "inference": 125}
+# Types whose workloads are preemptible unless they opt out.
+PREEMPTIBLE_TYPES = ("train",)
 DEFAULT_NAMESPACE_PREFIX = "project-"
 
 
@@ -216,8 +219,9 @@ class Project:
 
 
 @dataclass(frozen=True)
-class GpuRequest:
-    """Per pod: whole GPUs, a fraction of one GPU, GPU memory, or a MIG profile."""
+class WrittenGpuRequest:
+    """A pod's GPU request as the config writes it: whole GPUs, a fraction of one GPU, GPU
+    memory, or a MIG profile (the engine's `GpuRequest` is what the bridge makes of it)."""
 
     gpu: float | None = None  # whole (integer) or fraction in (0, 1)
     gpu_memory: Decimal | None = None  # bytes
@@ -461,8 +465,8 @@ def _merge_layer(merged: dict[str, Any], layer: dict[str, Any]) -> None:
             merged[key] = value
 
 
-def gpu_request_of(spec: dict[str, Any]) -> GpuRequest:
-    return GpuRequest(
+def gpu_request_of(spec: dict[str, Any]) -> WrittenGpuRequest:
+    return WrittenGpuRequest(
         gpu=float(spec["gpu"]) if "gpu" in spec else None,
         gpu_memory=quantity(spec["gpuMemory"]) if "gpuMemory" in spec else None,
         mig=spec.get("mig"),
@@ -602,7 +606,7 @@ def build_workload(doc: Document) -> Workload:
         replicas=replicas,
         min_available=int(spec.get("minAvailable", replicas)),
         priority=int(spec.get("priority", DEFAULT_PRIORITY.get(wtype, 50))),
-        preemptible=bool(spec.get("preemptible", wtype == "train")),
+        preemptible=bool(spec.get("preemptible", wtype in PREEMPTIBLE_TYPES)),
         node_group=spec.get("nodeGroup"),
         doc=doc,
     )
@@ -634,3 +638,20 @@ def build_repo(documents: list[Document]) -> Repo:
         workloads=by_kind["Workload"],
         simulations=[doc for doc in documents if doc.kind == SIMULATION],
     )
+
+
+def over_quota_weight(explicit: float | None, quota: Resources, rule: str) -> float:
+    """The explicit weight, else the cluster's rule: "quota" (Run:ai's default) or "equal"."""
+    if explicit is not None:
+        return explicit
+    return 1.0 if rule == "equal" else quota.gpu or 0.0
+
+
+def queue_ages(queues: Sequence[Department | Project]) -> dict[str, int]:
+    """Each queue's age in the repo, the stand-in for the creation time KAI breaks ties
+    with: its place among its kind in the order the repo is read (file path, then place
+    in the file; the first of a name counts), never its name."""
+    ages: dict[str, int] = {}
+    for queue in queues:
+        ages.setdefault(queue.name, len(ages))
+    return ages

@@ -26,7 +26,8 @@ from jsonschema.exceptions import ValidationError, best_match
 from gitops_sched.config import codes
 from gitops_sched.config.codes import Code
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
-from gitops_sched.config.loader import API_VERSION, KINDS, SIMULATION, Document, Path_
+from gitops_sched.config.document import KINDS, SIMULATION, Document, Path_
+from gitops_sched.contract.labels import API_VERSION
 
 _PLAIN_KEY = re.compile(r"[A-Za-z_][-A-Za-z0-9_]*")
 
@@ -103,7 +104,9 @@ def validator_for(kind: str) -> Draft202012Validator:
 
 
 @cache
-def _quick_check(kind: str) -> Check:
+def quick_check(kind: str) -> Check:
+    """The fast path's check of a kind: True only for data its schema accepts (anything else
+    goes to jsonschema, which says why)."""
     schema = _load(kind)
     return _compile(schema, schema)
 
@@ -117,7 +120,7 @@ def validate_documents(documents: list[Document], diagnostics: Diagnostics) -> l
             # a wrong apiVersion is reported once, above; the rest of the document still counts
             data = {**doc.data, "apiVersion": API_VERSION}
             # most documents pass the quick check: only the rest cost more (Simulations are few)
-            if doc.kind == SIMULATION or not _quick_check(doc.kind)(data):
+            if doc.kind == SIMULATION or not quick_check(doc.kind)(data):
                 problems += schema_problems(doc, data, validator_for(doc.kind))
             if not problems:
                 valid.append(doc)

@@ -1,14 +1,17 @@
-"""The whole check of a config repo: load, schema, model, semantic checks."""
+"""The config side of checking a repo: load, schema, model, semantic checks.
+
+The whole check, with the engine's never-fit rule and the Simulation checks, is
+`gitops_sched.validate`'s, which plugs them in here."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from pathlib import Path
+from collections.abc import Callable, Iterable, Sequence
 
 from gitops_sched.config.baseline import NO_BASELINE, Baseline
-from gitops_sched.config.checks import run_checks
+from gitops_sched.config.checks import Check, run_checks
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
-from gitops_sched.config.loader import Document, Source, Unreadable, folder_files, load_files
+from gitops_sched.config.document import Document
+from gitops_sched.config.loader import Source, Unreadable, load_files
 from gitops_sched.config.model import Repo, build_repo
 from gitops_sched.config.schema import validate_documents
 from gitops_sched.config.templating import time_budget
@@ -23,27 +26,27 @@ FileCheck = tuple[list[Document], list[Document], list[Diagnostic], Unread | Non
 FileChecks = dict[tuple[str, bytes | Unreadable], FileCheck]
 
 
-def check_repo(
-    root: Path,
-    excludes: Iterable[str] = (),
-    baseline: Baseline = NO_BASELINE,
-    seen: FileChecks | None = None,
-) -> tuple[Repo | None, Diagnostics]:
-    """The repo's model and every diagnostic; the model is None when any error was found.
-
-    `excludes` are gitignore patterns added to the root's `.gitops-schedignore`."""
-    return check_source(folder_files(root, excludes), baseline, seen)
+RepoCheck = Callable[[Repo], Iterable[Diagnostic]]
 
 
 @paused_gc()
-def check_source(
-    files: Source, baseline: Baseline = NO_BASELINE, seen: FileChecks | None = None
+def check_config(
+    files: Source,
+    baseline: Baseline = NO_BASELINE,
+    seen: FileChecks | None = None,
+    *,
+    fit: Sequence[Check] = (),
+    sound: Sequence[RepoCheck] = (),
 ) -> tuple[Repo | None, Diagnostics]:
-    """As `check_repo`, for any source of (path, bytes): a folder or a Git tree.
+    """The model of a source of (path, bytes) (a folder or a Git tree) and every diagnostic;
+    the model is None when any error was found.
 
     `baseline`: the other side of a change (plan's base), so that a problem two objects
     share (a duplicate name, a sum over its bound) lands on the one the change introduced.
-    `seen`: files checked before (plan's base), taken from there and added to it."""
+    `seen`: files checked before (plan's base), taken from there and added to it.
+    `fit` and `sound`: the checks the layers above config plug in (`gitops_sched.validate`):
+    that workloads fit the repo's nodes (run with the other derived checks), and checks of a
+    repo found sound (the Simulation documents' names)."""
     diagnostics = Diagnostics()
     loaded = _load_checked(files, diagnostics, {} if seen is None else seen)
     documents, valid, unread = loaded
@@ -51,12 +54,11 @@ def check_source(
         return None, diagnostics
     repo = build_repo(valid)
     with time_budget():  # every expression of the repo within one time limit
-        run_checks(repo, documents, diagnostics, baseline=baseline, unread=unread)
-    if repo.simulations and not diagnostics.has_errors:  # names checked against a sound repo
-        # the Simulation parser needs the engine's types: imported only for repos with tests
-        from gitops_sched.sim.scenarios import check_simulations
-
-        diagnostics.extend(check_simulations(repo))
+        run_checks(repo, documents, diagnostics, fit, baseline=baseline, unread=unread)
+    for check in sound:
+        if diagnostics.has_errors:  # names checked against a sound repo
+            break
+        diagnostics.extend(check(repo))
     return (None if diagnostics.has_errors else repo), diagnostics
 
 

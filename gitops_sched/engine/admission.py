@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import GPU_EPSILON, Job
+from gitops_sched.hardware.gpus import gpus_text
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def quota_blocker(
         total = bound.used + amount
         freed = freeable.get(bound.queue, 0.0) if freeable and bound.evictable else 0.0
         if total - freed > bound.cap + GPU_EPSILON:
-            return f"{bound.rule} ({_gpus(total)} > {_gpus(bound.cap)} GPUs)"
+            return f"{bound.rule} ({gpus_text(total)} > {gpus_text(bound.cap)} GPUs)"
     return None
 
 
@@ -96,7 +97,3 @@ def may_reclaim(session: Session, job: Job) -> bool:
     share = session.fair_share.get(job.project, 0.0)
     threshold = session.snapshot.policy.reclaim_threshold
     return allocated < share - threshold - GPU_EPSILON and after <= share + GPU_EPSILON
-
-
-def _gpus(value: float) -> str:
-    return f"{round(value, 4):g}"

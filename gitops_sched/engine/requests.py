@@ -41,3 +41,11 @@ def mig_share(model: str, profile: str) -> float:
         return compute_share(model, profile)
     except ValueError:
         return 1.0
+
+
+def gpu_share_held(pod: PodPlacement, model: str) -> float:
+    """The share of each of its GPUs a placed pod holds: its MIG instance's compute share,
+    its fraction, else the whole GPU."""
+    if pod.mig is not None:
+        return mig_share(model, pod.mig.profile)
+    return pod.fraction or 1.0

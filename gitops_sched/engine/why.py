@@ -32,6 +32,7 @@ from gitops_sched.engine.types import (
     RequestKind,
     Snapshot,
 )
+from gitops_sched.hardware.gpus import gpus_text
 
 MAX_HOLDERS = 3  # the projects whose work on its nodes a "nothing to reclaim" reason weighs
 
@@ -171,7 +172,7 @@ def _no_mig_slot(job: Job) -> str:
 
 def _fragmented(job: Job, fit: int, free: float) -> str:
     return (
-        f"{_gpus(free)} GPUs free on the nodes it may use, but scattered: "
+        f"{gpus_text(free)} GPUs free on the nodes it may use, but scattered: "
         f"only {fit} of {job.next_pods} pods fit"
     )
 
@@ -185,14 +186,16 @@ def _fair_share(session: Session, job: Job, free: float, holdings: Callable[[], 
     share = session.fair_share.get(project, 0.0)
     numbers = _holds(project, held, share)
     wanted = session.wanted_gpus(job)
-    room = f"it needs {_gpus(wanted)} GPUs and the nodes it may use have {_gpus(free)} free"
+    room = f"it needs {gpus_text(wanted)} GPUs and the nodes it may use have {gpus_text(free)} free"
     if not may_reclaim(session, job):
         if held + wanted > share + GPU_EPSILON:
-            more = "" if held >= share - GPU_EPSILON else f", {_gpus(wanted)} more would pass it"
+            more = (
+                "" if held >= share - GPU_EPSILON else f", {gpus_text(wanted)} more would pass it"
+            )
             return f"fair share reached: {numbers}{more}; {room}"
         threshold = session.snapshot.policy.reclaim_threshold
         return (
-            f"within the reclaim threshold: {numbers}, not more than {_gpus(threshold)} "
+            f"within the reclaim threshold: {numbers}, not more than {gpus_text(threshold)} "
             f"below it, which evicts nobody; {room}"
         )
     holders = _holders(session, job, wanted, holdings())
@@ -200,7 +203,7 @@ def _fair_share(session: Session, job: Job, free: float, holdings: Callable[[], 
 
 
 def _holds(queue: str, held: float, share: float) -> str:
-    return f"{queue} holds {_gpus(held)} of its fair share of {_gpus(share)} GPUs"
+    return f"{queue} holds {gpus_text(held)} of its fair share of {gpus_text(share)} GPUs"
 
 
 def _holders(session: Session, job: Job, gain: float, holdings: Holdings) -> str:
@@ -209,9 +212,9 @@ def _holders(session: Session, job: Job, gain: float, holdings: Holdings) -> str
     with the reclaim rule that keeps their work from it (see actions.reclaim)."""
     fixed, by_project = holdings.on(job)
     own = by_project.get(job.project, 0.0)
-    held = [f"non-preemptible work holds {_gpus(fixed)}"] if fixed > GPU_EPSILON else []
+    held = [f"non-preemptible work holds {gpus_text(fixed)}"] if fixed > GPU_EPSILON else []
     if own > GPU_EPSILON:
-        held.append(f"{job.project}'s own work {_gpus(own)}")
+        held.append(f"{job.project}'s own work {gpus_text(own)}")
     parts = [f"of the GPUs there, {', '.join(held)}"] if held else []
     others = [project for project in by_project if project != job.project]
     allowed = set(job.node_groups) or None
@@ -227,12 +230,12 @@ def _holders(session: Session, job: Job, gain: float, holdings: Holdings) -> str
         wait = holdings.pool.protected_for(project, allowed)
         if wait is not None:
             parts.append(
-                f"{project}'s work there is within its minimum runtime for {_gpus(wait)}s more"
+                f"{project}'s work there is within its minimum runtime for {gpus_text(wait)}s more"
             )
     if takeable:
         names = ", ".join(takeable)
         parts.append(
-            f"the {_gpus(sum(takeable.values()))} GPUs of work it may take ({names}) do "
+            f"the {gpus_text(sum(takeable.values()))} GPUs of work it may take ({names}) do "
             "not make room for it"
         )
     if len(others) > MAX_HOLDERS:
@@ -274,11 +277,11 @@ def _broken_floor(
     if floor is Floor.DESERVED:
         deserved = (session.projects.get(queue) or session.departments[queue]).deserved
         return (
-            f"{queue} holds {_gpus(held)} GPUs, not over its deserved quota of "
-            f"{_gpus(deserved)}, and {job.project} takes only work over quota"
+            f"{queue} holds {gpus_text(held)} GPUs, not over its deserved quota of "
+            f"{gpus_text(deserved)}, and {job.project} takes only work over quota"
         )
     left = _holds(queue, held - amount, session.fair_share.get(queue, 0.0))
-    said = f"taking {_gpus(amount)} GPUs of {project}'s work would leave {queue} with"
+    said = f"taking {gpus_text(amount)} GPUs of {project}'s work would leave {queue} with"
     said += left.removeprefix(f"{queue} holds")
     if floor is Floor.FAIR_SHARE:
         return f"{said}, below it"
@@ -288,10 +291,6 @@ def _broken_floor(
         f"{said} ({part:.3g} of it), less than {claimant}'s "
         f"{session.ratio(claimant, gain):.3g} of its own with the job"
     )
-
-
-def _gpus(value: float) -> str:
-    return f"{round(value, 4):g}"
 
 
 def in_words(snapshot: Snapshot, decisions: Decisions) -> Decisions:

@@ -7,6 +7,7 @@ instead of string comparisons scattered over the engine.
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 
 MIB = 1024 * 1024  # bytes: GPU memory is counted in MiB throughout
 
@@ -80,6 +81,36 @@ def lookup_gpu_model(name: str) -> GpuModel | None:
     return _INDEX.get(_normalize(name))
 
 
+def gpu_memory_bytes(model: str | None, declared: Decimal | int | None) -> Decimal | None:
+    """Memory per GPU of a node group, in bytes: as declared, else the catalogue's for the
+    model; None when neither says (the one rule config's checks and the engine's input use)."""
+    if declared is not None:
+        return Decimal(declared)
+    known = lookup_gpu_model(model) if model else None
+    return Decimal(known.memory_mib * MIB) if known else None
+
+
+def gpu_memory_mib(model: str | None, declared: Decimal | int | None) -> int:
+    """`gpu_memory_bytes` in whole MiB, rounded down (a GPU never has more memory than it
+    says), 0 when unknown."""
+    memory = gpu_memory_bytes(model, declared)
+    return 0 if memory is None else int(memory // MIB)
+
+
 def known_gpu_model_names() -> tuple[str, ...]:
     """Canonical model names, sorted, for error messages that list the valid choices."""
     return tuple(sorted(GPU_MODELS))
+
+
+GPU_DECIMALS = 4  # places every report and message gives a GPU amount
+
+
+def rounded_gpus(value: float) -> float:
+    """A GPU amount as every report gives it (`simulate`'s, `plan`'s, the queues' status):
+    GPU_DECIMALS places, never -0.0."""
+    return round(value, GPU_DECIMALS) + 0.0
+
+
+def gpus_text(value: float) -> str:
+    """A GPU amount as messages write it: 4, 0.5, 0.3333."""
+    return f"{rounded_gpus(value):g}"

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gitops_sched.compiler import unchanged_workloads
 from gitops_sched.compiler.targets import OURS, render_target
+from gitops_sched.compiler.unchanged import unchanged_workloads
 from gitops_sched.config.baseline import NO_BASELINE, Baseline
 from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.model import Repo
-from gitops_sched.config.validate import FileChecks, check_repo, check_source
+from gitops_sched.config.validate import FileChecks
 from gitops_sched.gcpause import paused_gc
 from gitops_sched.plan.gitsource import GitError, git_folder, ref_files, resolve
 from gitops_sched.plan.impact import (
@@ -39,6 +39,7 @@ from gitops_sched.plan.warnings import (
     new_problems,
     warnings,
 )
+from gitops_sched.validate import check_repo, check_source
 
 WORKING_TREE = "working tree"
 

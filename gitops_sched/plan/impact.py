@@ -27,13 +27,14 @@ from typing import Any
 
 from gitops_sched.bridge.build import gpu_request, nodes_from_repo, policy_from_repo
 from gitops_sched.config.diagnostics import Diagnostics
-from gitops_sched.config.loader import API_VERSION, Document, Path_
+from gitops_sched.config.document import Document, Path_
 from gitops_sched.config.model import Repo
+from gitops_sched.contract.labels import API_VERSION
 from gitops_sched.engine.fairshare import fair_shares, nodes_capacity
 from gitops_sched.engine.requests import placed_pod_gpus
 from gitops_sched.engine.types import Job, Node, QueueStatus
+from gitops_sched.hardware.gpus import gpus_text, rounded_gpus
 from gitops_sched.sim.events import Placed, Simulation, parse_simulation, repo_workloads
-from gitops_sched.sim.report import rounded
 from gitops_sched.sim.run import SimulationResult, WorkloadState, simulate
 
 RUNNING = "running"
@@ -88,7 +89,7 @@ class Scenario:
 
 
 def _num(value: float | None) -> float | None:
-    return None if value is None else rounded(value)
+    return None if value is None else rounded_gpus(value)
 
 
 def full_demand_shares(repo: Repo) -> dict[str, float]:
@@ -324,10 +325,10 @@ class _WhyStarted:
                 f"{new_p.quota.gpu:g} GPUs"
             )
         old_s, new_s = self.old_status.get(project), self.new_status.get(project)
-        if old_s and new_s and rounded(new_s.fair_share) > rounded(old_s.fair_share):
+        if old_s and new_s and rounded_gpus(new_s.fair_share) > rounded_gpus(old_s.fair_share):
             return (
-                f"{project}'s fair share rises {rounded(old_s.fair_share):g} → "
-                f"{rounded(new_s.fair_share):g} GPUs"
+                f"{project}'s fair share rises {gpus_text(old_s.fair_share)} → "
+                f"{gpus_text(new_s.fair_share)} GPUs"
             )
         if was.request != now.request:
             return "its GPU request changes"

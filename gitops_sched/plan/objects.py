@@ -1,12 +1,12 @@
 """Which Kubernetes objects a change adds, changes or removes, field by field.
 
 Both configs are rendered by the compiler; objects pair up by kind, namespace and name.
-Fields compare as the reconciler compares them (`reconciler.diff`): by value, quantities
+Fields compare as the reconciler compares them (`cluster.diff`): by value, quantities
 as numbers (`12000m` is `12`), mappings by key, so ordering and formatting in the YAML
 never show as changes, and a change here is exactly what the reconciler would apply.
 
 A changed object whose change touches a field Kubernetes fixes at creation (a Job's pod
-template) is "replaced": the reconciler deletes it and creates it again (`reconciler.replace`
+template) is "replaced": the reconciler deletes it and creates it again (`cluster.replace`
 decides, for both), and a replaced Job's or Deployment's running pods restart.
 
 Most objects of a change are untouched: a pair equal by `==` is equal by value too and is
@@ -25,10 +25,10 @@ from typing import Any
 
 import yaml
 
-from gitops_sched.compiler.meta import PROJECT_LABEL
+from gitops_sched.cluster.diff import compared, differences
+from gitops_sched.cluster.replace import immutable_fields, stops_pods
 from gitops_sched.config.model import Repo
-from gitops_sched.reconciler.diff import compared, differences
-from gitops_sched.reconciler.replace import immutable_fields, stops_pods
+from gitops_sched.contract.labels import PROJECT_LABEL
 
 ObjectKey = tuple[str, str, str]  # kind, namespace ("" when cluster-scoped), name
 ACTIONS = ("added", "changed", "replaced", "removed")

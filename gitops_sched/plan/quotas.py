@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from gitops_sched.bridge.build import over_quota_weight
-from gitops_sched.config.model import Department, Project, Repo, Resources
-from gitops_sched.sim.report import rounded
+from gitops_sched.config.model import Department, Project, Repo, Resources, over_quota_weight
+from gitops_sched.hardware.gpus import rounded_gpus
 
 GIB = Decimal(1024**3)
 
@@ -50,7 +49,7 @@ class Capacity:
 
 
 def _gpus(value: float | None) -> float:
-    return rounded(value or 0.0)
+    return rounded_gpus(value or 0.0)
 
 
 def _cpu(value: Decimal | None) -> float | None:

@@ -15,7 +15,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from gitops_sched.config.loader import MAX_DEPTH, Unreadable, read_capped
+from gitops_sched.config.loader import Unreadable, read_capped
+from gitops_sched.config.yamlbuild import MAX_DEPTH
 
 MAX_STATE_BYTES = 64 * 1024 * 1024  # a state of 100,000 workloads is about 20 MB
 MAX_INT_DIGITS = 100  # no count or size in a state comes near it

@@ -23,9 +23,9 @@ from gitops_sched.engine.admission import bounds
 from gitops_sched.engine.requests import placed_pod_gpus
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import GPU_EPSILON, Snapshot
+from gitops_sched.hardware.gpus import gpus_text, rounded_gpus
 from gitops_sched.plan.impact import RUNNING, Scenario, held_gpus
 from gitops_sched.plan.quotas import capacity_of
-from gitops_sched.sim.report import rounded
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ def _node_group_use(scenario: Scenario) -> dict[str, float]:
         for pod in job.placement:
             node = nodes.get(pod.node)
             if node is not None:
-                use[node.node_group] += rounded(placed_pod_gpus(job, pod, node))
+                use[node.node_group] += rounded_gpus(placed_pod_gpus(job, pod, node))
     return use
 
 
@@ -149,7 +149,7 @@ def _gangs_over_quota(scenario: Scenario) -> list[PlanWarning]:
                 PlanWarning(
                     "quota-below-gang",
                     f"Workload/{workload}",
-                    f"its gang needs {rounded(gang):g} GPUs, more than the {rounded(cap):g} of "
+                    f"its gang needs {gpus_text(gang)} GPUs, more than the {gpus_text(cap)} of "
                     f"{queue} ({rule}): it can never run",
                 )
             )

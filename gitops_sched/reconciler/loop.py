@@ -26,14 +26,14 @@ from gitops_sched.cluster.client import ClusterClient
 from gitops_sched.cluster.errors import ApiFailure
 from gitops_sched.cluster.leader import LeaderElector, NotLeader, default_identity
 from gitops_sched.cluster.serving import Health
-from gitops_sched.compiler import render_repo
+from gitops_sched.compiler.render import render_repo
 from gitops_sched.config.diagnostics import Severity
-from gitops_sched.config.loader import API_VERSION
-from gitops_sched.config.validate import check_repo
+from gitops_sched.contract.labels import API_VERSION
 from gitops_sched.reconciler.metrics import Metrics
 from gitops_sched.reconciler.report import Reporter, cluster_ref
 from gitops_sched.reconciler.source import Checkout, SourceError, open_source
 from gitops_sched.reconciler.sync import SourceConflict, Syncer, SyncResult
+from gitops_sched.validate import check_repo
 
 log = logging.getLogger(__name__)
 ONCE_ATTEMPTS = 3

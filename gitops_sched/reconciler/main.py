@@ -9,10 +9,10 @@ import threading
 
 from gitops_sched.cluster.client import ClusterClient
 from gitops_sched.cluster.config import load_configuration
+from gitops_sched.cluster.diff import FIELD_MANAGER
 from gitops_sched.cluster.errors import ApiFailure
 from gitops_sched.cluster.leader import LeaderElector, default_identity
 from gitops_sched.cluster.serving import Health, serve
-from gitops_sched.reconciler.diff import FIELD_MANAGER
 from gitops_sched.reconciler.inventory import InventoryStore
 from gitops_sched.reconciler.loop import Reconciler, Settings
 from gitops_sched.reconciler.metrics import Metrics

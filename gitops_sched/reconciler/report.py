@@ -22,10 +22,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gitops_sched.cluster.client import ClusterClient, ObjectRef
+from gitops_sched.cluster.diff import FIELD_MANAGER
 from gitops_sched.cluster.errors import ApiFailure
-from gitops_sched.compiler.meta import GROUP
-from gitops_sched.config.loader import API_VERSION
-from gitops_sched.reconciler.diff import FIELD_MANAGER
+from gitops_sched.contract.labels import API_VERSION, GROUP
 from gitops_sched.reconciler.sync import SyncResult
 
 MAX_LISTED = 50  # drift and errors listed in status and events, at most

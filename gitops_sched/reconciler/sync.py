@@ -39,9 +39,7 @@ from typing import Any
 import yaml
 
 from gitops_sched.cluster.client import ClusterClient, ObjectRef
-from gitops_sched.cluster.errors import ApiFailure
-from gitops_sched.compiler.storage import NO_PRUNE
-from gitops_sched.reconciler.diff import (
+from gitops_sched.cluster.diff import (
     FIELD_MANAGER,
     compared,
     content_hash,
@@ -49,14 +47,16 @@ from gitops_sched.reconciler.diff import (
     value_changes,
     why_apply,
 )
-from gitops_sched.reconciler.inventory import UNKNOWN, Inventory, InventoryStore
-from gitops_sched.reconciler.replace import (
+from gitops_sched.cluster.errors import ApiFailure
+from gitops_sched.cluster.replace import (
     FOREGROUND,
     immutable_fields,
     refused_as_immutable,
     replaceable,
     terminating,
 )
+from gitops_sched.compiler.storage import NO_PRUNE
+from gitops_sched.reconciler.inventory import UNKNOWN, Inventory, InventoryStore
 
 log = logging.getLogger(__name__)
 

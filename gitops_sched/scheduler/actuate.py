@@ -27,22 +27,22 @@ decides it again.
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from gitops_sched.bridge.policy import ClusterPolicy
 from gitops_sched.cluster.client import ClusterClient, ObjectRef
 from gitops_sched.cluster.errors import ApiFailure, Conflict, NotFound
-from gitops_sched.compiler.contract import (
+from gitops_sched.contract.pods import (
     GPU_MEMORY_LIMIT,
     GPU_UUID,
     MIG_RESOURCE_PREFIX,
     NODE_MIG_REQUEST,
     PLACEMENT,
+    encode_placement,
 )
-from gitops_sched.compiler.policy import ClusterPolicy
 from gitops_sched.engine.apply import STOPPING
 from gitops_sched.engine.codec import pod_to_dict
 from gitops_sched.engine.types import (
@@ -121,10 +121,6 @@ def shared_gpu(pod: PodPlacement) -> tuple[str, int] | None:
     if pod.fraction > 0 and pod.mig is None and pod.gpus:
         return pod.node, pod.gpus[0]
     return None
-
-
-def _json(data: Any) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
 def outcome_unknown(exc: ApiFailure) -> bool:
@@ -337,7 +333,7 @@ class _Cycle:
     def _annotations(self, job_key: str, placement: PodPlacement) -> dict[str, str]:
         """What a pod is told where it runs: its placement; on a shared GPU, the GPU's UUID
         and its memory share (what it asked for, else its fraction of the GPU's memory)."""
-        wanted = {PLACEMENT: _json(pod_to_dict(placement))}
+        wanted = {PLACEMENT: encode_placement(pod_to_dict(placement))}
         shared = shared_gpu(placement)
         if shared is not None:
             job = self.jobs.get(job_key)

@@ -21,12 +21,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from gitops_sched.bridge.policy import ClusterPolicy, policy_from_configmap
 from gitops_sched.cluster.client import ClusterClient, ObjectRef
 from gitops_sched.cluster.errors import ApiFailure
 from gitops_sched.cluster.informer import Informer
 from gitops_sched.cluster.leader import LeaderElector, NotLeader
 from gitops_sched.cluster.serving import Health
-from gitops_sched.compiler.policy import POLICY_CONFIGMAP, ClusterPolicy, policy_from_configmap
+from gitops_sched.contract.policy import POLICY_CONFIGMAP
 from gitops_sched.engine.cycle import schedule
 from gitops_sched.engine.types import Decisions
 from gitops_sched.engine.why import in_words

@@ -15,7 +15,7 @@ rewritten (a merge patch, only when its text changes) when the engine wants othe
 changes, and emptied (`"gpus": []`) once the engine wants none on the node. A GPU whose
 changes wait for pods to leave (victims still terminating) is not listed until they have.
 
-The node agent (`agent.mig`) answers in `NODE_MIG_STATUS`:
+The node agent (`contract.mig`'s format) answers in `NODE_MIG_STATUS`:
 
     {"version": 1, "observed": "<sha256 of the request annotation's text>",
      "gpus": [{"index": 0, "state": "done|pending|error", "message": "..."}]}
@@ -31,9 +31,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from gitops_sched import foreignjson
-from gitops_sched.agent.mig import encode_request, request_digest
-from gitops_sched.compiler.contract import MIG_RESOURCE_PREFIX, NODE_MIG_REQUEST, NODE_MIG_STATUS
+from gitops_sched.contract.mig import answered_error, encode_request
+from gitops_sched.contract.pods import MIG_RESOURCE_PREFIX, NODE_MIG_REQUEST, NODE_MIG_STATUS
 from gitops_sched.engine.types import MigChange, Node, Snapshot
 from gitops_sched.hardware.mig import MigInstance
 from gitops_sched.quantity import parse_quantity
@@ -95,21 +94,7 @@ def _layouts(node: Node, changes: list[MigChange]) -> dict[int, list[MigInstance
 def agent_error(node: dict[str, Any] | None, gpu: int) -> str:
     """What the node agent said went wrong with the current request on `gpu`, or ""."""
     annotations = node_annotations(node)
-    request = annotations.get(NODE_MIG_REQUEST)
-    try:
-        status = foreignjson.loads(annotations.get(NODE_MIG_STATUS) or "")
-    except ValueError:
-        return ""
-    if request is None or not isinstance(status, dict):
-        return ""
-    if status.get("observed") != request_digest(request):
-        return ""
-    if status.get("error"):
-        return str(status["error"])
-    for entry in status.get("gpus") or ():
-        if isinstance(entry, dict) and entry.get("index") == gpu and entry.get("state") == "error":
-            return str(entry.get("message") or "error")
-    return ""
+    return answered_error(annotations.get(NODE_MIG_REQUEST), annotations.get(NODE_MIG_STATUS), gpu)
 
 
 def advertised(node: dict[str, Any] | None, profile: str) -> int:

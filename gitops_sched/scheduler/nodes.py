@@ -16,22 +16,19 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from gitops_sched import foreignjson
-from gitops_sched.bridge.build import (
-    canonical_model,
-    gpu_memory_mib,
-    group_gpu,
-    group_node_labels,
-)
-from gitops_sched.compiler.contract import (
+from gitops_sched.bridge.build import canonical_model, group_gpu, group_node_labels
+from gitops_sched.bridge.policy import PolicyNodeGroup
+from gitops_sched.contract import foreignjson
+from gitops_sched.contract.inventory import InventoryGpu, parse_inventory
+from gitops_sched.contract.pods import (
     GPU_RESOURCE,
     MIG_RESOURCE_PREFIX,
     NODE_GPUS,
     NODE_MIG_STATUS,
 )
-from gitops_sched.compiler.policy import PolicyNodeGroup
 from gitops_sched.engine.types import Gpu, Node
 from gitops_sched.hardware.gfd import GFD_COUNT, GFD_MEMORY, GFD_MIG_COUNT, GFD_PRODUCT
+from gitops_sched.hardware.gpus import gpu_memory_mib
 from gitops_sched.hardware.mig import MigInstance, find_placement, in_layout_order, mig_profiles
 from gitops_sched.quantity import parse_quantity
 
@@ -87,19 +84,14 @@ def takes_work(obj: dict[str, Any]) -> bool:
 def _inventory(
     annotations: dict[str, str], group: PolicyNodeGroup
 ) -> tuple[str, tuple[Gpu, ...]] | None:
-    """The agent's inventory (`agent.inventory.node_inventory`); None when there is none,
-    NodeError when it cannot be read (GPUs indexed 0..n-1, each with its memory)."""
+    """The agent's inventory (`contract.inventory`); None when there is none, NodeError when
+    it cannot be read (GPUs indexed 0..n-1, each with its memory)."""
     text = annotations.get(NODE_GPUS)
     if not text:
         return None
     try:
-        entries = foreignjson.loads(text)["gpus"]
-        entries = sorted(entries, key=lambda entry: entry["index"])
-        if [entry["index"] for entry in entries] != list(range(len(entries))):
-            raise ValueError("GPUs not indexed 0, 1, ...")
-        model = (
-            canonical_model(entries[0].get("model") or entries[0].get("product")) if entries else ""
-        )
+        entries = parse_inventory(text)
+        model = canonical_model(entries[0].model or entries[0].product) if entries else ""
         gpus = tuple(_inventory_gpu(entry, group) for entry in entries)
     except ValueError as exc:
         raise NodeError(f"annotation {NODE_GPUS}: {exc}") from None
@@ -108,16 +100,13 @@ def _inventory(
     return model or canonical_model(group.gpu_model), gpus
 
 
-def _inventory_gpu(entry: dict[str, Any], group: PolicyNodeGroup) -> Gpu:
-    index, memory = entry["index"], entry["memoryMiB"]
-    if not isinstance(memory, int) or isinstance(memory, bool) or memory < 0:
-        raise ValueError("memoryMiB")
+def _inventory_gpu(entry: InventoryGpu, group: PolicyNodeGroup) -> Gpu:
     if group.mig_static:
-        return group_gpu(group, index, memory)
-    instances = in_layout_order(
-        MigInstance(i["profile"], i["start"]) for i in entry.get("instances") or ()
+        return group_gpu(group, entry.index, entry.memory_mib)
+    instances = in_layout_order(entry.mig_instances())
+    return Gpu(
+        entry.index, entry.memory_mib, mig_enabled=entry.mig == "enabled", mig_instances=instances
     )
-    return Gpu(index, memory, mig_enabled=entry.get("mig") == "enabled", mig_instances=instances)
 
 
 def _labelled(obj: dict[str, Any], group: PolicyNodeGroup) -> tuple[str, tuple[Gpu, ...]]:

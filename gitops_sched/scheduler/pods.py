@@ -14,9 +14,10 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any, TypeGuard
 
-from gitops_sched import foreignjson
 from gitops_sched.bridge.build import gpu_request
-from gitops_sched.compiler.contract import (
+from gitops_sched.config.model import DEFAULT_PRIORITY, PREEMPTIBLE_TYPES
+from gitops_sched.contract.labels import PROJECT_LABEL, TYPE_LABEL, WORKLOAD_LABEL
+from gitops_sched.contract.pods import (
     COMPLETION_INDEX,
     GPU_FRACTION,
     GPU_MEMORY,
@@ -28,10 +29,8 @@ from gitops_sched.compiler.contract import (
     PREEMPTIBLE,
     PRIORITY,
     REPLICAS,
+    parse_placement,
 )
-from gitops_sched.compiler.meta import PROJECT_LABEL, TYPE_LABEL, WORKLOAD_LABEL
-from gitops_sched.compiler.priorities import PREEMPTIBLE_TYPES
-from gitops_sched.config.model import DEFAULT_PRIORITY
 from gitops_sched.engine.codec import pod_from_dict
 from gitops_sched.engine.types import GpuRequest, PodPlacement
 from gitops_sched.quantity import parse_quantity
@@ -137,23 +136,10 @@ def read_placement(text: str, node: str) -> tuple[PodPlacement, int | None]:
     """The PLACEMENT annotation (the codec's pod shape) on `node`, checked, and the index
     it gives the pod (None where it gives none)."""
     try:
-        data = foreignjson.loads(text)
+        data = parse_placement(text)
     except ValueError as exc:
         raise PodError(f"{PLACEMENT}: {exc}") from None
-    if not isinstance(data, dict):
-        raise PodError(f"{PLACEMENT}: expected a JSON object")
-    gpus, fraction, mig, index = (data.get(k) for k in ("gpus", "fraction", "mig", "index"))
-    if not isinstance(gpus, list) or not all(_natural(g) for g in gpus):
-        raise PodError(f"{PLACEMENT}: gpus must be a list of GPU indexes")
-    if fraction is not None and (not _number(fraction) or not 0 < fraction <= 1):
-        raise PodError(f"{PLACEMENT}: fraction must be a number in (0, 1]")
-    if mig is not None and not (
-        isinstance(mig, dict) and isinstance(mig.get("profile"), str) and _natural(mig.get("start"))
-    ):
-        raise PodError(f"{PLACEMENT}: mig must be {{profile, start}}")
-    if index is not None and not _natural(index):
-        raise PodError(f"{PLACEMENT}: index must be a pod index")
-    return pod_from_dict({**data, "node": node}), index
+    return pod_from_dict({**data, "node": node}), data.get("index")
 
 
 def pod_request(pod_spec: dict[str, Any], annotations: dict[str, str]) -> GpuRequest:
@@ -287,11 +273,3 @@ def _flag(annotations: dict[str, str], key: str, default: bool) -> bool:
 
 def _integral(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _natural(value: Any) -> bool:
-    return _integral(value) and value >= 0
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

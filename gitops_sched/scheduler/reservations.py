@@ -17,12 +17,12 @@ import hashlib
 import re
 from typing import Any
 
-from gitops_sched.compiler.contract import (
+from gitops_sched.contract.labels import MANAGED_BY
+from gitops_sched.contract.pods import (
     GPU_RESOURCE,
     RESERVATION_LABEL,
     RESERVATION_NODE_LABEL,
 )
-from gitops_sched.compiler.meta import MANAGED_BY
 
 DEFAULT_IMAGE = "ghcr.io/gitops-sched/gitops-sched:latest"  # the scheduler's own image
 SERVICE_ACCOUNT = "gitops-sched-reservation"  # may get and patch its own pod, nothing else

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 from gitops_sched.cluster.client import ClusterClient, ObjectRef
 from gitops_sched.cluster.errors import ApiFailure
-from gitops_sched.compiler.contract import GPU_UUID, VISIBLE_DEVICES_ENV
+from gitops_sched.contract.pods import GPU_UUID, VISIBLE_DEVICES_ENV
 
 _UUID = re.compile(r"GPU-[0-9a-fA-F-]+")
 

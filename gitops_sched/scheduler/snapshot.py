@@ -50,14 +50,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gitops_sched.compiler.contract import (
+from gitops_sched.bridge.policy import ClusterPolicy
+from gitops_sched.contract.pods import (
     GPU_RESOURCE,
     GPU_UUID,
     MIG_RESOURCE_PREFIX,
     RESERVATION_LABEL,
     RESERVATION_NODE_LABEL,
 )
-from gitops_sched.compiler.policy import ClusterPolicy
 from gitops_sched.engine.types import Job, Node, ReleasingPod, RequestKind, Snapshot
 from gitops_sched.gcpause import paused_gc
 from gitops_sched.hardware.mig import MigInstance

@@ -19,12 +19,12 @@ from typing import Any
 
 from gitops_sched.cluster.client import ClusterClient, ObjectRef
 from gitops_sched.cluster.errors import ApiFailure, NotFound
-from gitops_sched.compiler.contract import PENDING_CONDITION_REASON
-from gitops_sched.config.loader import API_VERSION
+from gitops_sched.contract.labels import API_VERSION
+from gitops_sched.contract.pods import PENDING_CONDITION_REASON
 from gitops_sched.engine.types import Decisions, QueueStatus
+from gitops_sched.hardware.gpus import rounded_gpus
 from gitops_sched.scheduler.actuate import Outcome
 from gitops_sched.scheduler.view import ClusterView
-from gitops_sched.sim.report import rounded
 
 COMPONENT = "gitops-sched-scheduler"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"  # conditions merge by type
@@ -42,10 +42,10 @@ class StatusReport:
 def queue_status(queue: QueueStatus) -> dict[str, float]:
     """A queue's status as the CRD names its fields, GPUs rounded as reports round them."""
     return {
-        "deserved": rounded(queue.deserved),
-        "fairShare": rounded(queue.fair_share),
-        "allocated": rounded(queue.allocated),
-        "queued": rounded(queue.queued),
+        "deserved": rounded_gpus(queue.deserved),
+        "fairShare": rounded_gpus(queue.fair_share),
+        "allocated": rounded_gpus(queue.allocated),
+        "queued": rounded_gpus(queue.queued),
     }
 
 

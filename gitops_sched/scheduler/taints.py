@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gitops_sched.compiler.contract import GPU_RESOURCE
+from gitops_sched.contract.pods import GPU_RESOURCE
 
 EFFECTS = ("NoSchedule", "NoExecute")  # the effects that keep new pods off a node
 

@@ -38,15 +38,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from gitops_sched.bridge.build import canonical_model, gpu_memory_mib, gpu_request, nodes_from_repo
+from gitops_sched.bridge.build import canonical_model, gpu_request, nodes_from_repo
 from gitops_sched.config import codes
 from gitops_sched.config.checks import run_checks
 from gitops_sched.config.codes import Code
 from gitops_sched.config.diagnostics import Diagnostics, Location
-from gitops_sched.config.loader import SIMULATION, Document, Path_, load_repo
+from gitops_sched.config.document import SIMULATION, Document, Path_
+from gitops_sched.config.loader import load_repo
 from gitops_sched.config.model import Repo, Workload, build_workload, duration_seconds, quantity
 from gitops_sched.config.schema import schema_problems, validate_documents, validator_for
 from gitops_sched.engine.codec import pod_from_dict
+from gitops_sched.engine.requests import gpu_share_held
 from gitops_sched.engine.types import (
     GPU_EPSILON,
     Gpu,
@@ -55,6 +57,7 @@ from gitops_sched.engine.types import (
     PodPlacement,
     RequestKind,
 )
+from gitops_sched.hardware.gpus import gpu_memory_mib
 from gitops_sched.hardware.mig import MigInstance, in_layout_order, is_valid_layout
 
 # Expectation fields of a project, as written in the file -> QueueStatus attribute.
@@ -409,7 +412,7 @@ class _GpuUse:
         node = self.nodes[pod.node]
         if pod.mig is None:
             for index in pod.gpus:
-                self.shares[(pod.node, index)] += pod.fraction or 1.0
+                self.shares[(pod.node, index)] += gpu_share_held(pod, node.gpu_model)
                 if self.shares[(pod.node, index)] > 1 + GPU_EPSILON:
                     return f"GPU {index} of node '{pod.node}' is over-committed"
             return None
@@ -458,7 +461,7 @@ def _submitted(doc: Document, repo: Repo, path: Path_, problems: _Problems) -> W
     if workload is not None:
         alone = replace(repo, workloads=[workload])
         # a what-if may submit work that never fits: simulate says so ("can never fit")
-        run_checks(alone, _documents(repo, workload), diagnostics, fit=False)
+        run_checks(alone, _documents(repo, workload), diagnostics)
     # the repo's own findings (warnings) were printed already; keep what concerns this file
     problems.found.extend(d for d in diagnostics.items if d.location.file == doc.file)
     return None if diagnostics.has_errors else workload

@@ -28,8 +28,9 @@ from gitops_sched.engine.types import (
     RequestKind,
 )
 from gitops_sched.engine.why import Pending, PendingKind, PendingReasons
+from gitops_sched.hardware.gpus import gpus_text, rounded_gpus
 from gitops_sched.sim.events import Simulation
-from gitops_sched.sim.report import decision_text, duration, pods_text, request_text, rounded
+from gitops_sched.sim.report import decision_text, duration, pods_text, request_text
 from gitops_sched.sim.run import SimulationResult, WorkloadState, simulate
 
 RULES = {
@@ -196,14 +197,14 @@ def _history(result: SimulationResult, name: str) -> tuple[str, ...]:
 def _details(session: Session, job: Job, pending: Pending) -> tuple[str, ...]:
     """The numbers behind a pending reason."""
     project = session.projects.get(job.project)
-    wanted = _gpus(session.wanted_gpus(job))
+    wanted = gpus_text(session.wanted_gpus(job))
     lines = [f"it asks for {wanted} GPUs now ({job.next_pods} pods)"]
     if pending.kind in (PendingKind.QUOTA, PendingKind.LIMIT) and project is not None:
         fixed = session.fixed.get(job.project, 0.0)
-        limit = "none" if project.limit is None else _gpus(project.limit)
+        limit = "none" if project.limit is None else gpus_text(project.limit)
         lines.append(
-            f"project {project.name}: deserved {_gpus(project.deserved)}, holds "
-            f"{_gpus(session.allocated[project.name])} ({_gpus(fixed)} non-preemptible), "
+            f"project {project.name}: deserved {gpus_text(project.deserved)}, holds "
+            f"{gpus_text(session.allocated[project.name])} ({gpus_text(fixed)} non-preemptible), "
             f"hard limit {limit}, over quota "
             + ("allowed" if project.over_quota_allowed else "denied")
         )
@@ -216,10 +217,6 @@ def _details(session: Session, job: Job, pending: Pending) -> tuple[str, ...]:
         lines.append(f"{pending.fit_now} of {job.next_pods} pods fit now")
         lines.append(f"free whole GPUs per node it may use: {listed}")
     return tuple(lines)
-
-
-def _gpus(value: float) -> str:
-    return f"{rounded(value):g}"
 
 
 # --- output --------------------------------------------------------------------------------
@@ -267,22 +264,22 @@ def _share_text(e: Explanation) -> list[str]:
         return [f"Fair share: project {w.project} is not in the policy"]
     p = e.project
     lines = [
-        f"Fair share of {p.name}: {_gpus(e.fair_share)} GPUs (holds {_gpus(e.allocated)}, "
-        f"asks for {_gpus(e.demand)} in all)",
-        f"  {p.name}: deserved {_gpus(p.deserved)}, over-quota weight "
-        f"{_gpus(p.over_quota_weight)}, rank {p.over_quota_rank}, over quota "
+        f"Fair share of {p.name}: {gpus_text(e.fair_share)} GPUs (holds {gpus_text(e.allocated)}, "
+        f"asks for {gpus_text(e.demand)} in all)",
+        f"  {p.name}: deserved {gpus_text(p.deserved)}, over-quota weight "
+        f"{gpus_text(p.over_quota_weight)}, rank {p.over_quota_rank}, over quota "
         + ("allowed" if p.over_quota_allowed else "denied")
-        + ("" if p.limit is None else f", hard limit {_gpus(p.limit)}"),
+        + ("" if p.limit is None else f", hard limit {gpus_text(p.limit)}"),
     ]
     d = e.department_spec
     if d is not None:
         lines.append(
-            f"  department {d.name}: deserved {_gpus(d.deserved)}, over-quota weight "
-            f"{_gpus(d.over_quota_weight)}"
-            + ("" if d.limit is None else f", hard limit {_gpus(d.limit)}")
+            f"  department {d.name}: deserved {gpus_text(d.deserved)}, over-quota weight "
+            f"{gpus_text(d.over_quota_weight)}"
+            + ("" if d.limit is None else f", hard limit {gpus_text(d.limit)}")
         )
     levels = (
-        ("", f"the cluster's {_gpus(e.capacity)} GPUs among departments"),
+        ("", f"the cluster's {gpus_text(e.capacity)} GPUs among departments"),
         (e.department, f"department {e.department}'s share among its projects"),
     )
     for level, title in levels:
@@ -297,22 +294,22 @@ def _step_text(step: Step) -> str:
     if step.kind == "deserved":
         short = " (of {}: asks no more)"
         gives = ", ".join(
-            f"{g.queue} {_gpus(g.given)}"
-            + (short.format(_gpus(g.offered)) if g.given < g.offered - GPU_EPSILON else "")
+            f"{g.queue} {gpus_text(g.given)}"
+            + (short.format(gpus_text(g.offered)) if g.given < g.offered - GPU_EPSILON else "")
             for g in step.gives
         )
         return f"deserved quotas first: {gives}"
     if step.kind == "round":
-        gives = ", ".join(f"{g.queue} +{_gpus(g.given)} ({_part(g)})" for g in step.gives)
-        return f"round at rank {step.rank}, {_gpus(step.offer)} spare GPUs by weight: {gives}"
-    gives = ", ".join(f"{g.queue} +{_gpus(g.given)}" for g in step.gives)
-    return f"remainder, {_gpus(step.offer)} GPUs left by rounding: {gives}"
+        gives = ", ".join(f"{g.queue} +{gpus_text(g.given)} ({_part(g)})" for g in step.gives)
+        return f"round at rank {step.rank}, {gpus_text(step.offer)} spare GPUs by weight: {gives}"
+    gives = ", ".join(f"{g.queue} +{gpus_text(g.given)}" for g in step.gives)
+    return f"remainder, {gpus_text(step.offer)} GPUs left by rounding: {gives}"
 
 
 def _part(give: Give) -> str:
     """A round's part for a queue, and why it took less: it asks no more, or the part was
     rounded down to whole GPUs (the fraction waits for the remainder)."""
-    part = f"part {_gpus(give.offered)}"
+    part = f"part {gpus_text(give.offered)}"
     if give.given >= give.offered - GPU_EPSILON:
         return part
     if give.given >= give.asks - GPU_EPSILON:
@@ -340,13 +337,13 @@ def to_json(e: Explanation) -> dict[str, Any]:
         else {"kind": e.pending.kind.value, "reason": e.pending.text, "details": list(e.details)},
         "history": list(e.history),
         "fairShare": {
-            "fairShare": rounded(e.fair_share),
-            "allocated": rounded(e.allocated),
-            "demand": rounded(e.demand),
-            "deserved": rounded(e.project.deserved) if e.project else None,
-            "overQuotaWeight": rounded(e.project.over_quota_weight) if e.project else None,
+            "fairShare": rounded_gpus(e.fair_share),
+            "allocated": rounded_gpus(e.allocated),
+            "demand": rounded_gpus(e.demand),
+            "deserved": rounded_gpus(e.project.deserved) if e.project else None,
+            "overQuotaWeight": rounded_gpus(e.project.over_quota_weight) if e.project else None,
             "rank": e.project.over_quota_rank if e.project else None,
-            "capacity": rounded(e.capacity),
+            "capacity": rounded_gpus(e.capacity),
             "steps": [_step_json(step) for step in e.steps],
         },
     }
@@ -357,13 +354,13 @@ def _step_json(step: Step) -> dict[str, Any]:
         "level": step.level or None,
         "kind": step.kind,
         "rank": step.rank,
-        "offer": rounded(step.offer),
+        "offer": rounded_gpus(step.offer),
         "gives": [
             {
                 "queue": g.queue,
-                "offered": rounded(g.offered),
-                "given": rounded(g.given),
-                "asks": rounded(g.asks),
+                "offered": rounded_gpus(g.offered),
+                "given": rounded_gpus(g.given),
+                "asks": rounded_gpus(g.asks),
             }
             for g in step.gives
         ],

@@ -20,8 +20,9 @@ from rich.console import Console
 from rich.table import Table
 
 from gitops_sched.engine.codec import mig_instance_to_dict, pod_to_dict
-from gitops_sched.engine.requests import mig_share
+from gitops_sched.engine.requests import gpu_share_held
 from gitops_sched.engine.types import GpuRequest, Node, PodPlacement, QueueStatus, RequestKind
+from gitops_sched.hardware.gpus import gpus_text, rounded_gpus
 from gitops_sched.hardware.mig import MigInstance
 from gitops_sched.sim.run import (
     ExpectationFailure,
@@ -31,14 +32,8 @@ from gitops_sched.sim.run import (
     nodes_of,
 )
 
-DECIMALS = 4
 WIDE = 100  # columns from which the workloads table shows each workload's type
 STATUS_STYLE = {"running": "green", "pending": "yellow", "stopped": "red", "deleted": "dim"}
-
-
-def rounded(value: float) -> float:
-    """GPUs as every report prints them (`plan`'s too): DECIMALS places, never "-0.0"."""
-    return round(value, DECIMALS) + 0.0
 
 
 def _or_none(value: str) -> str | None:
@@ -79,10 +74,10 @@ def _by_name(queues: tuple[QueueStatus, ...]) -> list[QueueStatus]:
 def _queue(queue: QueueStatus) -> dict[str, Any]:
     return {
         "name": queue.name,
-        "deserved": rounded(queue.deserved),
-        "fairShare": rounded(queue.fair_share),
-        "allocated": rounded(queue.allocated),
-        "queued": rounded(queue.queued),
+        "deserved": rounded_gpus(queue.deserved),
+        "fairShare": rounded_gpus(queue.fair_share),
+        "allocated": rounded_gpus(queue.allocated),
+        "queued": rounded_gpus(queue.queued),
     }
 
 
@@ -149,9 +144,7 @@ def _usage(result: SimulationResult) -> Usage:
     for state in result.workloads:
         for pod in state.pods:
             for index in pod.gpus:
-                share = pod.fraction or 1.0
-                if pod.mig:
-                    share = mig_share(models[pod.node], pod.mig.profile)
+                share = gpu_share_held(pod, models[pod.node])
                 usage[(pod.node, index)].append(Held(state.workload.name, share, pod.mig))
     return usage
 
@@ -165,7 +158,7 @@ def _node(node: Node, usage: Usage) -> dict[str, Any]:
         "topology": _or_none(node.topology),
         "schedulable": node.schedulable,
         "capacity": len(node.gpus),
-        "allocated": rounded(sum(hold.share for holds in held for hold in holds)),
+        "allocated": rounded_gpus(sum(hold.share for holds in held for hold in holds)),
         "gpus": [_gpu(node, index, holds) for index, holds in enumerate(held)],
     }
 
@@ -176,9 +169,9 @@ def _gpu(node: Node, index: int, holds: list[Held]) -> dict[str, Any]:
     return {
         "index": index,
         "memoryMiB": gpu.memory_mib,
-        "allocated": rounded(sum(hold.share for hold in holds)),
+        "allocated": rounded_gpus(sum(hold.share for hold in holds)),
         "workloads": [
-            {"name": hold.workload, "share": rounded(hold.share)}
+            {"name": hold.workload, "share": rounded_gpus(hold.share)}
             for hold in sorted(holds, key=lambda hold: (hold.workload, hold.share))
         ],
         "mig": [
@@ -191,17 +184,13 @@ def _gpu(node: Node, index: int, holds: list[Held]) -> dict[str, Any]:
 # --- tables --------------------------------------------------------------------------------
 
 
-def _num(value: float) -> str:
-    return f"{rounded(value):g}"
-
-
 def request_text(request: GpuRequest) -> str:
     """A pod's GPU request as a workload would write it."""
     match request.kind:
         case RequestKind.WHOLE:
             return str(request.count)
         case RequestKind.FRACTION:
-            return _num(request.fraction)
+            return gpus_text(request.fraction)
         case RequestKind.MEMORY:
             return f"{request.memory_mib}Mi"
         case RequestKind.MIG:
@@ -347,7 +336,7 @@ def _node_text(node: str, pods: list[PodPlacement]) -> str:
     if first.mig is not None:
         details.append(first.mig.profile)
     elif first.fraction:
-        details.append(_num(first.fraction))
+        details.append(gpus_text(first.fraction))
     text = f"{node} {_gpu_range(gpus)}" if gpus else node
     return f"{text} ({', '.join(details)})" if details else text
 
@@ -409,5 +398,5 @@ def _failures(failures: tuple[ExpectationFailure, ...]) -> Table:
 def shown(value: Any) -> str:
     """An expected or actual value as the reports print it (GPUs as numbers)."""
     if isinstance(value, float):
-        return _num(value)
+        return gpus_text(value)
     return "(none)" if value in (None, "") else str(value)

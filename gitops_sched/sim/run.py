@@ -21,8 +21,7 @@ from typing import Any
 from gitops_sched.bridge.build import job_from_workload, nodes_from_repo, policy_from_repo
 from gitops_sched.config.diagnostics import Location
 from gitops_sched.config.model import Repo, Workload
-from gitops_sched.engine import settle
-from gitops_sched.engine.apply import STOPPING
+from gitops_sched.engine.apply import STOPPING, settle
 from gitops_sched.engine.types import (
     Decisions,
     GpuRequest,

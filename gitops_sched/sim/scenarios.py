@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics, Location
-from gitops_sched.config.loader import Document
+from gitops_sched.config.document import Document
 from gitops_sched.config.model import Repo
 from gitops_sched.sim.events import Expect, Simulation, parse_simulation
 from gitops_sched.sim.report import failure_json, shown

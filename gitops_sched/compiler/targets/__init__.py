@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from gitops_sched.compiler import render_repo
+from gitops_sched.compiler.render import render_repo
 from gitops_sched.compiler.targets.common import Rendered
 from gitops_sched.compiler.targets.kai import render_kai
 from gitops_sched.compiler.targets.kueue import render_kueue

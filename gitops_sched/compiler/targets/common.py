@@ -11,15 +11,15 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from gitops_sched.compiler import apply_order
-from gitops_sched.compiler.contract import GPU_MEMORY_LIMIT, GPU_UUID
 from gitops_sched.compiler.rbac import render_rbac
+from gitops_sched.compiler.render import apply_order
 from gitops_sched.compiler.storage import render_claims
 from gitops_sched.compiler.targets.differences import Check
 from gitops_sched.compiler.tenancy import render_tenancy
 from gitops_sched.compiler.workloads import render_inputs, render_workload
 from gitops_sched.config.diagnostics import Diagnostic, Severity
 from gitops_sched.config.model import Project, Repo, Workload
+from gitops_sched.contract.pods import GPU_MEMORY_LIMIT, GPU_UUID
 
 # a workload's Job or Deployment, its workload and project: the target marks it in place
 Mark = Callable[[dict[str, Any], Workload, Project], None]

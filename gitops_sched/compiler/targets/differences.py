@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 
 from gitops_sched.config import codes
 from gitops_sched.config.diagnostics import Diagnostic, Severity
-from gitops_sched.config.loader import Document
+from gitops_sched.config.document import Document
 from gitops_sched.config.model import DEFAULT_PRIORITY, Repo
 
 Check = Callable[[Repo, str], Iterator[Diagnostic]]

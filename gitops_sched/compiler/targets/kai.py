@@ -21,9 +21,6 @@ from collections.abc import Collection
 from decimal import Decimal
 from typing import Any
 
-from gitops_sched.bridge.build import over_quota_weight
-from gitops_sched.compiler.contract import GPU_FRACTION as OUR_FRACTION
-from gitops_sched.compiler.contract import GPU_MEMORY as OUR_MEMORY
 from gitops_sched.compiler.meta import object_meta
 from gitops_sched.compiler.targets import differences
 from gitops_sched.compiler.targets.common import (
@@ -34,7 +31,16 @@ from gitops_sched.compiler.targets.common import (
     pod_template,
     render_for,
 )
-from gitops_sched.config.model import Project, Repo, Resources, Workload, quantity
+from gitops_sched.config.model import (
+    Project,
+    Repo,
+    Resources,
+    Workload,
+    over_quota_weight,
+    quantity,
+)
+from gitops_sched.contract.pods import GPU_FRACTION as OUR_FRACTION
+from gitops_sched.contract.pods import GPU_MEMORY as OUR_MEMORY
 
 NAME = "KAI Scheduler"
 API_VERSION = "scheduling.run.ai/v2"

@@ -25,8 +25,6 @@ from collections.abc import Collection
 from decimal import Decimal
 from typing import Any
 
-from gitops_sched.bridge.build import over_quota_weight
-from gitops_sched.compiler.contract import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from gitops_sched.compiler.meta import object_meta
 from gitops_sched.compiler.priorities import (
     DESCRIPTIONS,
@@ -49,7 +47,9 @@ from gitops_sched.config.model import (
     Repo,
     Resources,
     Workload,
+    over_quota_weight,
 )
+from gitops_sched.contract.pods import GPU_RESOURCE, MIG_RESOURCE_PREFIX
 from gitops_sched.hardware.mig import compute_share
 
 NAME = "Kueue"

@@ -14,12 +14,14 @@ introduced: `baseline`).
 
 The checks live in modules named for what they check (structure, references, quotas,
 gpus, mig, fit, names, volumes, expressions, policy, deprecated), with `common` and `pods`
-holding the helpers they share; this module only runs them, in a fixed order.
+holding the helpers they share; this module only runs them, in a fixed order. The checks
+that need the engine (never-fit) and the Simulation checks plug in from above config
+(`gitops_sched.validate`), so config imports nothing but the hardware tables and contract.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from gitops_sched.config.baseline import NO_BASELINE, Baseline
 from gitops_sched.config.checks.deprecated import check_ignored_fields
@@ -27,11 +29,7 @@ from gitops_sched.config.checks.expressions import (
     check_template_expressions,
     check_template_rendering,
 )
-from gitops_sched.config.checks.fit import (
-    check_node_group_selectors,
-    check_pod_resources_fit,
-    check_workloads_fit,
-)
+from gitops_sched.config.checks.fit import check_node_group_selectors
 from gitops_sched.config.checks.gpus import (
     check_gpu_memory,
     check_gpu_values,
@@ -52,9 +50,9 @@ from gitops_sched.config.checks.quotas import (
     check_non_preemptible_quota,
 )
 from gitops_sched.config.checks.references import (
-    _names_by_kind,
     check_references,
     check_workload_node_group_allowed,
+    names_by_kind,
 )
 from gitops_sched.config.checks.soundness import Soundness, without
 from gitops_sched.config.checks.structure import (
@@ -71,7 +69,7 @@ from gitops_sched.config.checks.volumes import (
     check_volume_names,
 )
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
-from gitops_sched.config.loader import Document
+from gitops_sched.config.document import Document
 from gitops_sched.config.model import Repo
 from gitops_sched.config.unread import NOTHING_UNREAD, Unread
 
@@ -117,36 +115,31 @@ SUM_CHECKS: tuple[tuple[SumCheck, tuple[str, ...]], ...] = (
     (check_node_group_capacity, ("Cluster",)),
 )
 
-# workloads that could never run on the repo's nodes: errors in a repo; a Simulation's own
-# workloads (a what-if, maybe on other nodes) leave them to simulate's "can never fit"
-FIT_CHECKS: tuple[Check, ...] = (
-    check_workloads_fit,
-    check_pod_resources_fit,
-)
-
 
 def run_checks(
     repo: Repo,
     documents: list[Document],
     diagnostics: Diagnostics,
-    fit: bool = True,
+    fit: Sequence[Check] = (),
     baseline: Baseline = NO_BASELINE,
     unread: Unread = NOTHING_UNREAD,
 ) -> None:
     """Every semantic check; `repo` holds the schema-valid documents, `documents` all of them.
-    `fit`: whether workloads must fit the repo's nodes (FIT_CHECKS); `baseline`: the other
+    `fit`: the checks that workloads fit the repo's nodes (`gitops_sched.validate.FIT_CHECKS`:
+    the engine's never-fit rule plugs in from above config; a Simulation's own workloads, a
+    what-if maybe on other nodes, leave them to simulate's "can never fit"); `baseline`: the other
     side of a change, for blaming the objects it introduced (plan's base); `unread`: what
     the files that did not load may define (no "unknown" or "missing" errors about it)."""
     diagnostics.extend(check_cluster_count(documents, baseline, unread))
     duplicates = duplicate_definitions(documents, baseline)
     diagnostics.extend(check_duplicate_names(duplicates))
     whole = without(repo, [doc for doc, _ in duplicates])
-    diagnostics.extend(check_references(whole, _names_by_kind(documents), unread))
+    diagnostics.extend(check_references(whole, names_by_kind(documents), unread))
     for check in OWN_CHECKS:
         diagnostics.extend(check(whole))
     soundness = Soundness.of(whole, documents, unread)
     sound = soundness.sound_part(whole)
-    derived = DERIVED_CHECKS + tuple((check, ()) for check in FIT_CHECKS if fit)
+    derived = DERIVED_CHECKS + tuple((check, ()) for check in fit)
     for check, needs in derived:
         if soundness.complete(needs):
             diagnostics.extend(check(sound))

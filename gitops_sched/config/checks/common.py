@@ -1,7 +1,7 @@
 """Helpers the check modules share: diagnostics, and numbers as messages print them.
 
-Every check reports a problem of one document at the value a path names (`_error`, or
-`_diagnostic` with a severity), with its code from `gitops_sched.config.codes`, so an
+Every check reports a problem of one document at the value a path names (`error_at`, or
+`diagnostic_at` with a severity), with its code from `gitops_sched.config.codes`, so an
 editor or CI annotation points at the right line and CI can tell problems apart.
 Messages print GPU counts, CPU counts and byte sizes the way a user writes them in the
 repo (4, 0.5, 80Gi) and list the objects behind a sum, so they read naturally and stay
@@ -15,23 +15,23 @@ from decimal import Decimal
 
 from gitops_sched.config.codes import Code
 from gitops_sched.config.diagnostics import Diagnostic, Severity
-from gitops_sched.config.loader import Document, Path_
+from gitops_sched.config.document import Document, Path_
 
 Number = float | Decimal
 
 
-def _diagnostic(
+def diagnostic_at(
     doc: Document, path: Path_, code: Code, message: str, severity: Severity
 ) -> Diagnostic:
     """A problem of `doc`, at the value `path` names (or its nearest existing ancestor)."""
     return Diagnostic(doc.location(path), message, doc.ref, severity, code)
 
 
-def _error(doc: Document, path: Path_, code: Code, message: str) -> Diagnostic:
-    return _diagnostic(doc, path, code, message, Severity.ERROR)
+def error_at(doc: Document, path: Path_, code: Code, message: str) -> Diagnostic:
+    return diagnostic_at(doc, path, code, message, Severity.ERROR)
 
 
-def _key_error(doc: Document, path: Path_, code: Code, message: str) -> Diagnostic:
+def key_error_at(doc: Document, path: Path_, code: Code, message: str) -> Diagnostic:
     """An error about a whole field (a list, a block): at its key rather than its first item."""
     return Diagnostic(doc.key_location(path), message, doc.ref, Severity.ERROR, code)
 
@@ -39,7 +39,7 @@ def _key_error(doc: Document, path: Path_, code: Code, message: str) -> Diagnost
 # --- formatting: numbers as a user would write them, so messages stay stable ---------------
 
 
-def _number(value: Number) -> str:
+def format_number(value: Number) -> str:
     """4, 0.5, 2.25: no float noise, no trailing zeros."""
     return format(Decimal(value).quantize(Decimal("0.0001")).normalize(), "f")
 
@@ -56,15 +56,15 @@ _MEMORY_UNITS = (
 )
 
 
-def _memory(value: Number) -> str:
+def format_memory(value: Number) -> str:
     """Bytes in the largest unit that divides them, as Kubernetes quantities are written."""
     exact = Decimal(value)
     for suffix, size in _MEMORY_UNITS:
         if exact >= size and exact % size == 0:
-            return f"{_number(exact / size)}{suffix}"
-    return _number(exact)
+            return f"{format_number(exact / size)}{suffix}"
+    return format_number(exact)
 
 
-def _itemized(items: Sequence[tuple[str, Number]], fmt: Callable[[Number], str]) -> str:
+def itemized(items: Sequence[tuple[str, Number]], fmt: Callable[[Number], str]) -> str:
     """`a 8, b 4`: which objects make up a sum."""
     return ", ".join(f"{name} {fmt(value)}" for name, value in items)

@@ -16,11 +16,11 @@ from typing import Any
 from jinja2 import TemplateSyntaxError
 
 from gitops_sched.config import codes
-from gitops_sched.config.checks.common import _error
-from gitops_sched.config.checks.pods import _own_pod_fields, _source
+from gitops_sched.config.checks.common import error_at
+from gitops_sched.config.checks.pods import field_source, own_pod_fields
 from gitops_sched.config.codes import Code
 from gitops_sched.config.diagnostics import Diagnostic
-from gitops_sched.config.loader import Path_
+from gitops_sched.config.document import Path_
 from gitops_sched.config.model import Repo, Workload
 from gitops_sched.config.templating import (
     CONTEXT_NAMES,
@@ -70,15 +70,15 @@ def _expression_problems(source: str) -> tuple[tuple[Code, str], ...]:
 
 def check_template_expressions(repo: Repo) -> Iterator[Diagnostic]:
     """Syntax errors and unknown names, reported once where the expression is written."""
-    for doc, fields in _own_pod_fields(repo):
+    for doc, fields in own_pod_fields(repo):
         for path, source in _templated_strings(fields, ("spec",)):
             try:
                 problems = _expression_problems(source)
             except TemplateTimeError as exc:  # one error, at the first expression not checked
-                yield _error(doc, path, *_spent(exc))
+                yield error_at(doc, path, *_spent(exc))
                 return
             for code, message in problems:
-                yield _error(doc, path, code, message)
+                yield error_at(doc, path, code, message)
 
 
 def _merged_fields(repo: Repo, workload: Workload) -> Iterator[tuple[Path_, Any]]:
@@ -121,7 +121,7 @@ def _rendering_problems(
             try:
                 sources = found[id(value)] = _to_render(value)
             except TemplateTimeError as exc:
-                yield _error(_source(repo, workload, field), ("spec", *field), *_spent(exc))
+                yield error_at(field_source(repo, workload, field), ("spec", *field), *_spent(exc))
                 raise _TimeSpent from exc
         for path, source in sources:
             if context is None:
@@ -132,7 +132,9 @@ def _rendering_problems(
                 limit = isinstance(exc, TemplateLimitError)
                 code = codes.TEMPLATE_LIMIT if limit else codes.TEMPLATE_RENDER
                 message = f"cannot render template expression: {exc}"
-                yield _error(_source(repo, workload, field), ("spec", *field, *path), code, message)
+                yield error_at(
+                    field_source(repo, workload, field), ("spec", *field, *path), code, message
+                )
                 if isinstance(exc, TemplateTimeError):
                     raise _TimeSpent from exc
 

@@ -11,28 +11,23 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gitops_sched.config import codes
-from gitops_sched.config.checks.common import _diagnostic, _error, _itemized, _memory
-from gitops_sched.config.checks.pods import (
-    _gpu_memory,
-    _own_pod_fields,
-    _source,
-    _workload_node_groups,
-)
+from gitops_sched.config.checks.common import diagnostic_at, error_at, format_memory, itemized
+from gitops_sched.config.checks.pods import field_source, own_pod_fields, workload_gpu_groups
 from gitops_sched.config.diagnostics import Diagnostic, Severity
 from gitops_sched.config.model import Repo, quantity
-from gitops_sched.hardware.gpus import known_gpu_model_names, lookup_gpu_model
+from gitops_sched.hardware.gpus import gpu_memory_bytes, known_gpu_model_names, lookup_gpu_model
 
 
-def _valid_gpu(value: float) -> bool:
+def valid_gpu(value: float) -> bool:
     return (value >= 0 and float(value).is_integer()) or 0 < value < 1
 
 
 def check_gpu_values(repo: Repo) -> Iterator[Diagnostic]:
     """`gpu` is whole GPUs or one fraction of a GPU; 1.5 GPUs cannot be allocated."""
-    for doc, fields in _own_pod_fields(repo):
+    for doc, fields in own_pod_fields(repo):
         gpu = fields.get("gpu")
-        if gpu is not None and not _valid_gpu(gpu):
-            yield _error(
+        if gpu is not None and not valid_gpu(gpu):
+            yield error_at(
                 doc,
                 ("spec", "gpu"),
                 codes.BAD_GPU_COUNT,
@@ -47,15 +42,19 @@ def check_gpu_memory(repo: Repo) -> Iterator[Diagnostic]:
         if "gpuMemory" not in spec:
             continue
         wanted = quantity(spec["gpuMemory"])
-        groups = _workload_node_groups(repo, workload)
-        sizes = [(g.name, size) for g in groups if (size := _gpu_memory(g)) is not None]
+        groups = workload_gpu_groups(repo, workload)
+        sizes = [
+            (g.name, size)
+            for g in groups
+            if (size := gpu_memory_bytes(g.gpu_model, g.gpu_memory)) is not None
+        ]
         if sizes and all(wanted > size for _, size in sizes):
-            yield _error(
-                _source(repo, workload, ("gpuMemory",)),
+            yield error_at(
+                field_source(repo, workload, ("gpuMemory",)),
                 ("spec", "gpuMemory"),
                 codes.GPU_MEMORY_TOO_LARGE,
                 f"gpuMemory {spec['gpuMemory']} is more than one GPU has on the node groups "
-                f"workload '{workload.name}' may use ({_itemized(sizes, _memory)})",
+                f"workload '{workload.name}' may use ({itemized(sizes, format_memory)})",
             )
 
 
@@ -66,7 +65,7 @@ def check_node_group_models(repo: Repo) -> Iterator[Diagnostic]:
             continue
         model = lookup_gpu_model(group.gpu_model)
         if model is None:
-            yield _diagnostic(
+            yield diagnostic_at(
                 group.doc,
                 ("spec", "gpu", "model"),
                 codes.UNKNOWN_GPU_MODEL,
@@ -75,7 +74,7 @@ def check_node_group_models(repo: Repo) -> Iterator[Diagnostic]:
                 Severity.WARNING,
             )
         elif group.mig_enabled and not model.mig_capable:
-            yield _error(
+            yield error_at(
                 group.doc,
                 ("spec", "mig", "enabled"),
                 codes.MIG_NOT_SUPPORTED,

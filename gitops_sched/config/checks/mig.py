@@ -17,10 +17,10 @@ from collections import Counter
 from collections.abc import Iterator
 
 from gitops_sched.config import codes
-from gitops_sched.config.checks.common import _error, _key_error
-from gitops_sched.config.checks.pods import _mig_tables, _source, _workload_node_groups
+from gitops_sched.config.checks.common import error_at, key_error_at
+from gitops_sched.config.checks.pods import field_source, mig_tables, workload_gpu_groups
 from gitops_sched.config.diagnostics import Diagnostic
-from gitops_sched.config.loader import Path_
+from gitops_sched.config.document import Path_
 from gitops_sched.config.model import MigLayout, NodeGroup, Repo
 from gitops_sched.hardware.gpus import known_gpu_model_names, lookup_gpu_model
 from gitops_sched.hardware.mig import MigProfile, is_valid_layout, mig_profiles
@@ -38,7 +38,7 @@ def check_mig_layouts(repo: Repo) -> Iterator[Diagnostic]:
         if group.mig_static:
             yield from _static_group(group)
         elif group.mig_strategy == "static":
-            yield _error(
+            yield error_at(
                 group.doc,
                 STRATEGY,
                 codes.STATIC_WITHOUT_MIG,
@@ -46,7 +46,7 @@ def check_mig_layouts(repo: Repo) -> Iterator[Diagnostic]:
             )
         elif group.mig_layouts:
             first = group.mig_layouts[0]
-            yield _key_error(
+            yield key_error_at(
                 group.doc,
                 first.path if first.gpus is None else ("spec", "mig", "byGpu"),
                 codes.LAYOUT_ON_DYNAMIC,
@@ -66,7 +66,7 @@ def check_mig_models(repo: Repo) -> Iterator[Diagnostic]:
         if model is not None:
             continue
         what = f"GPU model '{group.gpu_model}'" if group.gpu_model else "no spec.gpu.model"
-        yield _error(
+        yield error_at(
             group.doc,
             ("spec", "mig", "enabled"),
             codes.MIG_MODEL_WITHOUT_PROFILES,
@@ -84,7 +84,7 @@ def _static_group(group: NodeGroup) -> Iterator[Diagnostic]:
     missing = [i for i in range(group.gpus_per_node) if group.mig_layout(i) is None]
     if missing:
         which = "every GPU" if len(missing) == group.gpus_per_node else f"GPUs {_indexes(missing)}"
-        yield _key_error(
+        yield key_error_at(
             group.doc,
             STRATEGY,
             codes.MISSING_LAYOUT,
@@ -92,7 +92,7 @@ def _static_group(group: NodeGroup) -> Iterator[Diagnostic]:
             "or `byGpu` entries",
         )
     if group.gpu_model is None:
-        yield _key_error(
+        yield key_error_at(
             group.doc,
             STRATEGY,
             codes.LAYOUT_UNCHECKABLE,
@@ -101,7 +101,7 @@ def _static_group(group: NodeGroup) -> Iterator[Diagnostic]:
         return
     model = lookup_gpu_model(group.gpu_model)
     if model is None:
-        yield _key_error(
+        yield key_error_at(
             group.doc,
             STRATEGY,
             codes.LAYOUT_UNCHECKABLE,
@@ -125,7 +125,7 @@ def _gpu_indexes(group: NodeGroup) -> Iterator[Diagnostic]:
         for j, index in enumerate(layout.gpus or ()):
             where = (*layout.path[:-1], "gpus", j)
             if index >= group.gpus_per_node:
-                yield _error(
+                yield error_at(
                     group.doc,
                     where,
                     codes.BAD_GPU_INDEX,
@@ -134,7 +134,7 @@ def _gpu_indexes(group: NodeGroup) -> Iterator[Diagnostic]:
                 )
             elif index in seen:
                 message = f"GPU {index} has a layout already in byGpu"
-                yield _error(group.doc, where, codes.BAD_GPU_INDEX, message)
+                yield error_at(group.doc, where, codes.BAD_GPU_INDEX, message)
             seen.add(index)
 
 
@@ -144,7 +144,7 @@ def _layout_problems(
     """Each instance where NVIDIA's tables place it, then the layout as a whole."""
     doc = group.doc
     if not layout.instances:
-        yield _key_error(
+        yield key_error_at(
             doc,
             layout.path,
             codes.BAD_MIG_LAYOUT,
@@ -159,7 +159,7 @@ def _layout_problems(
         profile = profiles.get(instance.profile)
         if profile is None:
             problems += 1
-            yield _error(
+            yield error_at(
                 doc,
                 (*where, "profile"),
                 codes.UNKNOWN_MIG_PROFILE,
@@ -169,7 +169,7 @@ def _layout_problems(
             continue
         if instance.start not in profile.placements:
             problems += 1
-            yield _error(
+            yield error_at(
                 doc,
                 (*where, "start"),
                 codes.BAD_MIG_PLACEMENT,
@@ -181,7 +181,7 @@ def _layout_problems(
         if shared := [s for s in span if s in taken]:
             other, start = taken[shared[0]]
             problems += 1
-            yield _error(
+            yield error_at(
                 doc,
                 where,
                 codes.BAD_MIG_PLACEMENT,
@@ -193,7 +193,7 @@ def _layout_problems(
     if not problems and not is_valid_layout(model, layout.instances):
         why = _too_much(profiles, compute_slices, [i.profile for i in layout.instances])
         message = f"not a valid {model} MIG layout: {why}"
-        yield _key_error(doc, layout.path, codes.BAD_MIG_LAYOUT, message)
+        yield key_error_at(doc, layout.path, codes.BAD_MIG_LAYOUT, message)
 
 
 def _too_much(profiles: dict[str, MigProfile], compute_slices: int, names: list[str]) -> str:
@@ -224,11 +224,11 @@ def check_mig_profiles(repo: Repo) -> Iterator[Diagnostic]:
         profile = repo.pod_spec(workload).get("mig")
         if profile is None:
             continue
-        doc = _source(repo, workload, ("mig",))
-        groups = _workload_node_groups(repo, workload)
+        doc = field_source(repo, workload, ("mig",))
+        groups = workload_gpu_groups(repo, workload)
         enabled = [g for g in groups if g.mig_enabled]
         if not enabled:
-            yield _error(
+            yield error_at(
                 doc,
                 ("spec", "mig"),
                 codes.NO_MIG_NODE_GROUP,
@@ -237,7 +237,7 @@ def check_mig_profiles(repo: Repo) -> Iterator[Diagnostic]:
             )
             continue
         static = [g for g in enabled if g.mig_static]
-        tables = _mig_tables([g for g in enabled if not g.mig_static])
+        tables = mig_tables([g for g in enabled if not g.mig_static])
         if any(profile in _declared(g) for g in static):
             continue
         if any(profile in table for table in tables.values()):
@@ -254,4 +254,4 @@ def check_mig_profiles(repo: Repo) -> Iterator[Diagnostic]:
             )
             reasons.append(f"does not exist on {offers}")
         message = f"MIG profile '{profile}' {' and '.join(reasons)}"
-        yield _error(doc, ("spec", "mig"), codes.MIG_PROFILE_NOT_OFFERED, message)
+        yield error_at(doc, ("spec", "mig"), codes.MIG_PROFILE_NOT_OFFERED, message)

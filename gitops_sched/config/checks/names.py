@@ -15,9 +15,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from gitops_sched.config import codes
-from gitops_sched.config.checks.common import _error, _key_error
+from gitops_sched.config.checks.common import error_at, key_error_at
 from gitops_sched.config.diagnostics import Diagnostic
-from gitops_sched.config.loader import Path_
+from gitops_sched.config.document import Path_
 from gitops_sched.config.model import Cluster, Project, Repo
 from gitops_sched.hardware.gfd import GFD_PRODUCT, gfd_product
 
@@ -37,7 +37,7 @@ def check_derived_names(repo: Repo) -> Iterator[Diagnostic]:
         for project in repo.projects:
             namespace = repo.cluster.project_namespace(project.name)
             if len(namespace) > MAX_NAMESPACE_LENGTH:
-                yield _error(
+                yield error_at(
                     project.doc,
                     ("metadata", "name"),
                     codes.NAME_TOO_LONG,
@@ -46,7 +46,7 @@ def check_derived_names(repo: Repo) -> Iterator[Diagnostic]:
                 )
     for workload in repo.workloads:
         if len(workload.name) > MAX_WORKLOAD_NAME_LENGTH:
-            yield _error(
+            yield error_at(
                 workload.doc,
                 ("metadata", "name"),
                 codes.NAME_TOO_LONG,
@@ -71,7 +71,7 @@ def _namespaces_taken(cluster: Cluster, projects: Iterable[Project]) -> Iterator
         else:
             owners[namespace] = project.name
             continue
-        yield _error(
+        yield error_at(
             project.doc,
             ("metadata", "name"),
             codes.RESERVED_NAMESPACE,
@@ -93,7 +93,7 @@ def check_node_selectors(repo: Repo) -> Iterator[Diagnostic]:
     rejects a pod whose affinity names an invalid label value."""
     for group in repo.node_groups:
         if not group.node_selector:
-            yield _key_error(
+            yield key_error_at(
                 group.doc,
                 _selector_path(group.doc.data),
                 codes.NO_NODE_SELECTOR,
@@ -104,7 +104,7 @@ def check_node_selectors(repo: Repo) -> Iterator[Diagnostic]:
             )
         for key, value in group.node_selector.items():
             if not _valid_label_value(value):
-                yield _error(
+                yield error_at(
                     group.doc,
                     ("spec", "nodeSelector", "matchLabels", key),
                     codes.BAD_LABEL_VALUE,

@@ -9,29 +9,20 @@ offer.
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
-from gitops_sched.config.loader import Document, Path_
+from gitops_sched.config.document import Document, Path_
 from gitops_sched.config.model import NodeGroup, Repo, Workload
 from gitops_sched.hardware.gpus import lookup_gpu_model
 from gitops_sched.hardware.mig import MigProfile, mig_profiles
 
 
-def _workload_node_groups(repo: Repo, workload: Workload) -> list[NodeGroup]:
+def workload_gpu_groups(repo: Repo, workload: Workload) -> list[NodeGroup]:
     """The node groups with GPUs a workload may run on (see Repo.workload_node_groups)."""
     return [g for g in repo.workload_node_groups(workload) if g.role == "gpu-worker"]
 
 
-def _gpu_memory(group: NodeGroup) -> Decimal | None:
-    """Bytes per GPU: as declared, else from the GPU catalogue."""
-    if group.gpu_memory is not None:
-        return group.gpu_memory
-    model = lookup_gpu_model(group.gpu_model) if group.gpu_model else None
-    return Decimal(model.memory_mib * 2**20) if model else None
-
-
-def _mig_tables(groups: list[NodeGroup]) -> dict[str, dict[str, MigProfile]]:
+def mig_tables(groups: list[NodeGroup]) -> dict[str, dict[str, MigProfile]]:
     """MIG profiles per canonical GPU model of the MIG-enabled, MIG-capable groups."""
     tables: dict[str, dict[str, MigProfile]] = {}
     for group in groups:
@@ -41,7 +32,7 @@ def _mig_tables(groups: list[NodeGroup]) -> dict[str, dict[str, MigProfile]]:
     return tables
 
 
-def _own_pod_fields(repo: Repo) -> list[tuple[Document, dict[str, Any]]]:
+def own_pod_fields(repo: Repo) -> list[tuple[Document, dict[str, Any]]]:
     """The pod fields each template and workload writes itself (all under `spec`)."""
     return [(t.doc, t.spec) for t in repo.templates] + [
         (w.doc, w.overrides) for w in repo.workloads
@@ -56,7 +47,7 @@ def _layers(repo: Repo, workload: Workload) -> list[tuple[Document, dict[str, An
     ]
 
 
-def _source(repo: Repo, workload: Workload, path: Path_) -> Document:
+def field_source(repo: Repo, workload: Workload, path: Path_) -> Document:
     """The document whose value for a merged pod field (e.g. `("env", "HOME")`) wins."""
     for doc, fields in reversed(_layers(repo, workload)):
         value: Any = fields

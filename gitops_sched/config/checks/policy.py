@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from gitops_sched.config import codes
-from gitops_sched.config.checks.common import _diagnostic
+from gitops_sched.config.checks.common import diagnostic_at
 from gitops_sched.config.diagnostics import Diagnostic, Severity
 from gitops_sched.config.model import Repo
 
@@ -22,7 +22,7 @@ def check_stale_gang_grace(repo: Repo) -> Iterator[Diagnostic]:
         return
     grace, period = cluster.policy.stale_gang_grace_s, cluster.policy.cycle_period_s
     if 0 < grace < period:
-        yield _diagnostic(
+        yield diagnostic_at(
             cluster.doc,
             ("spec", "policy", "staleGangGrace"),
             codes.STALE_GANG_GRACE,

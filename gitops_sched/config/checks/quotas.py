@@ -19,15 +19,15 @@ from gitops_sched.config import codes
 from gitops_sched.config.baseline import NO_BASELINE, Baseline, path_order
 from gitops_sched.config.checks.common import (
     Number,
-    _diagnostic,
-    _error,
-    _itemized,
-    _memory,
-    _number,
+    diagnostic_at,
+    error_at,
+    format_memory,
+    format_number,
+    itemized,
 )
-from gitops_sched.config.checks.pods import _gpu_memory, _mig_tables, _workload_node_groups
+from gitops_sched.config.checks.pods import mig_tables, workload_gpu_groups
 from gitops_sched.config.diagnostics import Diagnostic, Severity
-from gitops_sched.config.loader import Document, Path_
+from gitops_sched.config.document import Document, Path_
 from gitops_sched.config.model import (
     Department,
     NodeGroup,
@@ -36,6 +36,7 @@ from gitops_sched.config.model import (
     Workload,
     gpu_request_of,
 )
+from gitops_sched.hardware.gpus import gpu_memory_bytes
 from gitops_sched.hardware.mig import compute_share
 
 # GPU quantities are floats (fractions, MIG shares); a sum may miss a bound by rounding noise.
@@ -45,9 +46,9 @@ NODE_COUNT: Path_ = ("spec", "nodeCount")  # where a node group's share of a cap
 
 # (field of Resources, how messages name it, how they print it)
 RESOURCES: tuple[tuple[str, str, Callable[[Number], str]], ...] = (
-    ("gpu", "GPU", _number),
-    ("cpu", "CPU", _number),
-    ("memory", "memory", _memory),
+    ("gpu", "GPU", format_number),
+    ("cpu", "CPU", format_number),
+    ("memory", "memory", format_memory),
 )
 
 
@@ -80,12 +81,12 @@ def check_department_quotas(repo: Repo, baseline: Baseline = NO_BASELINE) -> Ite
                 continue
             message = (
                 f"projects' {label} quotas in department '{department.name}' add up to "
-                f"{fmt(blame.total)} ({_itemized([(n, v) for _, n, v in parts], fmt)}), more "
+                f"{fmt(blame.total)} ({itemized([(n, v) for _, n, v in parts], fmt)}), more "
                 f"than its {label} quota of {fmt(bound)}"
             )
             fix = f"raise Department/{department.name}'s spec.quota.{field} to {fmt(blame.total)}"
             capped = " (the department's quota caps their sum)"
-            yield _diagnostic(
+            yield diagnostic_at(
                 blame.doc,
                 blame.path,
                 codes.PROJECTS_OVER_DEPARTMENT,
@@ -165,7 +166,7 @@ def _limits_below_quota(owner: Department | Project) -> Iterator[Diagnostic]:
     for field, label, fmt in RESOURCES:
         limit, quota = getattr(owner.limit, field), getattr(owner.quota, field)
         if limit is not None and quota is not None and _over(quota, limit):
-            yield _error(
+            yield error_at(
                 owner.doc,
                 ("spec", "limit", field),
                 codes.LIMIT_BELOW_QUOTA,
@@ -201,16 +202,16 @@ def check_cluster_capacity(repo: Repo, baseline: Baseline = NO_BASELINE) -> Iter
         return
     severity = _capacity_severity(repo)
     message = (
-        f"departments' GPU quotas add up to {_number(blame.total)} "
-        f"({_itemized([(n, v) for _, n, v in parts], _number)}), more than the cluster's "
+        f"departments' GPU quotas add up to {format_number(blame.total)} "
+        f"({itemized([(n, v) for _, n, v in parts], format_number)}), more than the cluster's "
         f"{repo.gpu_capacity} GPUs ({_capacity_text(repo.node_groups) or 'no GPU node groups'})"
     )
     fix = "add GPU nodes to the node groups"
-    yield _diagnostic(
+    yield diagnostic_at(
         blame.doc,
         blame.path,
         codes.DEPARTMENTS_OVER_CLUSTER,
-        message + _remedy(severity, blame, _number, fix),
+        message + _remedy(severity, blame, format_number, fix),
         severity,
     )
 
@@ -232,16 +233,17 @@ def check_node_group_capacity(repo: Repo, baseline: Baseline = NO_BASELINE) -> I
             continue
         message = (
             f"projects' GPU quotas on node group '{group.name}' add up to "
-            f"{_number(blame.total)} ({_itemized([(n, v) for _, n, v in parts], _number)}), "
+            f"{format_number(blame.total)} "
+            f"({itemized([(n, v) for _, n, v in parts], format_number)}), "
             f"more than its {group.gpu_capacity} GPUs "
             f"({group.node_count} x {group.gpus_per_node} per node)"
         )
         fix = f"raise NodeGroup/{group.name}'s spec.nodeCount"
-        yield _diagnostic(
+        yield diagnostic_at(
             blame.doc,
             blame.path,
             codes.NODE_GROUP_QUOTAS_OVER_CAPACITY,
-            message + _remedy(severity, blame, _number, fix),
+            message + _remedy(severity, blame, format_number, fix),
             severity,
         )
 
@@ -256,12 +258,12 @@ def _pod_gpus(repo: Repo, workload: Workload, spec: dict[str, Any]) -> float | N
     request = gpu_request_of(spec)
     if request.gpu is not None:
         return request.gpu
-    groups = _workload_node_groups(repo, workload)
+    groups = workload_gpu_groups(repo, workload)
     if request.gpu_memory is not None:
-        sizes = [size for g in groups if (size := _gpu_memory(g))]
+        sizes = [size for g in groups if (size := gpu_memory_bytes(g.gpu_model, g.gpu_memory))]
         return min((float(request.gpu_memory / size) for size in sizes), default=None)
     if request.mig is not None:
-        tables = _mig_tables(groups)
+        tables = mig_tables(groups)
         shares = [compute_share(m, request.mig) for m, t in tables.items() if request.mig in t]
         return min(shares, default=None)
     return 0.0
@@ -288,23 +290,26 @@ def check_non_preemptible_quota(repo: Repo) -> Iterator[Diagnostic]:
             total = per_pod * workload.replicas
             if _over(total, quota):
                 pods = (
-                    f" ({workload.replicas} x {_number(per_pod)})" if workload.replicas > 1 else ""
+                    f" ({workload.replicas} x {format_number(per_pod)})"
+                    if workload.replicas > 1
+                    else ""
                 )
-                yield _error(
+                yield error_at(
                     workload.doc,
                     ("spec", "type"),
                     codes.NON_PREEMPTIBLE_OVER_QUOTA,
-                    f"non-preemptible {workload.type} workload needs {_number(total)} GPUs{pods}, "
-                    f"more than the GPU quota of project '{project.name}' ({_number(quota)})",
+                    f"non-preemptible {workload.type} workload needs "
+                    f"{format_number(total)} GPUs{pods}, "
+                    f"more than the GPU quota of project '{project.name}' ({format_number(quota)})",
                 )
         needs = [(w.name, per_pod * w.replicas) for w, per_pod in workloads]
         total = sum(value for _, value in needs)
         if len(needs) > 1 and _over(total, quota):
-            yield _error(
+            yield error_at(
                 project.doc,
                 ("spec", "quota", "gpu"),
                 codes.NON_PREEMPTIBLE_TOGETHER_OVER_QUOTA,
-                f"non-preemptible workloads need {_number(total)} GPUs together "
-                f"({_itemized(needs, _number)}), more than the project's GPU quota "
-                f"of {_number(quota)}",
+                f"non-preemptible workloads need {format_number(total)} GPUs together "
+                f"({itemized(needs, format_number)}), more than the project's GPU quota "
+                f"of {format_number(quota)}",
             )

@@ -13,14 +13,14 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from gitops_sched.config import codes
-from gitops_sched.config.checks.common import _error
+from gitops_sched.config.checks.common import error_at
 from gitops_sched.config.diagnostics import Diagnostic
-from gitops_sched.config.loader import Document, Path_
+from gitops_sched.config.document import Document, Path_
 from gitops_sched.config.model import Project, Repo, Workload
 from gitops_sched.config.unread import NOTHING_UNREAD, Unread
 
 
-def _names_by_kind(documents: list[Document]) -> dict[str, set[str]]:
+def names_by_kind(documents: list[Document]) -> dict[str, set[str]]:
     names: dict[str, set[str]] = defaultdict(set)
     for doc in documents:
         names[doc.kind].add(doc.name)
@@ -30,7 +30,7 @@ def _names_by_kind(documents: list[Document]) -> dict[str, set[str]]:
 Reference = tuple[Path_, str, str]  # where, the kind referred to, the name
 
 
-def _project_references(project: Project) -> Iterator[Reference]:
+def project_references(project: Project) -> Iterator[Reference]:
     yield ("spec", "department"), "Department", project.department
     for i, group in enumerate(project.node_groups):
         yield ("spec", "nodeGroups", "allowed", i), "NodeGroup", group
@@ -41,7 +41,7 @@ def _project_references(project: Project) -> Iterator[Reference]:
         yield ("spec", "nodeGroupQuotas", group), "NodeGroup", group
 
 
-def _workload_references(workload: Workload) -> Iterator[Reference]:
+def workload_references(workload: Workload) -> Iterator[Reference]:
     yield ("spec", "project"), "Project", workload.project
     if workload.template:
         yield ("spec", "template"), "Template", workload.template
@@ -54,15 +54,15 @@ def check_references(
 ) -> Iterator[Diagnostic]:
     """Every name a project or workload refers to must be defined somewhere in the repo, or
     may be in a file that did not load (`unread`: that file's error is the one to fix)."""
-    owners = [(p.doc, _project_references(p)) for p in repo.projects] + [
-        (w.doc, _workload_references(w)) for w in repo.workloads
+    owners = [(p.doc, project_references(p)) for p in repo.projects] + [
+        (w.doc, workload_references(w)) for w in repo.workloads
     ]
     for doc, references in owners:
         for path, kind, name in references:
             if name not in names[kind] and not unread.may_define(name):
                 defined = sorted(names[kind])
                 known = f"defined: {', '.join(defined)}" if defined else f"no {kind} is defined"
-                yield _error(
+                yield error_at(
                     doc, path, codes.UNKNOWN_REFERENCE, f"unknown {kind} '{name}' ({known})"
                 )
 
@@ -75,7 +75,7 @@ def check_workload_node_group_allowed(repo: Repo) -> Iterator[Diagnostic]:
             continue
         allowed = project.allowed_node_groups(workload.type)
         if allowed and workload.node_group not in allowed:
-            yield _error(
+            yield error_at(
                 workload.doc,
                 ("spec", "nodeGroup"),
                 codes.NODE_GROUP_NOT_ALLOWED,

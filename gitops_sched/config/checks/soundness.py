@@ -17,8 +17,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from gitops_sched.config.checks.references import _project_references, _workload_references
-from gitops_sched.config.loader import KINDS, Document
+from gitops_sched.config.checks.references import project_references, workload_references
+from gitops_sched.config.document import KINDS, Document
 from gitops_sched.config.model import Project, Repo, Workload
 from gitops_sched.config.unread import NOTHING_UNREAD, Unread
 
@@ -58,11 +58,11 @@ class Soundness:
         return not self.incomplete.intersection(kinds)
 
     def _project_sound(self, project: Project) -> bool:
-        return all(name in self.defined[kind] for _, kind, name in _project_references(project))
+        return all(name in self.defined[kind] for _, kind, name in project_references(project))
 
     def _workload_sound(self, repo: Repo, workload: Workload) -> bool:
         if self.broken_default or not all(
-            name in self.defined[kind] for _, kind, name in _workload_references(workload)
+            name in self.defined[kind] for _, kind, name in workload_references(workload)
         ):
             return False
         project = repo.project(workload.project)

@@ -18,9 +18,9 @@ from collections.abc import Iterable, Iterator
 
 from gitops_sched.config import codes
 from gitops_sched.config.baseline import NO_BASELINE, Baseline
-from gitops_sched.config.checks.common import _error
+from gitops_sched.config.checks.common import error_at
 from gitops_sched.config.diagnostics import Diagnostic, Location
-from gitops_sched.config.loader import KINDS, SIMULATION, Document
+from gitops_sched.config.document import KINDS, SIMULATION, Document
 from gitops_sched.config.model import Repo
 from gitops_sched.config.unread import NOTHING_UNREAD, Unread
 
@@ -41,7 +41,7 @@ def check_cluster_count(
     first, *later = baseline.order(clusters)
     for doc in later:
         message = f"more than one Cluster (first defined at {first.location()})"
-        yield _error(doc, ("kind",), codes.TWO_CLUSTERS, message)
+        yield error_at(doc, ("kind",), codes.TWO_CLUSTERS, message)
 
 
 Duplicate = tuple[Document, Document]  # a later definition of a name, and the first
@@ -67,7 +67,7 @@ def check_duplicate_names(duplicates: list[Duplicate]) -> Iterator[Diagnostic]:
     """Names are the keys references and rendered objects use; a second one would shadow."""
     for doc, first in duplicates:
         where = first.location(("metadata", "name"))
-        yield _error(
+        yield error_at(
             doc,
             ("metadata", "name"),
             codes.DUPLICATE_NAME,
@@ -80,7 +80,7 @@ def check_default_templates(repo: Repo) -> Iterator[Diagnostic]:
     defaults = [t for t in repo.templates if t.default]
     for template in defaults[1:]:
         first = defaults[0]
-        yield _error(
+        yield error_at(
             template.doc,
             ("spec", "default"),
             codes.TWO_DEFAULT_TEMPLATES,
@@ -93,7 +93,7 @@ def check_gang_sizes(repo: Repo) -> Iterator[Diagnostic]:
     """A gang larger than the workload's pods could never start."""
     for workload in repo.workloads:
         if workload.min_available > workload.replicas:
-            yield _error(
+            yield error_at(
                 workload.doc,
                 ("spec", "minAvailable"),
                 codes.GANG_TOO_LARGE,

@@ -17,10 +17,10 @@ from decimal import Decimal
 from typing import Any
 
 from gitops_sched.config import codes
-from gitops_sched.config.checks.common import _diagnostic, _error, _key_error
-from gitops_sched.config.checks.pods import _own_pod_fields, _source
+from gitops_sched.config.checks.common import diagnostic_at, error_at, key_error_at
+from gitops_sched.config.checks.pods import field_source, own_pod_fields
 from gitops_sched.config.diagnostics import Diagnostic, Severity
-from gitops_sched.config.loader import Document
+from gitops_sched.config.document import Document
 from gitops_sched.config.model import SHM_VOLUME, Repo, VolumeClaim, Workload, quantity
 
 MIN_CLAIM_SIZE = Decimal(2**20)  # below 1Mi a size is bytes someone forgot the unit of
@@ -29,7 +29,7 @@ SINGLE_NODE_MODES = frozenset({"ReadWriteOnce", "ReadWriteOncePod"})
 
 def check_claim_values(repo: Repo) -> Iterator[Diagnostic]:
     """Each claim's size and access modes, once where they are written."""
-    for doc, fields in _own_pod_fields(repo):
+    for doc, fields in own_pod_fields(repo):
         for i, volume in enumerate(fields.get("volumes", ())):
             claim = volume.get("claim")
             if claim is None:
@@ -38,9 +38,9 @@ def check_claim_values(repo: Repo) -> Iterator[Diagnostic]:
             size = quantity(claim["size"])
             if size <= 0:
                 message = f"claim size must be more than 0, got {claim['size']}"
-                yield _error(doc, (*path, "size"), codes.CLAIM_SIZE_ZERO, message)
+                yield error_at(doc, (*path, "size"), codes.CLAIM_SIZE_ZERO, message)
             elif size < MIN_CLAIM_SIZE:
-                yield _diagnostic(
+                yield diagnostic_at(
                     doc,
                     (*path, "size"),
                     codes.CLAIM_SIZE_NO_UNIT,
@@ -50,7 +50,7 @@ def check_claim_values(repo: Repo) -> Iterator[Diagnostic]:
                 )
             if claim.get("accessModes") == []:
                 message = "accessModes is empty (default: [ReadWriteOnce])"
-                yield _key_error(doc, (*path, "accessModes"), codes.EMPTY_ACCESS_MODES, message)
+                yield key_error_at(doc, (*path, "accessModes"), codes.EMPTY_ACCESS_MODES, message)
 
 
 def check_volume_names(repo: Repo) -> Iterator[Diagnostic]:
@@ -58,13 +58,13 @@ def check_volume_names(repo: Repo) -> Iterator[Diagnostic]:
     reported: set[tuple[int, int]] = set()
     for workload in repo.workloads:
         spec = repo.pod_spec(workload)
-        doc = _source(repo, workload, ("volumes",))
+        doc = field_source(repo, workload, ("volumes",))
         taken: dict[str, str] = {SHM_VOLUME: "sharedMemory"} if "sharedMemory" in spec else {}
         for i, volume in enumerate(spec.get("volumes", ())):
             name = volume["name"]
             if name in taken and (id(doc), i) not in reported:
                 reported.add((id(doc), i))
-                yield _error(
+                yield error_at(
                     doc,
                     ("spec", "volumes", i, "name"),
                     codes.DUPLICATE_VOLUME,
@@ -79,7 +79,7 @@ def check_claims_agree(repo: Repo) -> Iterator[Diagnostic]:
     first: dict[tuple[str, str], tuple[Document, int, VolumeClaim]] = {}
     reported: set[tuple[int, int, int, int]] = set()
     for workload in repo.workloads:
-        doc = _source(repo, workload, ("volumes",))
+        doc = field_source(repo, workload, ("volumes",))
         for i, claim in repo.volume_claims(workload):
             key = (workload.project, claim.name)
             if key not in first:
@@ -91,7 +91,7 @@ def check_claims_agree(repo: Repo) -> Iterator[Diagnostic]:
                 continue
             reported.add(seen)
             where = first_doc.key_location(("spec", "volumes", first_i, "claim"))
-            yield _key_error(
+            yield key_error_at(
                 doc,
                 ("spec", "volumes", i, "claim"),
                 codes.CLAIMS_DISAGREE,
@@ -128,7 +128,7 @@ def check_single_node_claims(repo: Repo) -> Iterator[Diagnostic]:
     for workload in repo.workloads:
         if workload.replicas < 2:
             continue
-        doc = _source(repo, workload, ("volumes",))
+        doc = field_source(repo, workload, ("volumes",))
         for i, claim in repo.volume_claims(workload):
             if set(claim.access_modes) <= SINGLE_NODE_MODES and claim.access_modes:
                 where = doc.key_location(("spec", "volumes", i, "claim"))

@@ -25,7 +25,7 @@ import pytest
 from kubernetes.dynamic.resource import ResourceList
 
 from gitops_sched.cluster import Backoff, ClusterClient, ObjectRef
-from tests.control_plane.cluster import ControlPlane
+from testkit.control_plane.cluster import ControlPlane
 
 FAST_BACKOFF = Backoff(attempts=6, base=0.05, cap=0.5)
 NO_GRACE = {"gracePeriodSeconds": 0}  # no kubelet here needs the time

@@ -9,5 +9,6 @@ modules by `hack/control-plane.sh` and run as local processes on 127.0.0.1.
 - `migplugin`: the NVIDIA device plugin of a MIG node (its pod, restarted after the node
   agent deletes it, then advertising the node's MIG instances as the plugin and GFD do).
 - `accounts`: namespaces pods can be made in; clients acting as a ServiceAccount.
+- `kueue`: Kueue's controller manager beside it (`hack/kueue.sh`), its webhooks on 127.0.0.1.
 - `waiting`: `wait(what, done, seconds)`, polling with a deadline.
 """

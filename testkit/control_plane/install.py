@@ -5,13 +5,16 @@ images no kubelet here could start."""
 
 from __future__ import annotations
 
+import io
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from tests.control_plane import binaries
-from tests.control_plane.cluster import ControlPlane
+from gitops_sched.compiler.output import write_stream
+from testkit.control_plane import binaries
+from testkit.control_plane.cluster import ControlPlane
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS_IMAGES = ("Deployment", "DaemonSet")
@@ -48,3 +51,20 @@ def apply_kustomization(plane: ControlPlane, folder: str) -> list[dict]:
     objects = kustomization(folder)
     kubectl(plane, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(objects))
     return objects
+
+
+def apply_rendered(plane: ControlPlane, objects: list[dict[str, Any]], *extra: str) -> None:
+    """`kubectl apply --server-side` of `objects` written as `render` writes them (quoting
+    what YAML 1.2 would retype), as the field manager `gitops-sched`; `extra`: more flags."""
+    stream = io.StringIO()
+    write_stream(objects, stream)
+    kubectl(
+        plane,
+        "apply",
+        "--server-side",
+        "--field-manager=gitops-sched",
+        *extra,
+        "-f",
+        "-",
+        stdin=stream.getvalue(),
+    )

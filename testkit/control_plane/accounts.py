@@ -17,10 +17,10 @@ from pathlib import Path
 import yaml
 
 from gitops_sched.cluster import ClusterClient, ObjectRef, load_configuration
-from tests.control_plane.cluster import ControlPlane
-from tests.control_plane.fixtures import FAST_BACKOFF, connect
-from tests.control_plane.install import apply_kustomization
-from tests.control_plane.waiting import wait
+from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.fixtures import FAST_BACKOFF, connect
+from testkit.control_plane.install import apply_kustomization
+from testkit.control_plane.waiting import wait
 
 AGENT_NAMESPACE = AGENT_ACCOUNT = "gitops-sched-agent"
 # (namespace, ServiceAccount) of each part, as the shipped manifests make them

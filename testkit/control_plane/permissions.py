@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tests.control_plane.audit import Call
+from testkit.control_plane.audit import Call
 
 Obj = dict[str, Any]
 

@@ -31,8 +31,8 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from tests.control_plane import binaries
-from tests.control_plane.audit import POLICY as AUDIT_POLICY
+from testkit.control_plane import binaries
+from testkit.control_plane.audit import POLICY as AUDIT_POLICY
 
 STAGES = Path(__file__).with_name("stages.yaml")
 ADMIN = "gitops-sched-admin"
@@ -48,7 +48,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
@@ -193,7 +193,7 @@ class ControlPlane:
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent if self.die_with_parent else None,
+            preexec_fn=die_with_parent if self.die_with_parent else None,
         )
         log.close()
 

@@ -14,7 +14,7 @@ from gitops_sched.cluster import ClusterClient, ObjectRef
 from gitops_sched.config.model import NodeGroup, Repo
 from gitops_sched.hardware.gfd import gfd_product
 from gitops_sched.hardware.gpus import lookup_gpu_model
-from tests.control_plane.waiting import wait
+from testkit.control_plane.waiting import wait
 
 
 def gpu_node(

@@ -1,7 +1,7 @@
 """`make dev-cluster` / `make dev-cluster-down`: the test control plane outside pytest.
 
-    python -m tests.control_plane up [--repo DIR] [--dir .dev-cluster]
-    python -m tests.control_plane down [--dir .dev-cluster]
+    python -m testkit.control_plane up [--repo DIR] [--dir .dev-cluster]
+    python -m testkit.control_plane down [--dir .dev-cluster]
 
 `up` builds what is missing, starts etcd, kube-apiserver, kube-controller-manager and kwok
 in the background, creates a kwok node for every node of the repo's worker NodeGroups
@@ -21,11 +21,11 @@ import sys
 import time
 from pathlib import Path
 
-from gitops_sched.config.validate import check_repo
-from tests.control_plane import binaries
-from tests.control_plane.cluster import ControlPlane, StartFailed
-from tests.control_plane.fixtures import connect
-from tests.control_plane.nodes import names, repo_nodes
+from gitops_sched.validate import check_repo
+from testkit.control_plane import binaries
+from testkit.control_plane.cluster import ControlPlane, StartFailed
+from testkit.control_plane.fixtures import connect
+from testkit.control_plane.nodes import names, repo_nodes
 
 
 def up(repo: Path, folder: Path) -> int:
@@ -79,7 +79,7 @@ def down(folder: Path) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.control_plane")
+    parser = argparse.ArgumentParser(prog="python -m testkit.control_plane")
     parser.add_argument("action", choices=("up", "down"))
     parser.add_argument("--repo", type=Path, default=Path("examples/clusters/netapp-dgx"))
     parser.add_argument("--dir", type=Path, default=Path(".dev-cluster"))

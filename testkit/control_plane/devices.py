@@ -26,7 +26,7 @@ from typing import Any
 
 from gitops_sched.agent.fake import fake_gpu_uuid
 from gitops_sched.cluster import ApiFailure, ClusterClient
-from gitops_sched.compiler.contract import GPU_RESOURCE, VISIBLE_DEVICES_ENV
+from gitops_sched.contract.pods import GPU_RESOURCE, VISIBLE_DEVICES_ENV
 
 Obj = dict[str, Any]
 TERMINAL = ("Succeeded", "Failed")

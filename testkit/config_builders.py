@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gitops_sched.config.diagnostics import Diagnostic, Severity
-from gitops_sched.config.loader import API_VERSION as API
+from gitops_sched.contract.labels import API_VERSION as API
 
 
 def doc(kind: str, name: str, **spec: Any) -> dict[str, Any]:
