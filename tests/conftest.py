@@ -1,7 +1,8 @@
 """Hypothesis profiles: `ci` (the default: the example counts each property names, what
 the suite's time budget allows) and `thorough` (ten times as many, for `make thorough`).
 
-A property asks for its examples through `examples(n)` so one switch scales them all.
+A property asks for its examples through `examples(n)`, a seeded fault test on the real
+control plane for its seeds through `seeds(first)`, so one switch scales them all.
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ settings.load_profile(PROFILE)
 def examples(n: int) -> int:
     """How many examples a property runs: `n` under `ci`, more under `thorough`."""
     return n * SCALE
+
+
+def seeds(first: int) -> list[int]:
+    """The seeds a seeded fault test on the real control plane runs: `first` under `ci`,
+    it and the next four under `thorough` (each seed is a run of several seconds)."""
+    return list(range(first, first + (5 if PROFILE == "thorough" else 1)))
 
 
 # the real control plane (kube-apiserver, etcd, kube-controller-manager, kwok) for the

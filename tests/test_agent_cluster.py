@@ -53,7 +53,7 @@ from testkit.control_plane.devices import PodLog
 from testkit.control_plane.fixtures import connect, wipe
 from testkit.control_plane.migplugin import NAMESPACE as PLUGIN_NAMESPACE
 from testkit.control_plane.migplugin import MigDevicePlugin
-from testkit.control_plane.nodes import gpu_node
+from testkit.control_plane.nodes import gpu_node, settled
 from testkit.control_plane.waiting import wait
 from tests.nvml_driver import RecordedNvml, a100_80gb
 
@@ -109,18 +109,6 @@ def this_node(labels: dict[str, str] | None) -> Obj:
 
 def phase(obj: Obj | None) -> str:
     return str(((obj or {}).get("status") or {}).get("phase", ""))
-
-
-def settled(node: Obj) -> bool:
-    """kwok made it Ready, kube-controller-manager's node lifecycle controller took the
-    not-ready taint off and its TTL controller annotated it: nobody but the test and the
-    agent writes it after that."""
-    conditions = (node.get("status") or {}).get("conditions") or ()
-    return (
-        any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-        and not node["spec"].get("taints")
-        and "node.alpha.kubernetes.io/ttl" in (node["metadata"].get("annotations") or {})
-    )
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ from testkit.control_plane.faultproxy import INTERNAL, UNAVAILABLE, FaultProxy, 
 from testkit.control_plane.fixtures import FAST_BACKOFF, connect
 from testkit.control_plane.waiting import wait
 from testkit.reconciler_harness import API, SYSTEM, Harness, commit, config
-from tests.conftest import examples
+from tests.conftest import examples, seeds
 
 CLI = str(Path(sys.executable).with_name("gitops-sched"))
 ADOPT = "gitops-sched.io/adopt"
@@ -297,7 +297,7 @@ def test_reconcile_once_survives_a_group_discovery_answering_503_and_version_500
     assert set(h.live()) == h.listed() == rendered(h.repo)
 
 
-@pytest.mark.parametrize("seed", [11])
+@pytest.mark.parametrize("seed", seeds(11))
 def test_syncs_through_random_faults_converge_and_touch_nothing_foreign(
     real_cluster, proxy, tmp_path, seed
 ):
@@ -441,16 +441,17 @@ def kill_after(process: subprocess.Popen[str], proxy: FaultProxy, requests: int)
 # --- chaos: faults and kill -9 -----------------------------------------------------------------
 
 
+@pytest.mark.parametrize("seed", seeds(19))
 def test_chaos_reconcile_processes_killed_at_random_moments_through_random_faults(
-    real_cluster, proxy, tmp_path
+    real_cluster, proxy, tmp_path, seed
 ):
     """Bounded and seeded: two commits (a project added, one dropped), each synced by
     `reconcile --once` processes through random faults, the first killed with SIGKILL after a
     random number of requests, the second left to end. Then a sync without faults: the
     cluster equals Git, the inventory lists exactly our objects (and the dropped namespace
     that holds someone's Secret), and nothing someone else made was written or deleted."""
-    rng = random.Random(19)
-    proxy.state.rng.seed(19)
+    rng = random.Random(seed)
+    proxy.state.rng.seed(seed)
     h = Harness(lambda: connect(real_cluster), tmp_path / "repo")
     kubeconfig = proxy.write_kubeconfig(tmp_path / "proxied", real_cluster.token)
     try:

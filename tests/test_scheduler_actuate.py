@@ -1,15 +1,17 @@
-"""The engine's decisions carried out against the API emulator over HTTP: binds, gangs,
-evictions and PodDisruptionBudgets, GPU reservation pods for fractions, MIG requests,
-queue status and pending reasons, and a dry run that writes nothing.
+"""The engine's decisions carried out on the real control plane (kube-apiserver, etcd,
+kube-controller-manager, kwok playing the kubelets): binds, gangs, evictions and
+PodDisruptionBudgets, GPU reservation pods for fractions, MIG requests, queue status and
+pending reasons, and a dry run that writes nothing.
 
-The views are built by hand from the emulator's objects (`view`), so each test states the
-situation it pins; the decisions are what the engine would say about it.
+The views are built by hand from the cluster's objects (`view`), so each test states the
+situation it pins; the decisions are what the engine would say about it. The requests the
+scheduler's client sends are counted as the server got them, through a fault proxy that
+injects no fault (`Sent`).
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -58,18 +60,20 @@ from gitops_sched.engine.types import (
 from gitops_sched.hardware.mig import MigInstance
 from gitops_sched.scheduler.actuate import Actuator
 from gitops_sched.scheduler.loop import Scheduler, Settings
-from gitops_sched.scheduler.reservations import reservation_name, reservation_pod
+from gitops_sched.scheduler.reservations import SERVICE_ACCOUNT, reservation_name, reservation_pod
 from gitops_sched.scheduler.reserve import publish
-from gitops_sched.scheduler.status import StatusWriter
+from gitops_sched.scheduler.status import COMPONENT, StatusWriter
 from gitops_sched.scheduler.view import ClusterView, Ignored, PodRef, Reservation
-from tests.cluster_standins import Kubelet
-from tests.kube_emulator.fixtures import connect
-from tests.kube_emulator.server import KubeEmulator
+from testkit.control_plane.accounts import make_namespace
+from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.faultproxy import FaultProxy
+from testkit.control_plane.fixtures import FAST_BACKOFF
+from testkit.control_plane.nodes import add_settled, gpu_node
+from testkit.control_plane.waiting import wait
 
 NS = "team-a"
 TEAM_A = "project-team-a"  # the example repos' namespace of project team-a
 EXAMPLES = Path(__file__).parent.parent / "examples" / "clusters"
-V100 = {"nvidia.com/gpu.product": "Tesla-V100-SXM2-32GB"}  # what netapp-dgx's group selects
 SYSTEM = "gitops-sched-system"
 SCHEDULER = "gitops-sched"
 MODEL = "A100-SXM4-80GB"
@@ -98,13 +102,6 @@ def engine_node(name: str, mig: tuple[MigInstance, ...] = ()) -> Node:
     return Node(name, "dgx", MODEL, gpus)
 
 
-def add_node(client: ClusterClient, name: str, allocatable: dict[str, str] | None = None) -> None:
-    client.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
-    status = {"allocatable": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "2"}}
-    status["allocatable"] |= allocatable or {}
-    client.patch(ObjectRef("v1", "Node", "", name), {"status": status}, subresource="status")
-
-
 def add_pods(client: ClusterClient, job: str, count: int, start: int = 0) -> None:
     for index in range(start, start + count):
         client.create(
@@ -120,22 +117,68 @@ def add_pods(client: ClusterClient, job: str, count: int, start: int = 0) -> Non
         )
 
 
-@pytest.fixture
-def kube() -> Iterator[KubeEmulator]:
-    with KubeEmulator(pod_termination="graceful") as emulator:
-        yield emulator
+class Sent:
+    """The requests the scheduler's client sent since `reset()`, as the API server got them
+    (method, path, query), read from the proxy they pass through."""
+
+    def __init__(self, proxy: FaultProxy):
+        self.proxy, self.start = proxy, 0
+
+    def reset(self) -> None:
+        self.start = len(self.proxy.seen)
+
+    def requests(self) -> list[tuple[str, str, str]]:
+        out = []
+        for line in self.proxy.seen[self.start :]:
+            method, target = line.split(" ", 1)
+            path, _, query = target.partition("?")
+            out.append((method, path, query))
+        return out
+
+    def writes(self) -> list[tuple[str, str]]:
+        return [(method, path) for method, path, _ in self.requests() if method != "GET"]
+
+    def count(self, method: str) -> int:
+        return sum(m == method for m, _, _ in self.requests())
 
 
 @pytest.fixture
-def cluster(kube: KubeEmulator) -> Iterator[ClusterClient]:
-    """A client of an emulated cluster with the project's and the system namespace and one
-    node of two GPUs."""
-    client = connect(kube)
-    for namespace in (NS, SYSTEM):
-        client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    add_node(client, "node-a")
-    yield client
-    client.close()
+def proxy(real_cluster: ControlPlane) -> Iterator[FaultProxy]:
+    with FaultProxy(real_cluster.server, real_cluster.root / "ca.crt") as p:
+        yield p
+
+
+@pytest.fixture
+def sent(proxy: FaultProxy) -> Sent:
+    return Sent(proxy)
+
+
+@pytest.fixture
+def client(real_cluster: ControlPlane, proxy: FaultProxy) -> Iterator[ClusterClient]:
+    """A client of the real control plane whose requests `sent` sees."""
+    made = ClusterClient(
+        proxy.configuration(real_cluster.configuration()), backoff=FAST_BACKOFF, timeout=30.0
+    )
+    yield made
+    made.close()
+
+
+def make_system_namespace(client: ClusterClient) -> None:
+    """The scheduler's namespace with the ServiceAccount its manifests make for reservation
+    pods (the API server refuses a pod whose ServiceAccount does not exist)."""
+    make_namespace(client, SYSTEM)
+    account = {"apiVersion": "v1", "kind": "ServiceAccount"}
+    client.create(account | {"metadata": {"name": SERVICE_ACCOUNT, "namespace": SYSTEM}})
+
+
+@pytest.fixture
+def cluster(client: ClusterClient) -> ClusterClient:
+    """The client, on a cluster with the project's and the system namespace and one node of
+    two GPUs, Ready."""
+    make_namespace(client, NS)
+    make_system_namespace(client)
+    add_settled(client, gpu_node("node-a", MODEL, 2))
+    return client
 
 
 def job(name: str, request: GpuRequest, pods: int = 1, **kw: Any) -> Job:
@@ -193,12 +236,35 @@ def _ref(pod: dict[str, Any], index: int) -> PodRef:
     )
 
 
-def live_pod(kube: KubeEmulator, name: str, namespace: str = NS) -> dict[str, Any] | None:
-    return kube.api.find("v1", "Pod", name, namespace)
+def live_pod(client: ClusterClient, name: str, namespace: str = NS) -> dict[str, Any] | None:
+    return client.get(ObjectRef("v1", "Pod", namespace, name))
 
 
-def writes(kube: KubeEmulator) -> list[tuple[str, str]]:
-    return [(r.method, r.path) for r in kube.api.requests if r.method != "GET"]
+def gone_or_terminating(client: ClusterClient, name: str, namespace: str = NS) -> bool:
+    """Deleted with its grace period: kwok stops a deleted pod and it goes within moments."""
+    pod = live_pod(client, name, namespace)
+    return pod is None or bool(pod["metadata"].get("deletionTimestamp"))
+
+
+def hold(client: ClusterClient, name: str, namespace: str = NS) -> None:
+    """A finalizer of someone else's on the pod: once deleted, it stays terminating (as a
+    pod whose containers take their time to stop does) until the finalizer goes."""
+    patch = {"metadata": {"finalizers": ["example.com/hold"]}}
+    client.patch(ObjectRef("v1", "Pod", namespace, name), patch)
+
+
+def gone(client: ClusterClient, namespace: str, name: str | None = None) -> None:
+    """Wait until the deleted pod (every deleted pod in `namespace`) is gone: kwok stops it."""
+
+    def done() -> bool:
+        pods = client.list("v1", "Pod", namespace=namespace) or []
+        return not [
+            p
+            for p in pods
+            if p["metadata"].get("deletionTimestamp") and name in (None, p["metadata"]["name"])
+        ]
+
+    wait(f"the deleted pods of {namespace} gone", done)
 
 
 def placed(node: str, gpus: tuple[int, ...], index: int, **kw: Any) -> PodPlacement:
@@ -208,11 +274,11 @@ def placed(node: str, gpus: tuple[int, ...], index: int, **kw: Any) -> PodPlacem
 # --- binds ------------------------------------------------------------------------------
 
 
-def test_a_gang_is_bound_with_its_placement_annotations_in_one_request_a_pod(kube, cluster):
+def test_a_gang_is_bound_with_its_placement_annotations_in_one_request_a_pod(sent, cluster):
     train = job("train", WHOLE, pods=2)
     add_pods(cluster, "train", 2)
     pods = (placed("node-a", (0,), 0), placed("node-a", (1,), 1))
-    kube.api.reset_counts()
+    sent.reset()
 
     outcome = Actuator(cluster, POLICY).carry_out(
         view(cluster, [train]), Decisions(binds=(Bind(train.key, pods),))
@@ -221,7 +287,7 @@ def test_a_gang_is_bound_with_its_placement_annotations_in_one_request_a_pod(kub
     assert len(outcome.bound) == 2 and not outcome.errors
     assert outcome.bound_by_kind[RequestKind.WHOLE] == 2
     for index in (0, 1):
-        pod = live_pod(kube, f"train-{index}")
+        pod = live_pod(cluster, f"train-{index}")
         assert pod["spec"]["nodeName"] == "node-a"
         placement = json.loads(pod["metadata"]["annotations"][PLACEMENT])
         assert placement == {
@@ -233,14 +299,14 @@ def test_a_gang_is_bound_with_its_placement_annotations_in_one_request_a_pod(kub
         }
     base = f"/api/v1/namespaces/{NS}/pods"
     # the Binding carries the annotations: the server writes both at once, never one alone
-    assert writes(kube) == [("POST", f"{base}/train-{index}/binding") for index in (0, 1)]
+    assert sent.writes() == [("POST", f"{base}/train-{index}/binding") for index in (0, 1)]
 
 
-def test_a_gang_with_a_pod_missing_binds_none(kube, cluster):
+def test_a_gang_with_a_pod_missing_binds_none(sent, cluster):
     train = job("train", WHOLE, pods=4)
     add_pods(cluster, "train", 3)  # pod 3 is not created yet
     pods = tuple(placed("node-a", (i % 2,), i) for i in range(4))
-    kube.api.reset_counts()
+    sent.reset()
 
     outcome = Actuator(cluster, POLICY).carry_out(
         view(cluster, [train]), Decisions(binds=(Bind(train.key, pods),))
@@ -248,14 +314,14 @@ def test_a_gang_with_a_pod_missing_binds_none(kube, cluster):
 
     assert outcome.bound == [] and outcome.waiting == 4
     assert "pod 3 of the gang is missing" in outcome.waiting_reasons[train.key]
-    assert writes(kube) == []
+    assert sent.writes() == []
 
 
-def test_a_pipelined_bind_waits_for_its_victims(kube, cluster):
+def test_a_pipelined_bind_waits_for_its_victims(sent, cluster):
     train = job("train", WHOLE)
     add_pods(cluster, "train", 1)
     bind = Bind(train.key, (placed("node-a", (0,), 0),), waits_for=("team-b/old",))
-    kube.api.reset_counts()
+    sent.reset()
 
     outcome = Actuator(cluster, POLICY).carry_out(view(cluster, [train]), Decisions(binds=(bind,)))
 
@@ -263,11 +329,11 @@ def test_a_pipelined_bind_waits_for_its_victims(kube, cluster):
     assert (
         outcome.waiting_reasons[train.key] == "waiting for the pods of team-b/old to leave its GPUs"
     )
-    assert writes(kube) == []
-    assert "nodeName" not in live_pod(kube, "train-0")["spec"]
+    assert sent.writes() == []
+    assert "nodeName" not in live_pod(cluster, "train-0")["spec"]
 
 
-def test_a_pod_bound_meanwhile_is_a_conflict_not_retried(kube, cluster):
+def test_a_pod_bound_meanwhile_is_a_conflict_not_retried(sent, cluster):
     train = job("train", WHOLE)
     add_pods(cluster, "train", 1)
     stale = view(cluster, [train])  # taken before someone else bound the pod
@@ -278,42 +344,47 @@ def test_a_pod_bound_meanwhile_is_a_conflict_not_retried(kube, cluster):
         "target": {"apiVersion": "v1", "kind": "Node", "name": "node-a"},
     }
     cluster.post(ObjectRef("v1", "Pod", NS, "train-0"), "binding", binding)
-    kube.api.reset_counts()
+    sent.reset()
 
     outcome = Actuator(cluster, POLICY).carry_out(
         stale, Decisions(binds=(Bind(train.key, (placed("node-a", (1,), 0),)),))
     )
 
     assert outcome.bound == [] and len(outcome.errors) == 1 and "409" in outcome.errors[0]
-    bindings = [w for w in writes(kube) if w[1].endswith("/binding")]
+    bindings = [w for w in sent.writes() if w[1].endswith("/binding")]
     assert len(bindings) == 1  # tried once, not retried
 
 
 # --- evictions --------------------------------------------------------------------------
 
 
-def run_pods(kube: KubeEmulator, client: ClusterClient, names: list[str]) -> None:
-    """Bind the pods and mark them Running and Ready, as a kubelet would."""
+def running(pod: dict[str, Any] | None) -> bool:
+    status = (pod or {}).get("status") or {}
+    ready = any(
+        c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions", [])
+    )
+    return status.get("phase") == "Running" and ready
+
+
+def run_pods(client: ClusterClient, names: list[str], namespace: str = NS) -> None:
+    """Bind the pods to node-a; wait until its kubelet (kwok) has them Running and Ready."""
     for name in names:
-        ref = ObjectRef("v1", "Pod", NS, name)
+        ref = ObjectRef("v1", "Pod", namespace, name)
         binding = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": name, "namespace": NS},
+            "metadata": {"name": name, "namespace": namespace},
             "target": {"apiVersion": "v1", "kind": "Node", "name": "node-a"},
         }
         client.post(ref, "binding", binding)
-        status = {
-            "phase": "Running",
-            "conditions": [{"type": "Ready", "status": "True"}],
-        }
-        client.patch(ref, {"status": status}, subresource="status")
+    for name in names:
+        wait(f"{name} running", lambda name=name: running(live_pod(client, name, namespace)))
 
 
-def test_an_eviction_refused_by_a_budget_is_counted_and_never_forced(kube, cluster):
+def test_an_eviction_refused_by_a_budget_is_counted_and_never_forced(sent, cluster):
     train = job("train", WHOLE, pods=2)
     add_pods(cluster, "train", 2)
-    run_pods(kube, cluster, ["train-0", "train-1"])
+    run_pods(cluster, ["train-0", "train-1"])
     cluster.create(
         {
             "apiVersion": "policy/v1",
@@ -329,41 +400,45 @@ def test_an_eviction_refused_by_a_budget_is_counted_and_never_forced(kube, clust
     actuator = Actuator(cluster, POLICY)
 
     for _ in range(2):  # refused each cycle, never deleted
-        kube.api.reset_counts()
+        sent.reset()
         outcome = actuator.carry_out(view(cluster, [running]), Decisions(evictions=(evict,)))
         assert outcome.eviction_refused == 2 and outcome.evicted == [] and not outcome.errors
-        assert kube.api.counts()["POST"] == 2  # one try each: the next cycle asks again
+        assert sent.count("POST") == 2  # one try each: the next cycle asks again
     for name in ("train-0", "train-1"):
-        pod = live_pod(kube, name)
+        pod = live_pod(cluster, name)
         assert pod is not None and not pod["metadata"].get("deletionTimestamp")
-    assert not [w for w in writes(kube) if w[0] == "DELETE"]
+    assert not [w for w in sent.writes() if w[0] == "DELETE"]
 
     cluster.delete(ObjectRef("policy/v1", "PodDisruptionBudget", NS, "keep-train"))
+    sent.reset()
     outcome = actuator.carry_out(view(cluster, [running]), Decisions(evictions=(evict,)))
     assert len(outcome.evicted) == 2 and outcome.evicted_by_reason[EvictReason.RECLAIM] == 2
+    base = f"/api/v1/namespaces/{NS}/pods"
+    # evicted, with their grace period, never deleted by force
+    assert sent.writes() == [("POST", f"{base}/train-{i}/eviction") for i in (0, 1)]
     for name in ("train-0", "train-1"):
-        pod = live_pod(kube, name)
-        assert pod["metadata"]["deletionTimestamp"]  # evicted: terminating, not forced
+        assert gone_or_terminating(cluster, name)
 
 
-def test_pods_gone_or_already_terminating_are_not_evicted_again(kube, cluster):
+def test_pods_gone_or_already_terminating_are_not_evicted_again(sent, cluster):
     train = job("train", WHOLE, pods=3)
     add_pods(cluster, "train", 3)
-    run_pods(kube, cluster, ["train-0", "train-1", "train-2"])
+    run_pods(cluster, ["train-0", "train-1", "train-2"])
+    hold(cluster, "train-1")
     cluster.delete(ObjectRef("v1", "Pod", NS, "train-1"))  # terminating already
     running = job(
         "train", WHOLE, pods=3, placement=tuple(placed("node-a", (0,), i) for i in range(3))
     )
     current = view(cluster, [running])
     cluster.delete(ObjectRef("v1", "Pod", NS, "train-2"))
-    kube.api.finish_terminating(NS, "train-2")  # gone since the view was taken
-    kube.api.reset_counts()
+    gone(cluster, NS, "train-2")  # gone since the view was taken
+    sent.reset()
 
     outcome = Actuator(cluster, POLICY).carry_out(
         current, Decisions(evictions=(Evict(train.key, EvictReason.IDLE, "", running.placement),))
     )
 
-    assert [w for w in writes(kube) if w[1].endswith("/eviction")] == [
+    assert [w for w in sent.writes() if w[1].endswith("/eviction")] == [
         ("POST", f"/api/v1/namespaces/{NS}/pods/train-0/eviction"),
         ("POST", f"/api/v1/namespaces/{NS}/pods/train-2/eviction"),
     ]
@@ -373,7 +448,7 @@ def test_pods_gone_or_already_terminating_are_not_evicted_again(kube, cluster):
 # --- fractions and reservation pods -------------------------------------------------------
 
 
-def test_a_fraction_waits_for_its_reservation_pod_then_gets_the_gpu_uuid(kube, cluster):
+def test_a_fraction_waits_for_its_reservation_pod_then_gets_the_gpu_uuid(sent, cluster):
     notebook = job("notebook", HALF)
     add_pods(cluster, "notebook", 1)
     bind = Bind(notebook.key, (placed("node-a", (1,), 0, fraction=0.5),))
@@ -382,13 +457,13 @@ def test_a_fraction_waits_for_its_reservation_pod_then_gets_the_gpu_uuid(kube, c
     first = actuator.carry_out(view(cluster, [notebook]), Decisions(binds=(bind,)))
 
     name = reservation_name("node-a", 1)
-    reservation = live_pod(kube, name, SYSTEM)
+    reservation = live_pod(cluster, name, SYSTEM)
     assert reservation["spec"]["nodeName"] == "node-a"  # created and bound at once
     limits = reservation["spec"]["containers"][0]["resources"]["limits"]
     assert limits["nvidia.com/gpu"] == "1"
     assert reservation["metadata"]["labels"][RESERVATION_LABEL] == "1"
     assert first.bound == [] and first.waiting == 1 and first.reservations_created == 1
-    assert "nodeName" not in live_pod(kube, "notebook-0")["spec"]
+    assert "nodeName" not in live_pod(cluster, "notebook-0")["spec"]
 
     second = actuator.carry_out(view(cluster, [notebook]), Decisions(binds=(bind,)))
     assert second.bound == [] and "report its UUID" in second.waiting_reasons[notebook.key]
@@ -399,13 +474,13 @@ def test_a_fraction_waits_for_its_reservation_pod_then_gets_the_gpu_uuid(kube, c
     third = actuator.carry_out(view(cluster, [notebook]), Decisions(binds=(bind,)))
 
     assert len(third.bound) == 1
-    pod = live_pod(kube, "notebook-0")
+    pod = live_pod(cluster, "notebook-0")
     assert pod["spec"]["nodeName"] == "node-a"
     assert pod["metadata"]["annotations"][GPU_UUID] == "GPU-0d1e2f"
     assert pod["metadata"]["annotations"][GPU_MEMORY_LIMIT] == str(MEMORY_MIB // 2)
 
 
-def test_two_fractions_share_one_reservation_and_an_unused_one_goes(kube, cluster):
+def test_two_fractions_share_one_reservation_and_an_unused_one_goes(sent, cluster):
     a, b = job("a", HALF), job("b", GpuRequest(RequestKind.MEMORY, memory_mib=20000))
     add_pods(cluster, "a", 1)
     add_pods(cluster, "b", 1)
@@ -426,20 +501,21 @@ def test_two_fractions_share_one_reservation_and_an_unused_one_goes(kube, cluste
     reservations = cluster.list("v1", "Pod", label_selector=RESERVATION_LABEL, namespace=SYSTEM)
     assert [p["metadata"]["name"] for p in reservations] == [name]
     for pod_name, memory in (("a-0", MEMORY_MIB // 2), ("b-0", 20000)):
-        annotations = live_pod(kube, pod_name)["metadata"]["annotations"]
+        annotations = live_pod(cluster, pod_name)["metadata"]["annotations"]
         assert annotations[GPU_UUID] == "GPU-aa"
         assert annotations[GPU_MEMORY_LIMIT] == str(memory)
 
     # both fractions have finished: nothing of ours uses the GPU any more
+    hold(cluster, name, SYSTEM)  # it takes its time to stop
     outcome = actuator.carry_out(view(cluster, []), Decisions())
     assert outcome.reservations_deleted == 1
-    assert live_pod(kube, name, SYSTEM)["metadata"]["deletionTimestamp"]  # its grace period
+    assert live_pod(cluster, name, SYSTEM)["metadata"]["deletionTimestamp"]  # its grace period
     for deleter in (actuator, Actuator(cluster, POLICY)):  # this one, or a restarted one
         again = deleter.carry_out(view(cluster, []), Decisions())
         assert again.reservations_deleted == 0  # not deleted again while it terminates
 
 
-def test_a_whole_gpu_pod_is_not_bound_to_a_gpu_a_reservation_pod_holds(kube, cluster):
+def test_a_whole_gpu_pod_is_not_bound_to_a_gpu_a_reservation_pod_holds(sent, cluster):
     notebook, train = job("notebook", HALF), job("train", WHOLE)
     add_pods(cluster, "notebook", 1)
     add_pods(cluster, "train", 1)
@@ -458,7 +534,7 @@ def test_a_whole_gpu_pod_is_not_bound_to_a_gpu_a_reservation_pod_holds(kube, clu
         and "reservation pod holding GPU 1" in outcome.waiting_reasons[train.key]
     )
     assert outcome.reservations_deleted == 1  # no fraction wants it any more: it goes
-    assert "nodeName" not in live_pod(kube, "train-0")["spec"]
+    assert "nodeName" not in live_pod(cluster, "train-0")["spec"]
 
 
 def test_a_reservation_pod_name_is_a_dns_label_for_any_node_name():
@@ -479,7 +555,7 @@ def test_a_reservation_pod_is_a_valid_pod():
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
 
 
-def test_reserve_publishes_the_uuid_of_its_gpu(kube, cluster, tmp_path):
+def test_reserve_publishes_the_uuid_of_its_gpu(real_cluster, cluster):
     cluster.create(
         {
             "apiVersion": "v1",
@@ -491,7 +567,7 @@ def test_reserve_publishes_the_uuid_of_its_gpu(kube, cluster, tmp_path):
     env = {
         "POD_NAME": "holder",
         "POD_NAMESPACE": SYSTEM,
-        "KUBECONFIG": str(kube.kubeconfig(tmp_path / "kc")),
+        "KUBECONFIG": str(real_cluster.kubeconfig),
     }
     runner = CliRunner()
 
@@ -499,7 +575,7 @@ def test_reserve_publishes_the_uuid_of_its_gpu(kube, cluster, tmp_path):
         main, ["reserve", "--once"], env={**env, "NVIDIA_VISIBLE_DEVICES": "GPU-12ab"}
     )
     assert result.exit_code == 0, result.output
-    assert live_pod(kube, "holder", SYSTEM)["metadata"]["annotations"][GPU_UUID] == "GPU-12ab"
+    assert live_pod(cluster, "holder", SYSTEM)["metadata"]["annotations"][GPU_UUID] == "GPU-12ab"
 
     for devices in ("", "all", "0,1", "GPU-1,GPU-2"):
         result = runner.invoke(
@@ -511,7 +587,7 @@ def test_reserve_publishes_the_uuid_of_its_gpu(kube, cluster, tmp_path):
 # --- MIG --------------------------------------------------------------------------------
 
 
-def test_mig_request_written_and_the_bind_waits_until_the_profile_is_advertised(kube, cluster):
+def test_mig_request_written_and_the_bind_waits_until_the_profile_is_advertised(sent, cluster):
     existing = (MigInstance("3g.40gb", 4),)
     nodes = (engine_node("node-a", mig=existing),)
     infer = job("infer", MIG_1G)
@@ -525,7 +601,7 @@ def test_mig_request_written_and_the_bind_waits_until_the_profile_is_advertised(
         Decisions(binds=(Bind(infer.key, (pod,), waits_for_mig=(create,)),), mig_changes=(create,)),
     )
 
-    request = live_pod_node(kube)["metadata"]["annotations"][NODE_MIG_REQUEST]
+    request = live_pod_node(cluster)["metadata"]["annotations"][NODE_MIG_REQUEST]
     assert json.loads(request) == {
         "version": 1,
         "gpus": [
@@ -542,12 +618,12 @@ def test_mig_request_written_and_the_bind_waits_until_the_profile_is_advertised(
     assert "to be created" in outcome.waiting_reasons[infer.key]
 
     # the same decision again: the request is already there, nothing is rewritten
-    kube.api.reset_counts()
+    sent.reset()
     again = actuator.carry_out(
         view(cluster, [infer], nodes),
         Decisions(binds=(Bind(infer.key, (pod,), waits_for_mig=(create,)),), mig_changes=(create,)),
     )
-    assert again.mig_requests == 0 and writes(kube) == []
+    assert again.mig_requests == 0 and sent.writes() == []
 
     # the agent made it, the engine sees the instance and binds; the plugin has not caught up
     made = (MigInstance("1g.10gb", 0), *existing)
@@ -570,7 +646,8 @@ def test_mig_request_written_and_the_bind_waits_until_the_profile_is_advertised(
         == "waiting for node-a to advertise nvidia.com/mig-1g.10gb"
     )
     assert (
-        json.loads(live_pod_node(kube)["metadata"]["annotations"][NODE_MIG_REQUEST])["gpus"] == []
+        json.loads(live_pod_node(cluster)["metadata"]["annotations"][NODE_MIG_REQUEST])["gpus"]
+        == []
     )
 
     cluster.patch(
@@ -581,10 +658,10 @@ def test_mig_request_written_and_the_bind_waits_until_the_profile_is_advertised(
     bound = actuator.carry_out(
         view(cluster, [infer], nodes), Decisions(binds=(Bind(infer.key, (pod,)),))
     )
-    assert len(bound.bound) == 1 and live_pod(kube, "infer-0")["spec"]["nodeName"] == "node-a"
+    assert len(bound.bound) == 1 and live_pod(cluster, "infer-0")["spec"]["nodeName"] == "node-a"
 
 
-def test_an_agent_error_is_the_waiting_pods_reason(kube, cluster):
+def test_an_agent_error_is_the_waiting_pods_reason(sent, cluster):
     nodes = (engine_node("node-a", mig=(MigInstance("3g.40gb", 4),)),)
     infer = job("infer", MIG_1G)
     add_pods(cluster, "infer", 1)
@@ -595,7 +672,7 @@ def test_an_agent_error_is_the_waiting_pods_reason(kube, cluster):
     decisions = Decisions(binds=(bind,), mig_changes=(create,))
     actuator = Actuator(cluster, POLICY)
     actuator.carry_out(view(cluster, [infer], nodes), decisions)
-    request = live_pod_node(kube)["metadata"]["annotations"][NODE_MIG_REQUEST]
+    request = live_pod_node(cluster)["metadata"]["annotations"][NODE_MIG_REQUEST]
     status = {
         "version": 1,
         "observed": request_digest(request),
@@ -611,23 +688,25 @@ def test_an_agent_error_is_the_waiting_pods_reason(kube, cluster):
     assert outcome.waiting_reasons[infer.key].endswith("(failed: NVML: insufficient resources)")
 
 
-def test_mig_changes_waiting_for_victims_are_not_requested_yet(kube, cluster):
+def test_mig_changes_waiting_for_victims_are_not_requested_yet(sent, cluster):
     nodes = (engine_node("node-a", mig=(MigInstance("7g.80gb", 0),)),)
     destroy = MigChange(
         "node-a", 0, MigInstance("7g.80gb", 0), create=False, waits_for=("team-b/old",)
     )
     create = MigChange("node-a", 0, MigInstance("1g.10gb", 0), create=True)
-    kube.api.reset_counts()
+    sent.reset()
 
     outcome = Actuator(cluster, POLICY).carry_out(
         view(cluster, [], nodes), Decisions(mig_changes=(destroy, create))
     )
 
-    assert outcome.mig_requests == 0 and writes(kube) == []
+    assert outcome.mig_requests == 0 and sent.writes() == []
 
 
-def live_pod_node(kube: KubeEmulator) -> dict[str, Any]:
-    return kube.api.find("v1", "Node", "node-a")
+def live_pod_node(client: ClusterClient) -> dict[str, Any]:
+    node = client.get(ObjectRef("v1", "Node", "", "node-a"))
+    assert node is not None
+    return node
 
 
 # --- status -----------------------------------------------------------------------------
@@ -636,13 +715,12 @@ def live_pod_node(kube: KubeEmulator) -> dict[str, Any]:
 def install_queues(client: ClusterClient) -> None:
     for kind in ("Department", "Project"):
         client.create(crd_for(kind))
-    deadline = time.monotonic() + 5
-    while (
-        client.resource(API_VERSION, "Project") is None
-        or client.resource(API_VERSION, "Department") is None
-    ):
-        assert time.monotonic() < deadline, "CRDs never established"
-        time.sleep(0.02)
+    wait(
+        "the CRDs served",
+        lambda: (
+            client.resource(API_VERSION, "Project") and client.resource(API_VERSION, "Department")
+        ),
+    )
     specs = {
         "Department": ("research", {"quota": {"gpu": 8}}),
         "Project": ("team-a", {"department": "research", "quota": {"gpu": 8}}),
@@ -653,48 +731,61 @@ def install_queues(client: ClusterClient) -> None:
         )
 
 
-def test_queue_status_written_once_and_not_rewritten_on_a_no_op(kube, cluster):
+def test_queue_status_written_once_and_not_rewritten_on_a_no_op(sent, cluster):
     install_queues(cluster)
     decisions = Decisions(
         departments=(QueueStatus("research", 8, 8, 3, 0),),
         projects=(QueueStatus("team-a", 8, 8 / 3, 2.5, 1.0),),
     )
     writer = StatusWriter(cluster)
-    kube.api.reset_counts()
+    sent.reset()
 
     report = writer.write(view(cluster, []), decisions)
 
     assert report.queues == 2 and not report.errors
-    project = kube.api.find(API_VERSION, "Project", "team-a")
+    project = cluster.get(ObjectRef(API_VERSION, "Project", "", "team-a"))
+    assert project is not None
     assert project["status"] == {"deserved": 8, "fairShare": 2.6667, "allocated": 2.5, "queued": 1}
     assert set(project["status"]) == set(STATUS_FIELDS["Project"])
-    assert kube.api.find(API_VERSION, "Department", "research")["status"]["allocated"] == 3
-    assert kube.api.counts()["write"] == 2
+    department = cluster.get(ObjectRef(API_VERSION, "Department", "", "research"))
+    assert department is not None and department["status"]["allocated"] == 3
+    assert len(sent.writes()) == 2
 
-    kube.api.reset_counts()
+    sent.reset()
     again = StatusWriter(cluster).write(view(cluster, []), decisions)  # a restarted writer too
-    assert again.queues == 0 and kube.api.counts()["write"] == 0
+    assert again.queues == 0 and sent.writes() == []
 
 
-def scheduled(kube: KubeEmulator, name: str) -> tuple[str, str, str]:
+def scheduled(client: ClusterClient, name: str) -> tuple[str, str, str]:
     """The pod's PodScheduled condition: status, reason, message."""
-    conditions = (live_pod(kube, name).get("status") or {}).get("conditions") or []
+    conditions = ((live_pod(client, name) or {}).get("status") or {}).get("conditions") or []
     found = next(c for c in conditions if c["type"] == "PodScheduled")
     return found["status"], found.get("reason", ""), found.get("message", "")
 
 
-def events_of(kube: KubeEmulator, name: str) -> list[tuple[str, str, str]]:
-    events = [e for e in kube.api.objects("v1", "Event") if e["involvedObject"]["name"] == name]
+def events_of(client: ClusterClient, name: str) -> list[tuple[str, str, str]]:
+    """The scheduler's Events about the pod, oldest first."""
+    events = [
+        e
+        for e in client.list("v1", "Event", namespace=NS) or ()
+        if e["involvedObject"]["name"] == name and e.get("reportingComponent") == COMPONENT
+    ]
+    events.sort(
+        key=lambda e: (
+            e.get("eventTime") or e.get("firstTimestamp") or "",
+            e["metadata"]["creationTimestamp"],
+        )
+    )
     return [(e["type"], e["reason"], e["message"]) for e in events]
 
 
-def test_a_pending_pod_gets_one_condition_and_one_event_per_reason(kube, cluster):
+def test_a_pending_pod_gets_one_condition_and_one_event_per_reason(sent, cluster):
     train = job("train", WHOLE, pods=2)
     add_pods(cluster, "train", 2)
     add_pods(cluster, "stray", 2)  # pods the snapshot ignored; stray-1 is bound already
-    run_pods(kube, cluster, ["stray-1"])
+    run_pods(cluster, ["stray-1"])
     strays = tuple(
-        Ignored(NS, f"stray-{i}", live_pod(kube, f"stray-{i}")["metadata"]["uid"], why, i == 1)
+        Ignored(NS, f"stray-{i}", live_pod(cluster, f"stray-{i}")["metadata"]["uid"], why, i == 1)
         for i, why in enumerate(("an unreadable annotation", "its placement names no GPU"))
     )
     writer = StatusWriter(cluster)
@@ -703,26 +794,28 @@ def test_a_pending_pod_gets_one_condition_and_one_event_per_reason(kube, cluster
     writer.write(view(cluster, [train], ignored=strays), quota)
 
     for name in ("train-0", "train-1"):
-        assert scheduled(kube, name) == ("False", "Unschedulable", "over department quota")
-        assert events_of(kube, name) == [("Warning", "FailedScheduling", "over department quota")]
-    assert scheduled(kube, "stray-0") == ("False", "Unschedulable", "an unreadable annotation")
-    assert "Unschedulable" not in json.dumps(live_pod(kube, "stray-1")["status"])  # bound:
-    assert events_of(kube, "stray-1") == [  # an Event only
+        assert scheduled(cluster, name) == ("False", "Unschedulable", "over department quota")
+        assert events_of(cluster, name) == [
+            ("Warning", "FailedScheduling", "over department quota")
+        ]
+    assert scheduled(cluster, "stray-0") == ("False", "Unschedulable", "an unreadable annotation")
+    assert "Unschedulable" not in json.dumps(live_pod(cluster, "stray-1")["status"])  # bound:
+    assert events_of(cluster, "stray-1") == [  # an Event only
         ("Warning", "FailedScheduling", "its placement names no GPU")
     ]
 
-    kube.api.reset_counts()
+    sent.reset()
     writer.write(view(cluster, [train], ignored=strays), quota)
-    assert kube.api.counts()["write"] == 0  # the same reasons: nothing said again
+    assert sent.writes() == []  # the same reasons: nothing said again
 
     gang = Decisions(pending_reasons=((train.key, "waiting for gang 1/2: no room"),))
     writer.write(view(cluster, [train], ignored=strays), gang)
-    assert kube.api.counts()["write"] == 4  # two conditions, two events
-    assert scheduled(kube, "train-0")[2] == "waiting for gang 1/2: no room"
-    assert len(events_of(kube, "train-0")) == 2
+    assert len(sent.writes()) == 4  # two conditions, two events
+    assert scheduled(cluster, "train-0")[2] == "waiting for gang 1/2: no room"
+    assert len(events_of(cluster, "train-0")) == 2
 
 
-def test_a_bound_pod_gets_no_pending_reason_and_a_waiting_one_says_why(kube, cluster):
+def test_a_bound_pod_gets_no_pending_reason_and_a_waiting_one_says_why(sent, cluster):
     train, other = job("train", WHOLE), job("other", WHOLE)
     add_pods(cluster, "train", 1)
     add_pods(cluster, "other", 1)
@@ -737,23 +830,23 @@ def test_a_bound_pod_gets_no_pending_reason_and_a_waiting_one_says_why(kube, clu
 
     StatusWriter(cluster).write(current, decisions, outcome)
 
-    assert "conditions" not in live_pod(kube, "train-0").get("status", {}) or all(
-        c["status"] == "True" for c in live_pod(kube, "train-0")["status"]["conditions"]
+    assert "conditions" not in live_pod(cluster, "train-0").get("status", {}) or all(
+        c["status"] == "True" for c in live_pod(cluster, "train-0")["status"]["conditions"]
     )
-    condition = live_pod(kube, "other-0")["status"]["conditions"][0]
+    condition = live_pod(cluster, "other-0")["status"]["conditions"][0]
     assert condition["message"] == "waiting for the pods of team-b/old to leave its GPUs"
 
 
 # --- dry run ----------------------------------------------------------------------------
 
 
-def test_a_dry_run_sends_every_write_as_a_server_dry_run_and_stores_nothing(kube, cluster):
+def test_a_dry_run_sends_every_write_as_a_server_dry_run_and_stores_nothing(sent, cluster):
     install_queues(cluster)
     train, notebook = job("train", WHOLE, pods=2), job("notebook", HALF)
     add_pods(cluster, "train", 2)
     add_pods(cluster, "notebook", 1)
     add_pods(cluster, "old", 1)
-    run_pods(kube, cluster, ["old-0"])
+    run_pods(cluster, ["old-0"])
     running = job("old", WHOLE, placement=(placed("node-a", (1,), 0),))
     create = MigChange("node-a", 1, MigInstance("1g.10gb", 0), create=True)
     decisions = Decisions(
@@ -767,21 +860,46 @@ def test_a_dry_run_sends_every_write_as_a_server_dry_run_and_stores_nothing(kube
         pending_reasons=(("team-a/ghost", "over quota"),),
     )
     current = view(cluster, [train, notebook, running])
-    kube.api.reset_counts()
-    stored = kube.api.snapshot()
+    sent.reset()
+    stored = stored_state(cluster)
 
     outcome = Actuator(cluster, POLICY, dry_run=True).carry_out(current, decisions)
     report = StatusWriter(cluster, dry_run=True).write(current, decisions, outcome)
 
-    writes = [r for r in kube.api.requests if r.category == "write"]
+    writes = [(method, query) for method, _, query in sent.requests() if method != "GET"]
     # the eviction, the MIG request, the reservation pod, the binds, the queue's status
-    assert len(writes) >= 5 and all(r.query.get("dryRun") == "All" for r in writes)
-    assert kube.api.snapshot() == stored
+    assert len(writes) >= 5 and all("dryRun=All" in query.split("&") for _, query in writes)
+    assert stored_state(cluster) == stored
     assert not outcome.errors and not report.errors
     assert len(outcome.bound) == 2 and len(outcome.evicted) == 1
     assert outcome.reservations_created == 1 and outcome.mig_requests == 1
     assert report.queues == 1
     assert all(line.startswith(("would ", "team-a/")) for line in outcome.log)
+
+
+def stored_state(client: ClusterClient) -> dict[str, Any]:
+    """What a write of the scheduler would change: each pod's version (the project's and the
+    system namespace's), node-a's metadata and spec (kwok rewrites its status all along),
+    the queues and the Events."""
+    pods = [
+        (p["metadata"]["namespace"], p["metadata"]["name"], p["metadata"]["resourceVersion"])
+        for namespace in (NS, SYSTEM)
+        for p in client.list("v1", "Pod", namespace=namespace) or ()
+    ]
+    node = live_pod_node(client)
+    queues = [
+        (q["metadata"]["name"], q["metadata"]["resourceVersion"])
+        for kind in ("Department", "Project")
+        for q in client.list(API_VERSION, kind) or ()
+    ]
+    events = sorted(e["metadata"]["name"] for e in client.list("v1", "Event", namespace=NS) or ())
+    annotations = node["metadata"].get("annotations") or {}
+    return {
+        "pods": sorted(pods),
+        "node": (annotations, node["spec"]),
+        "queues": queues,
+        "events": events,
+    }
 
 
 # --- end to end: the scheduler's loop ---------------------------------------------------
@@ -814,26 +932,18 @@ def user_pod(name: str, gpus: int = 0, fraction: str = "") -> dict[str, Any]:
     }
 
 
-def one_dgx(kube) -> ClusterClient:
-    """A client of `kube` holding the example's policy, its namespaces and one Ready DGX-1
-    (`dgx-0`, 8 GPUs), its status written as a kubelet writes it."""
-    client = connect(kube)
-    for namespace in (SYSTEM, TEAM_A):
-        client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+def one_dgx(client: ClusterClient) -> ClusterClient:
+    """The cluster with the example's policy, its namespaces and one Ready DGX-1 of its node
+    group (`dgx-0`, 8 V100s, as GFD and the device plugin show it)."""
+    make_namespace(client, TEAM_A)
+    make_system_namespace(client)
     client.create(example_policy())
-    client.create(
-        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "dgx-0", "labels": V100}}
-    )
-    status = {
-        "allocatable": {"nvidia.com/gpu": "8"},
-        "conditions": [{"type": "Ready", "status": "True"}],
-    }
-    client.patch(ObjectRef("v1", "Node", "", "dgx-0"), {"status": status}, subresource="status")
+    add_settled(client, gpu_node("dgx-0", "V100-SXM2-32GB", 8))
     return client
 
 
-def test_in_the_loop_fractions_share_a_reserved_gpu_and_whole_gpu_pods_stay_off_it(kube):
-    client = one_dgx(kube)
+def test_in_the_loop_fractions_share_a_reserved_gpu_and_whole_gpu_pods_stay_off_it(sent, client):
+    one_dgx(client)
     scheduler = Scheduler(client, Settings(namespace=SYSTEM))
     client.create(user_pod("notebook-a", fraction="0.5"))
 
@@ -866,20 +976,19 @@ def test_in_the_loop_fractions_share_a_reserved_gpu_and_whole_gpu_pods_stay_off_
     assert all(
         reserved not in json.loads(p["metadata"]["annotations"][PLACEMENT])["gpus"] for p in whole
     )
-    assert not [r for r in kube.api.requests if r.method == "DELETE"]  # no reservation churn
+    assert not [w for w in sent.writes() if w[0] == "DELETE"]  # no reservation churn
     assert not report.outcome.errors
 
     # the notebooks finish: the reservation pod goes, then the last whole-GPU pod gets its GPU
     for notebook in ("notebook-a", "notebook-b"):
         client.delete(ObjectRef("v1", "Pod", TEAM_A, notebook))
-    kube.api.finish_terminating(TEAM_A)
+    gone(client, TEAM_A)
     assert scheduler.sync_once().outcome.reservations_deleted == 1
-    kube.api.finish_terminating(SYSTEM)
+    gone(client, SYSTEM)
     assert len(scheduler.sync_once().outcome.bound) == 1
-    client.close()
 
 
-def test_a_reservation_pod_starts_on_its_node_whatever_the_nodes_taints(kube, cluster):
+def test_a_reservation_pod_starts_on_its_node_whatever_the_nodes_taints(sent, cluster):
     """The fraction pod it holds the GPU for tolerated the node; the kubelet must not turn
     the reservation away for a taint only the fraction pod names."""
     taint = {"key": "dedicated", "value": "ml", "effect": "NoExecute"}
@@ -887,37 +996,50 @@ def test_a_reservation_pod_starts_on_its_node_whatever_the_nodes_taints(kube, cl
     pod = reservation_pod("node-a", 1, SYSTEM, SCHEDULER, "img:1")
     pod["spec"]["nodeName"] = "node-a"
     cluster.create(pod)
-    Kubelet(kube.api).step()
-    started = live_pod(kube, pod["metadata"]["name"], SYSTEM)
-    assert started is not None and started["status"]["phase"] == "Running"
+    name = pod["metadata"]["name"]
+    # kwok starts it; kube-controller-manager's taint manager would evict it, were the
+    # taint not tolerated (NoExecute)
+    started = wait(
+        f"{name} running",
+        lambda: running(live_pod(cluster, name, SYSTEM)) and live_pod(cluster, name, SYSTEM),
+    )
+    assert not started["metadata"].get("deletionTimestamp")
 
 
-def test_a_reservation_left_behind_is_used_by_the_next_fraction_or_released(kube):
+def test_a_reservation_left_behind_is_used_by_the_next_fraction_or_released(sent, client):
     """A restart or a failed bind can leave a reservation pod holding a GPU no fraction
     uses. The next fraction takes it (no second GPU reserved, none deleted and made again),
     as one does a half-used GPU; one nobody takes is released."""
-    client = one_dgx(kube)
+    one_dgx(client)
+    left = []
     for gpu in (3, 5):  # left behind, running, each with its GPU's UUID
         pod = reservation_pod("dgx-0", gpu, SYSTEM, SCHEDULER, "img:1")
         pod["spec"]["nodeName"] = "dgx-0"
         pod["metadata"]["annotations"] = {GPU_UUID: f"GPU-{gpu}"}
-        client.create(pod)
-    Kubelet(kube.api).step()
+        left.append(client.create(pod)["metadata"]["name"])
+    for name in left:
+        wait(f"{name} running", lambda name=name: running(live_pod(client, name, SYSTEM)))
     scheduler = Scheduler(client, Settings(namespace=SYSTEM))
     client.create(user_pod("notebook-a", fraction="0.5"))
+    sent.reset()
 
     report = scheduler.sync_once()
 
-    notebook = live_pod(kube, "notebook-a", TEAM_A)
+    notebook = live_pod(client, "notebook-a", TEAM_A)
     assert notebook["spec"]["nodeName"] == "dgx-0"  # at once: its GPU was set up already
     assert json.loads(notebook["metadata"]["annotations"][PLACEMENT])["gpus"] == [3]
     assert notebook["metadata"]["annotations"][GPU_UUID] == "GPU-3"
     assert report.outcome.reservations_created == 0
     assert report.outcome.reservations_deleted == 1  # GPU 5's: nothing wants it
-    assert live_pod(kube, reservation_name("dgx-0", 5), SYSTEM)["metadata"]["deletionTimestamp"]
+    released = reservation_name("dgx-0", 5)
+    assert [w for w in sent.writes() if w[0] == "DELETE"] == [
+        ("DELETE", f"/api/v1/namespaces/{SYSTEM}/pods/{released}")
+    ]
+    assert gone_or_terminating(client, released, SYSTEM)
 
     client.create(user_pod("notebook-b", fraction="0.25"))  # packs beside notebook-a
     assert scheduler.sync_once().outcome.reservations_created == 0
-    placed = json.loads(live_pod(kube, "notebook-b", TEAM_A)["metadata"]["annotations"][PLACEMENT])
+    placed = json.loads(
+        live_pod(client, "notebook-b", TEAM_A)["metadata"]["annotations"][PLACEMENT]
+    )
     assert placed["gpus"] == [3]
-    client.close()

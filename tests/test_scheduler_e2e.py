@@ -13,6 +13,7 @@ GPU; a later submission must evict, through the Eviction API, exactly the victim
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import time
@@ -21,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 import pytest
 import yaml
 
@@ -47,7 +49,7 @@ from testkit.control_plane.accounts import (
 )
 from testkit.control_plane.cluster import ControlPlane
 from testkit.control_plane.devices import DevicePlugin, PodLog
-from testkit.control_plane.fixtures import connect
+from testkit.control_plane.fixtures import connect, wipe
 from testkit.control_plane.install import apply_kustomization
 from testkit.control_plane.nodes import repo_nodes
 from testkit.control_plane.waiting import wait
@@ -59,17 +61,18 @@ Obj = dict[str, Any]
 
 class Cluster:
     """The control plane with the repo installed, its nodes, the device plugin's stand-in,
-    a pod log and the scheduler (on a clock the test may move ahead of the wall clock)."""
+    a pod log and the scheduler (on a clock the test may move ahead of the wall clock).
+    `manifests=False`: the shipped manifests are applied already."""
 
-    def __init__(self, plane: ControlPlane, repo: Repo):
+    def __init__(self, plane: ControlPlane, repo: Repo, manifests: bool = True):
         self.plane, self.repo = plane, repo
         self.offset = 0.0
         self.client = connect(plane)
         self.rendered = render_repo(repo)
         self.system = repo.cluster.system_namespace
-        # the shipped manifests: each part runs as its ServiceAccount, reservation pods too
-        apply_kustomization(plane, "reconciler")
-        apply_kustomization(plane, "scheduler")
+        if manifests:  # each part runs as its ServiceAccount, reservation pods too
+            apply_kustomization(plane, "reconciler")
+            apply_kustomization(plane, "scheduler")
         reservation = account_kubeconfig(plane, *RESERVATION)
         self.devices = DevicePlugin(self.client, reservation)
         self.log = PodLog(connect(plane)).start()
@@ -129,9 +132,10 @@ class Cluster:
     def pods(self) -> list[Obj]:
         return [p for p in self.all_pods() if WORKLOAD_LABEL in labels(p)]
 
-    def controllers_done(self) -> bool:
-        """Every unsuspended Job and Deployment has its pods, none of them going."""
-        pods = self.all_pods()
+    def controllers_done(self, pods: list[Obj] | None = None) -> bool:
+        """Every unsuspended Job and Deployment has its pods, none of them going (`pods`:
+        the pods as just listed, else listed here)."""
+        pods = self.all_pods() if pods is None else pods
         live: dict[str, int] = {}
         for pod in pods:
             if pod["metadata"].get("deletionTimestamp"):
@@ -154,10 +158,10 @@ class Cluster:
         """Nothing in flight: bound pods started, devices handed out, their commands started
         (a reservation pod's `reserve` says its line once it has published its GPU's UUID),
         controllers done."""
-        self.devices.step()
-        pods = self.all_pods()
+        pods = self.all_pods()  # one list a poll, read by each check
+        self.devices.step(pods)
         started = all(phase(p) != "Pending" for p in pods if p["spec"].get("nodeName"))
-        return started and self.devices.started() and self.controllers_done()
+        return started and self.devices.started() and self.controllers_done(pods)
 
     def fingerprint(self) -> list[tuple[str, ...]]:
         return sorted(
@@ -254,14 +258,71 @@ def repo() -> Repo:
     return loaded
 
 
-@pytest.fixture
-def cluster(repo: Repo, real_cluster: ControlPlane) -> Iterator[Cluster]:
-    made = Cluster(real_cluster, repo)
+@pytest.fixture(scope="module")
+def installed(control_plane: ControlPlane) -> Iterator[ControlPlane]:
+    """The example installed once for the module's tests (on each xdist worker that runs
+    some: `--dist loadgroup`, which would keep them on one, groups nothing with pytest 9.2,
+    pytest-xdist#1386): the shipped manifests, all the repo renders but the workloads, its
+    nodes Ready. Each test's workloads go after it (`reinstalled`); wiped after the module."""
+    loaded, diagnostics = check_repo(EXAMPLE)
+    assert loaded is not None, diagnostics
+    made = Cluster(control_plane, loaded)
     try:
         made.install()
+    finally:
+        made.close()
+    yield control_plane
+    wipe(control_plane)
+
+
+@pytest.fixture
+def cluster(repo: Repo, installed: ControlPlane) -> Iterator[Cluster]:
+    made = Cluster(installed, repo, manifests=False)
+    try:
         yield made
     finally:
         made.close()
+        reinstalled(made)
+
+
+def reinstalled(cluster: Cluster) -> None:
+    """Back to the module's install: the test's workloads and every pod gone (reservation
+    pods and a pod of another scheduler too), no Lease, no node cordoned, the policy as the
+    repo renders it."""
+    client = cluster.client
+    namespaces = {cluster.repo.project_namespace(p.name) for p in cluster.repo.projects}
+    for api, kind in (("batch/v1", "Job"), ("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet")):
+        for obj in client.list(api, kind) or ():
+            if obj["metadata"]["namespace"] in namespaces:
+                client.delete(ObjectRef.of(obj))
+    for lease in client.list("coordination.k8s.io/v1", "Lease", namespace=cluster.system) or ():
+        client.delete(ObjectRef.of(lease))
+
+    core = kubernetes.client.CoreV1Api(cluster.plane.api_client())
+
+    def pods_gone() -> bool:
+        left = [
+            p
+            for p in cluster.all_pods()
+            if p["metadata"]["namespace"] in namespaces | {cluster.system, "default"}
+        ]
+        for pod in left:  # no kubelet here needs the time; the Job's finalizer goes too
+            meta = pod["metadata"]
+            if meta.get("finalizers"):
+                client.patch(ObjectRef.of(pod), {"metadata": {"finalizers": None}})
+            with contextlib.suppress(kubernetes.client.ApiException):
+                core.delete_namespaced_pod(meta["name"], meta["namespace"], grace_period_seconds=0)
+        return not left
+
+    try:
+        cluster.wait("the test's pods gone", pods_gone)
+    finally:
+        core.api_client.close()
+    for node in client.list("v1", "Node") or ():
+        if node["spec"].get("unschedulable"):
+            client.patch(ObjectRef.of(node), {"spec": {"unschedulable": None}})
+    (policy,) = [o for o in cluster.rendered if o["kind"] == "ConfigMap"]
+    client.patch(ObjectRef.of(policy), {"data": policy["data"]})
 
 
 def test_the_example_runs_in_the_cluster_as_simulate_predicts(cluster: Cluster, repo: Repo):

@@ -1,6 +1,7 @@
-"""The scheduler's process parts against the API emulator over HTTP: informers that list and
-watch, the scheduler's own writes assumed until its informers show them, and `--once`'s
-report and the loop's log of the pods it cannot take."""
+"""The scheduler's process parts on the real control plane: informers that list and watch,
+the scheduler's own writes assumed until its informers show them, and `--once`'s report and
+the loop's log of the pods it cannot take. Only an expired watch version, which a real
+server gives on no test's demand, is asked of the API emulator."""
 
 from __future__ import annotations
 
@@ -21,9 +22,15 @@ from gitops_sched.contract.pods import GPU_RESOURCE as GPU
 from gitops_sched.contract.pods import NODE_GPUS
 from gitops_sched.scheduler.assumed import ASSUME_FOR_S, Assumed
 from gitops_sched.scheduler.loop import SHOWN_IGNORED, Scheduler, Settings, ignored_lines
+from gitops_sched.scheduler.status import COMPONENT
 from gitops_sched.scheduler.view import Ignored
 from gitops_sched.validate import check_repo
-from tests.kube_emulator.fixtures import client, connect, kube  # noqa: F401  (fixtures)
+from testkit.control_plane.accounts import make_namespace
+from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.fixtures import connect
+from testkit.control_plane.nodes import add_settled, gpu_node
+from testkit.control_plane.waiting import wait
+from tests.kube_emulator.fixtures import connect as connect_emulator
 from tests.kube_emulator.server import KubeEmulator
 
 NS = "team"
@@ -51,11 +58,19 @@ def wait_for(predicate, timeout: float = 5.0) -> bool:
     return predicate()
 
 
+ROOT_CA = "kube-root-ca.crt"  # kube-controller-manager publishes it into every namespace
+
+
 def names(informer: Informer) -> dict[str, str]:
-    return {o["metadata"]["name"]: o["data"]["v"] for o in informer.items()}
+    return {
+        o["metadata"]["name"]: o["data"]["v"]
+        for o in informer.items()
+        if o["metadata"]["name"] != ROOT_CA
+    }
 
 
-def test_an_informer_lists_then_follows_changes_and_wakes_its_owner(kube, client):  # noqa: F811
+def test_an_informer_lists_then_follows_changes_and_wakes_its_owner(real_client):
+    client = real_client
     client.create(namespace())
     client.create(configmap("a", "1"))
     woken = threading.Event()
@@ -63,21 +78,21 @@ def test_an_informer_lists_then_follows_changes_and_wakes_its_owner(kube, client
     stop = threading.Event()
     informer.start(stop, timeout=2)
     try:
-        assert informer.wait_synced(5)
+        assert informer.wait_synced(30)
         assert names(informer) == {"a": "1"}
         woken.clear()
         client.create(configmap("b", "2"))
-        assert wait_for(lambda: names(informer) == {"a": "1", "b": "2"})
+        wait("b seen", lambda: names(informer) == {"a": "1", "b": "2"})
         assert woken.is_set()
         client.delete(ObjectRef("v1", "ConfigMap", NS, "a"))
-        assert wait_for(lambda: names(informer) == {"b": "2"})
+        wait("a gone", lambda: names(informer) == {"b": "2"})
     finally:
         stop.set()
 
 
 def test_an_informer_whose_version_expired_lists_again():
     with KubeEmulator(watch_history=3) as small:
-        client = connect(small)
+        client = connect_emulator(small)
         client.create(namespace())
         client.create(configmap("a", "1"))
         informer = Informer(client, "v1", "ConfigMap", namespace=NS, retry_after=0.01)
@@ -184,7 +199,6 @@ def test_an_eviction_is_assumed_until_the_pod_terminates_and_a_gone_pod_drops_it
 SYSTEM = "gitops-sched-system"
 TEAM_A = "project-team-a"  # netapp-dgx's namespace of project team-a
 SCRATCH = "scratch"  # a namespace of no project
-V100 = {"nvidia.com/gpu.product": "Tesla-V100-SXM2-32GB"}  # what netapp-dgx's group selects
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "clusters" / "netapp-dgx"
 
 
@@ -211,33 +225,35 @@ def our_pod(
     }
 
 
+def dgx(name: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    """A DGX-1 of netapp-dgx's node group (8 V100s), as GFD and the device plugin show it."""
+    node = gpu_node(name, "V100-SXM2-32GB", 8)
+    node["metadata"]["annotations"] = annotations or {}
+    return node
+
+
 def install_example(cluster: ClusterClient) -> None:
-    """netapp-dgx's policy ConfigMap and one DGX-1 node of its group, with 8 GPUs."""
+    """netapp-dgx's policy ConfigMap and one DGX-1 node of its group, Ready."""
     for name in (SYSTEM, TEAM_A, SCRATCH):
-        cluster.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        make_namespace(cluster, name)
     repo, diagnostics = check_repo(EXAMPLE)
     assert repo is not None, diagnostics
     (policy,) = [o for o in render_repo(repo) if o["kind"] == "ConfigMap"]
     cluster.create(policy)
-    cluster.create(
-        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "dgx-0", "labels": V100}}
-    )
-    status = {"allocatable": {GPU: "8"}, "conditions": [{"type": "Ready", "status": "True"}]}
-    cluster.patch(ObjectRef("v1", "Node", "", "dgx-0"), {"status": status}, subresource="status")
+    add_settled(cluster, dgx("dgx-0"))
 
 
 def test_scheduler_once_lists_the_pods_it_cannot_take_with_why_and_counts_them(
-    kube,  # noqa: F811
-    client,  # noqa: F811
-    tmp_path,
+    real_cluster: ControlPlane, real_client: ClusterClient
 ):
+    client = real_client
     install_example(client)
     client.create(our_pod("train"))  # one it takes, and binds
     client.create(our_pod("ghost", labels={PROJECT_LABEL: "nobody"}))
     client.create(our_pod("on-h100", node_selector={"nvidia.com/gpu.product": "H100-SXM5-80GB"}))
     for i in range(22):  # more than a report lists by name
         client.create(our_pod(f"stray-{i:02}", namespace=SCRATCH))
-    kubeconfig = kube.kubeconfig(tmp_path / "kubeconfig")
+    kubeconfig = real_cluster.kubeconfig
 
     result = CliRunner().invoke(
         main, ["scheduler", "--once", "--kubeconfig", str(kubeconfig), "--namespace", SYSTEM]
@@ -265,13 +281,12 @@ def metric(scheduler: Scheduler, name: str, **labels: str) -> float | None:
 
 
 def test_the_loop_logs_an_ignored_pod_once_and_again_when_its_reason_changes(
-    kube,  # noqa: F811
-    client,  # noqa: F811
-    caplog,
+    real_cluster: ControlPlane, real_client: ClusterClient, caplog
 ):
+    client = real_client
     install_example(client)
     client.create(our_pod("ghost", labels={PROJECT_LABEL: "nobody"}))
-    scheduler = Scheduler(connect(kube), Settings(namespace=SYSTEM, cycle_period=0.02))
+    scheduler = Scheduler(connect(real_cluster), Settings(namespace=SYSTEM, cycle_period=0.02))
     stop = threading.Event()
     thread = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
 
@@ -284,9 +299,9 @@ def test_the_loop_logs_an_ignored_pod_once_and_again_when_its_reason_changes(
     with caplog.at_level(logging.INFO, logger="gitops_sched.scheduler.loop"):
         thread.start()
         try:
-            assert wait_for(lambda: len(said()) == 1)
+            wait("the ignored pod logged", lambda: len(said()) == 1)
             before = cycles()
-            assert wait_for(lambda: cycles() >= before + 5)  # said once, not once a cycle
+            wait("five more cycles", lambda: cycles() >= before + 5)  # said once, not a cycle
             assert said() == [
                 f"ignored {TEAM_A}/ghost: labelled for project 'nobody' but in 'team-a''s "
                 f"namespace '{TEAM_A}'"
@@ -297,12 +312,12 @@ def test_the_loop_logs_an_ignored_pod_once_and_again_when_its_reason_changes(
             )
             relabelled = {"metadata": {"labels": {PROJECT_LABEL: "no-such-project"}}}
             client.patch(ObjectRef("v1", "Pod", TEAM_A, "ghost"), relabelled)
-            assert wait_for(lambda: len(said()) == 2)
+            wait("the new reason logged", lambda: len(said()) == 2)
             assert "'no-such-project'" in said()[1]
             assert metric(scheduler, "gitops_sched_ignored_pods", namespace=TEAM_A) == 1
         finally:
             stop.set()
-            thread.join(timeout=5)
+            thread.join(timeout=30)
             scheduler.client.close()
 
 
@@ -335,7 +350,8 @@ def fail_first(target: ClusterClient, times: int, method: str, path: str) -> lis
     return failed
 
 
-def test_an_informer_survives_an_exception_that_is_no_api_error(kube, client):  # noqa: F811
+def test_an_informer_survives_an_exception_that_is_no_api_error(real_client):
+    client = real_client
     client.create(namespace())
     client.create(configmap("a", "1"))
     informer = Informer(client, "v1", "ConfigMap", namespace=NS, retry_after=0.01)
@@ -343,45 +359,43 @@ def test_an_informer_survives_an_exception_that_is_no_api_error(kube, client):  
     stop = threading.Event()
     informer.start(stop, timeout=2)
     try:
-        assert informer.wait_synced(5)
+        assert informer.wait_synced(30)
         assert len(failed) == 2
         client.create(configmap("b", "2"))
-        assert wait_for(lambda: names(informer) == {"a": "1", "b": "2"})
+        wait("b seen", lambda: names(informer) == {"a": "1", "b": "2"})
     finally:
         stop.set()
 
 
-def test_the_loop_survives_a_cycle_that_raises_and_binds_on_a_later_one(kube, client):  # noqa: F811
+def test_the_loop_survives_a_cycle_that_raises_and_binds_on_a_later_one(
+    real_cluster: ControlPlane, real_client: ClusterClient
+):
+    client = real_client
     install_example(client)
     client.create(our_pod("train"))
-    scheduler = Scheduler(connect(kube), Settings(namespace=SYSTEM, cycle_period=0.02))
+    scheduler = Scheduler(connect(real_cluster), Settings(namespace=SYSTEM, cycle_period=0.02))
     failed = fail_first(scheduler.client, 2, "POST", "/binding")
     stop = threading.Event()
     thread = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
     thread.start()
     try:
         ref = ObjectRef("v1", "Pod", TEAM_A, "train")
-        assert wait_for(lambda: (client.get(ref) or {})["spec"].get("nodeName") == "dgx-0")
+        wait("train bound", lambda: (client.get(ref) or {})["spec"].get("nodeName") == "dgx-0")
         assert len(failed) == 2 and thread.is_alive()
     finally:
         stop.set()
-        thread.join(timeout=5)
+        thread.join(timeout=30)
         scheduler.client.close()
 
 
 def test_a_node_with_garbage_annotations_is_skipped_with_an_event_and_a_metric(
-    kube,  # noqa: F811
-    client,  # noqa: F811
+    real_cluster: ControlPlane, real_client: ClusterClient
 ):
+    client = real_client
     install_example(client)
-    client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
-    garbage = {NODE_GPUS: "[" * 5000}
-    meta = {"name": "dgx-1", "labels": V100, "annotations": garbage}
-    client.create({"apiVersion": "v1", "kind": "Node", "metadata": meta})
-    status = {"allocatable": {GPU: "8"}, "conditions": [{"type": "Ready", "status": "True"}]}
-    client.patch(ObjectRef("v1", "Node", "", "dgx-1"), {"status": status}, subresource="status")
+    garbage = add_settled(client, dgx("dgx-1", {NODE_GPUS: "[" * 5000}))
     client.create(our_pod("train"))
-    scheduler = Scheduler(connect(kube), Settings(namespace=SYSTEM))
+    scheduler = Scheduler(connect(real_cluster), Settings(namespace=SYSTEM))
     try:
         report = scheduler.sync_once()
         assert report is not None and len(report.outcome.bound) == 1  # on dgx-0
@@ -389,9 +403,14 @@ def test_a_node_with_garbage_annotations_is_skipped_with_an_event_and_a_metric(
         scheduler.sync_once()  # skipped again, for the same reason: not said again
     finally:
         scheduler.client.close()
-    events = [
+    nodes = {
+        garbage["metadata"]["uid"],
+        client.get(ObjectRef("v1", "Node", "", "dgx-0"))["metadata"]["uid"],
+    }
+    events = [  # ours about this test's nodes (the control plane's own are about them too)
         (e["involvedObject"]["name"], e["reason"], e["message"])
         for e in client.list("v1", "Event", namespace="default") or ()
+        if e.get("reportingComponent") == COMPONENT and e["involvedObject"].get("uid") in nodes
     ]
     assert events == [
         (

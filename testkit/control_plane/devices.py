@@ -143,9 +143,10 @@ class DevicePlugin:
         self.given: dict[str, list[str]] = {}  # pod uid -> GPU UUIDs
         self.processes: dict[str, Container] = {}
 
-    def step(self) -> bool:
-        """One pass over the pods; whether anything was started or stopped."""
-        pods = self.client.list("v1", "Pod") or []
+    def step(self, pods: list[Obj] | None = None) -> bool:
+        """One pass over the pods (as just listed, else listed here); whether anything was
+        started or stopped."""
+        pods = (self.client.list("v1", "Pod") or []) if pods is None else pods
         live = {p["metadata"]["uid"]: p for p in pods if holds_devices(p)}
         changed = False
         has: dict[str, int] | None = None

@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from gitops_sched.cluster import ClusterClient, ObjectRef
 from gitops_sched.config.model import NodeGroup, Repo
 from gitops_sched.hardware.gfd import gfd_product
 from gitops_sched.hardware.gpus import lookup_gpu_model
+from testkit.control_plane.waiting import wait
 
 
 def gpu_node(
@@ -98,3 +100,22 @@ def repo_nodes(repo: Repo) -> list[dict[str, Any]]:
 
 def names(nodes: Iterable[dict[str, Any]]) -> list[str]:
     return [n["metadata"]["name"] for n in nodes]
+
+
+def settled(node: dict[str, Any]) -> bool:
+    """kwok made it Ready, kube-controller-manager's node lifecycle controller took the
+    not-ready taint off and its TTL controller annotated it: nobody but the test and the
+    product writes it after that."""
+    conditions = (node.get("status") or {}).get("conditions") or ()
+    return (
+        any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+        and not node["spec"].get("taints")
+        and "node.alpha.kubernetes.io/ttl" in (node["metadata"].get("annotations") or {})
+    )
+
+
+def add_settled(client: ClusterClient, node: dict[str, Any]) -> dict[str, Any]:
+    """Create the node and wait until it is `settled`; the node as it then is."""
+    client.create(node)
+    ref = ObjectRef.of(node)
+    return wait(f"{ref} settled", lambda: (live := client.get(ref)) and settled(live) and live)
