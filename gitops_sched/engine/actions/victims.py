@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from gitops_sched.engine.admission import fits_quota
 from gitops_sched.engine.min_runtime import protected_until
 from gitops_sched.engine.placement import place, surely_no_room
-from gitops_sched.engine.session import Session, victim_order
+from gitops_sched.engine.session import Session, job_order, victim_order
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job, PodPlacement
 
 MAX_VICTIMS = 32
@@ -55,10 +55,12 @@ def evict_until_placed(
     reason: EvictReason,
     next_victim: Callable[[], Victim | None],
     accept: Callable[[], bool] = lambda: True,
+    together: bool = False,
 ) -> bool:
     """Evict victims one at a time until `job` fits and `accept()` holds (none if it fits
-    already); then give back what it does not need (see give_back). Undo everything if
-    that fails.
+    already); then give back what it does not need (see give_back), or, `together`,
+    place the job and its victims again in allocation order (see replace_together).
+    Undo everything if that fails.
 
     At most MAX_VICTIMS evictions are tried for one job, which bounds a cycle's work
     when a job cannot fit however much is evicted.
@@ -77,6 +79,11 @@ def evict_until_placed(
             taken.append(evict(session, victim, reason, job))
             if surely_no_room(session, job):
                 continue  # what the victims freed is not enough yet
+            if together:
+                if replace_together(session, job, taken, accept):
+                    commit()
+                    return True
+                continue  # a victim took its place back first: another may make room
             if place_within(session, job, accept):
                 if give_back(session, taken, accept):
                     commit()
@@ -107,20 +114,67 @@ def give_back(session: Session, taken: list[Taken], accept: Callable[[], bool]) 
     and `accept()` still hold (a victim of its own project's preemption may not take the
     project past a hard limit again). False when a move-only victim finds no place."""
     for victim in reversed(taken):
-        with session.statement() as keep:
-            if (
-                (
-                    restore(session, victim)
-                    or place(session, session.jobs[victim.job], len(victim.pods))
-                )
-                and fits_quota(session, session.jobs[victim.job])
-                and accept()
-            ):
-                keep()
-                continue
-        if victim.move_only:
+        if not _take_back(session, victim, accept) and victim.move_only:
             return False
     return True
+
+
+def replace_together(
+    session: Session, job: Job, taken: list[Taken], accept: Callable[[], bool]
+) -> bool:
+    """Place the job and offer every victim its place back, one at a time in allocation
+    order (Session.next_in_order), as KAI's solvers allocate the preemptor and its
+    victims together: a victim whose queue ranks ahead of the job's takes its GPUs back
+    first. Inside a project the entries go by job order, move-only victims before those
+    the action may stop (which, being cheaper to lose, are the ones left stopped when
+    room is short). True, with all of it kept, when the job is placed and `accept()`
+    holds and every move-only victim found a place; else nothing is kept."""
+    with session.statement() as commit:
+        waiting: list[Taken | None] = [None, *taken]  # None: the job itself
+
+        def now(entry: Taken | None) -> Job:
+            return session.jobs[job.key if entry is None else entry.job]
+
+        while waiting:
+            entries = [
+                (now(entry), _gain(session, now(entry), entry), _within(now(entry), entry))
+                for entry in waiting
+            ]
+            entry = waiting.pop(session.next_in_order(entries))
+            if entry is None:
+                if not place_within(session, now(entry), accept):
+                    return False
+            elif not _take_back(session, entry, accept) and entry.move_only:
+                return False
+        commit()
+        return True
+
+
+def _within(job: Job, victim: Taken | None) -> tuple:
+    """An entry's place among its project's entries: see replace_together."""
+    return (victim is not None and not victim.move_only, job_order(job))
+
+
+def _gain(session: Session, job: Job, victim: Taken | None) -> float:
+    """What placing the job (or giving the victim its pods back) adds to its queue."""
+    if victim is None:
+        return session.wanted_gpus(job)
+    return session.placed_gpus(job, victim.pods)
+
+
+def _take_back(session: Session, victim: Taken, accept: Callable[[], bool]) -> bool:
+    """Give the victim its pods back where they ran, or anywhere they fit (a move), if its
+    project's quota rules and `accept()` still hold; else change nothing."""
+    with session.statement() as keep:
+        current = session.jobs[victim.job]
+        if (
+            (restore(session, victim) or place(session, current, len(victim.pods)))
+            and fits_quota(session, session.jobs[victim.job])
+            and accept()
+        ):
+            keep()
+            return True
+    return False
 
 
 def restore(session: Session, victim: Taken) -> bool:
