@@ -40,6 +40,13 @@ if TYPE_CHECKING:
 NO_SHARE_PENALTY = 1000.0
 
 
+def _share_ratio(held: float, allocatable: float) -> float:
+    """See Session.share_ratio."""
+    if allocatable <= GPU_EPSILON:
+        return held * NO_SHARE_PENALTY
+    return held / allocatable
+
+
 def _key(job: Job) -> str:
     return job.key
 
@@ -110,7 +117,7 @@ class Session:
                 demand[job.project] += self.wanted_gpus(job, job.missing)
         self.demand = demand  # GPUs each project holds and asks for: what fair share splits
         self.fair_share = fair_shares(self.capacity, policy.departments, policy.projects, demand)
-        self._allocatable: dict[str, float] = {}  # see allocatable
+        self._queue_facts: dict[str, tuple[float, int, float, float]] = {}  # see _facts
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -137,28 +144,33 @@ class Session:
             queues.setdefault(job.project, []).append(job)
         return queues
 
+    def _facts(self, queue: str) -> tuple[float, int, float, float]:
+        """(deserved, rank, age, allocatable share) of a project or department, fixed for
+        the cycle and asked for by every order key: worked out once per queue."""
+        found = self._queue_facts.get(queue)
+        if found is None:
+            spec = self.projects.get(queue) or self.departments.get(queue)
+            allocatable = self.fair_share.get(queue, 0.0)
+            if spec is None:
+                found = (0.0, 0, 0.0, allocatable)
+            else:
+                allocatable = max(spec.deserved, allocatable)
+                if spec.limit is not None:
+                    allocatable = min(allocatable, spec.limit)
+                found = (spec.deserved, spec.over_quota_rank, spec.age, allocatable)
+            self._queue_facts[queue] = found
+        return found
+
     def allocatable(self, queue: str) -> float:
         """What a queue may hold before it counts as over its share: max(deserved, fair
         share), capped by its hard limit (KAI's allocatable share). Fixed for the cycle."""
-        found = self._allocatable.get(queue)
-        if found is None:
-            spec = self.projects.get(queue) or self.departments.get(queue)
-            found = self.fair_share.get(queue, 0.0)
-            if spec is not None:
-                found = max(spec.deserved, found)
-                found = found if spec.limit is None else min(found, spec.limit)
-            self._allocatable[queue] = found
-        return found
+        return self._facts(queue)[3]
 
     def share_ratio(self, queue: str, gain: float = 0.0) -> float:
         """Allocated (plus `gain`) over the allocatable share: the queue orders' measure
         (KAI's dominant resource share, GPUs only). A queue with no allocatable share
         holding GPUs gets the largest, growing with what it holds (KAI multiplies)."""
-        allocatable = self.allocatable(queue)
-        held = self.allocated.get(queue, 0.0) + gain
-        if allocatable <= GPU_EPSILON:
-            return held * NO_SHARE_PENALTY
-        return held / allocatable
+        return _share_ratio(self.allocated.get(queue, 0.0) + gain, self._facts(queue)[3])
 
     def _serve_level(self, queue: str, gain: float) -> tuple:
         """A queue's place among its siblings in allocation order, lowest first, as KAI's
@@ -170,15 +182,15 @@ class Session:
         KAI puts queues over their fair share last only when over in every resource; the
         engine schedules GPUs alone (a queue's CPU and memory are 0 of a 0 share, never
         over), so that check never separates queues and rank comes first."""
-        spec = self.projects.get(queue) or self.departments.get(queue)
-        deserved, rank, age = (spec.deserved, spec.over_quota_rank, spec.age) if spec else (0, 0, 0)
-        held = self.allocated.get(queue, 0.0) + gain
+        deserved, rank, age, allocatable = self._facts(queue)
+        now = self.allocated.get(queue, 0.0)
+        held = now + gain
         return (
             held > deserved + GPU_EPSILON,
             -rank,
-            held > GPU_EPSILON and self.allocatable(queue) <= GPU_EPSILON,
-            self.share_ratio(queue, gain),
-            self.share_ratio(queue),
+            held > GPU_EPSILON and allocatable <= GPU_EPSILON,
+            _share_ratio(held, allocatable),
+            _share_ratio(now, allocatable),
             -deserved,
             age,
         )
@@ -240,24 +252,26 @@ class Session:
         _serve_level without a job, reversed -- those over their deserved quota first,
         lower over-quota rank first, those holding GPUs with no allocatable share, the
         highest share_ratio, the smaller deserved quota, the newest queue."""
-        spec = self.projects.get(queue) or self.departments.get(queue)
-        deserved, rank, age = (spec.deserved, spec.over_quota_rank, spec.age) if spec else (0, 0, 0)
+        deserved, rank, age, allocatable = self._facts(queue)
         held = self.allocated.get(queue, 0.0)
         return (
             held <= deserved + GPU_EPSILON,
             rank,
-            not (held > GPU_EPSILON and self.allocatable(queue) <= GPU_EPSILON),
-            -self.share_ratio(queue),
+            held <= GPU_EPSILON or allocatable > GPU_EPSILON,
+            -_share_ratio(held, allocatable),
             deserved,
             -age,
         )
 
+    def victim_key(self, queue: str) -> tuple:
+        """A project's or department's place among its siblings in the order they give up
+        work (_victim_level), then its name, which the key ends with."""
+        return (*self._victim_level(queue), queue)
+
     def victim_queue_key(self, name: str) -> tuple:
         """The order projects give up work in (lowest first), KAI's queue order reversed,
-        level by level: the department first (_victim_level), then the project inside it;
-        names only last. Ends with the project's name."""
-        department = self.department_of(name)
-        return (*self._victim_level(department), department, *self._victim_level(name), name)
+        level by level: the department first, then the project inside it (victim_key)."""
+        return (self.victim_key(self.department_of(name)), self.victim_key(name))
 
     def department_of(self, project: str) -> str:
         return self._parent.get(project, "")

@@ -25,7 +25,7 @@ left: a department at its hard limit can reclaim from a sibling project.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 from enum import StrEnum
 
 from gitops_sched.engine.actions.victims import Victim, VictimPool, evict_until_placed
@@ -84,36 +84,44 @@ def _freeable(session: Session, job: Job) -> dict[str, float]:
 
 
 class _VictimQueues:
-    """The projects that may give work to a claimant, kept sorted by
-    Session.victim_queue_key in two views: for a claimant within its deserved quota
-    (`guaranteed`), those over their deserved quota; for the others, those holding more
-    than their allocatable share (Session.allocatable). Either way only projects whose
-    department may also lose work (likewise) are in a view, except in the claimant's own
-    department (`open`), whose projects compete only with each other.
+    """The projects that may give work to a claimant, in Session.victim_queue_key order,
+    in two views: for a claimant within its deserved quota (`guaranteed`), those over
+    their deserved quota; for the others, those holding more than their allocatable share
+    (Session.allocatable). Either way only projects whose department may also lose work
+    (likewise) are in a view, except in the claimant's own department (`open`), whose
+    projects compete only with each other.
 
-    A project's key changes only with its own and its department's allocation, and a
-    department's standing only with its projects', so after a try only what it touched is
-    put back in place, instead of sorting every project per job. Mid-try a view is a
-    superset of the projects _may_lose_any allows: departments only lose work then, and
-    its `blocked` set finds those that drop out.
+    Each view is two levels, as the order is: its departments sorted by
+    Session.victim_key (those with a project in the view), and each department's projects
+    sorted by theirs. A key changes only with its queue's allocation, and a department's
+    standing only with its projects', so after an eviction or a try only the keys it
+    touched are put back in place, instead of sorting every project per job. Mid-try a
+    view is a superset of the projects _may_lose_any allows: departments only lose work
+    then, and its `blocked` set finds those that drop out.
     """
 
     def __init__(self, session: Session, projects: list[str]) -> None:
         self.session = session
         self.open = ""  # the current claimant's department
-        # each project's and department's allocation when the keys were last worked out
-        self.allocated = {p: session.allocated.get(p, 0.0) for p in projects}
-        self.keys = {p: session.victim_queue_key(p) for p in projects}
         self.by_department: dict[str, list[str]] = {}
         for project in projects:
             self.by_department.setdefault(session.department_of(project), []).append(project)
-        for department in self.by_department:
-            self.allocated[department] = session.allocated.get(department, 0.0)
+        queues = [*projects, *self.by_department]
+        # each queue's allocation when its key was last worked out, and that key
+        self.allocated = {q: session.allocated.get(q, 0.0) for q in queues}
+        self.keys = {q: session.victim_key(q) for q in queues}
         self.standing = {d: self._department_may_give(d) for d in self.by_department}
-        self.views: dict[bool, list[tuple]] = {
-            guaranteed: sorted(self.keys[p] for p in projects if self._may_give(p, guaranteed))
-            for guaranteed in (False, True)
-        }
+        # guaranteed -> (departments in order, department -> its projects in order)
+        self.views: dict[bool, tuple[list[tuple], dict[str, list[tuple]]]] = {}
+        for guaranteed in (False, True):
+            members: dict[str, list[tuple]] = {}
+            for project in projects:
+                if self._may_give(project, guaranteed):
+                    department = session.department_of(project)
+                    members.setdefault(department, []).append(self.keys[project])
+            for keys in members.values():
+                keys.sort()
+            self.views[guaranteed] = (sorted(self.keys[d] for d in members), members)
 
     def _department_may_give(self, department: str) -> tuple[bool, bool]:
         """Whether the department may lose anything, to a claimant above and within its
@@ -161,35 +169,60 @@ class _VictimQueues:
                 self._place(project, self.keys[project])
 
     def refresh(self, projects: Iterable[str]) -> None:
-        """Re-place those of the projects whose allocation changed, and every project of
-        a department whose allocation changed (a key starts with its department's place)."""
+        """Re-place those of the projects, and of their departments, whose allocation
+        changed."""
         allocated = self.session.allocated
-        changed: set[str] = set()
-        for project in projects:
+        for project in sorted(set(projects)):
             department = self.session.department_of(project)
             for queue in (project, department):
                 held = allocated.get(queue, 0.0)
-                if queue in self.allocated and held != self.allocated[queue]:
-                    self.allocated[queue] = held
-                    changed.add(queue)
-        for department in sorted(changed & self.by_department.keys()):
-            changed.update(self.by_department[department])
-        for project in sorted(changed & self.keys.keys()):
-            old = self.keys[project]
-            new = self.session.victim_queue_key(project)
-            if new != old:
-                self.keys[project] = new
-                self._place(project, old)
+                if queue not in self.allocated or held == self.allocated[queue]:
+                    continue
+                self.allocated[queue] = held
+                old, self.keys[queue] = self.keys[queue], self.session.victim_key(queue)
+                if queue == project:
+                    self._place(project, old)
+                else:
+                    self._move_department(queue, old)
 
     def _place(self, project: str, old: tuple) -> None:
         """Put the project where its current key and standing say, in both views (its
-        `old` key, if a view holds it, is its own: a key ends with its project's name)."""
-        for guaranteed, view in self.views.items():
-            at = bisect.bisect_left(view, old)
-            if at < len(view) and view[at] == old:
-                del view[at]
+        `old` key, if a view holds it, is its own: a key ends with its queue's name)."""
+        department = self.session.department_of(project)
+        for guaranteed, (departments, members) in self.views.items():
+            keys = members.setdefault(department, [])
+            was = bool(keys)
+            at = bisect.bisect_left(keys, old)
+            if at < len(keys) and keys[at] == old:
+                del keys[at]
             if self._may_give(project, guaranteed):
-                bisect.insort(view, self.keys[project])
+                bisect.insort(keys, self.keys[project])
+            if was != bool(keys):
+                key = self.keys[department]
+                if keys:
+                    bisect.insort(departments, key)
+                else:
+                    del departments[bisect.bisect_left(departments, key)]
+
+    def _move_department(self, department: str, old: tuple) -> None:
+        """Put the department where its new key says, in the views that hold it."""
+        for departments, members in self.views.values():
+            if members.get(department):
+                del departments[bisect.bisect_left(departments, old)]
+                bisect.insort(departments, self.keys[department])
+
+    def walk(self, guaranteed: bool, after: tuple | None) -> Iterator[tuple[tuple, tuple]]:
+        """(department key, project key) pairs of a view in order, from `after` on: the
+        pairs before it are skipped (none if None: from the start)."""
+        departments, members = self.views[guaranteed]
+        start = 0 if after is None else bisect.bisect_left(departments, after[0])
+        for department in departments[start:]:
+            keys = members[department[-1]]
+            first = 0
+            if after is not None and department == after[0]:
+                first = bisect.bisect_left(keys, after[1])
+            for key in keys[first:]:
+                yield department, key
 
 
 def _reclaim_for(
@@ -209,22 +242,22 @@ def _reclaim_for(
     last: list[str] = []  # the project that gave the last victim: its key has changed
     freed_nodes: set[str] = set()  # where the victims that may be stopped ran
     movable: list[Victim] | None = None
-    # the keys before `scan` are done for this job: a key only grows as its project or
-    # department loses work, so those that move go back (or leave the view) and no key
-    # of a project not yet asked comes before it; None once every project was asked
-    scan: tuple | None = ()
+    # the (department, project) keys before `scan` are done for this job: a key only grows
+    # as its queue loses work, so those that move go back (or leave the view) and no key
+    # of a project not yet asked comes before it (None: from the start)
+    scan: tuple | None = None
+    asked_all = False  # every project was asked
     blocked: set[str] = set()  # departments that may lose nothing to this job
 
     def next_victim() -> Victim | None:
-        nonlocal movable, scan
+        nonlocal movable, scan, asked_all
         order.refresh(last)
         last.clear()
-        keys = order.views[guaranteed]
-        position = len(keys) if scan is None else bisect.bisect_left(keys, scan)
-        while position < len(keys):
-            key = keys[position]
-            project = key[-1]
-            if project not in done:
+        if not asked_all:
+            for pair in order.walk(guaranteed, scan):
+                project = pair[1][-1]
+                if project in done:
+                    continue
                 index = None
                 if _may_lose_any(session, job, gain, project, guaranteed, blocked):
                     index = pool.first_usable(project, cursors.get(project, 0), allowed)
@@ -235,11 +268,10 @@ def _reclaim_for(
                         last.append(project)
                         touched.add(project)
                         freed_nodes.update(_nodes(session, victim))
-                        scan = key
+                        scan = pair
                         return victim
                 done.add(project)
-            position += 1
-        scan = None
+            asked_all = True
         if movable is None:
             movable = _movable(session, job, pool, freed_nodes, allowed) if freed_nodes else []
         while movable:

@@ -132,17 +132,14 @@ def replace_together(
     with session.statement() as commit:
         waiting: list[Taken | None] = [None, *taken]  # None: the job itself
 
-        def now(entry: Taken | None) -> Job:
-            return session.jobs[job.key if entry is None else entry.job]
-
         while waiting:
-            entries = [
-                (now(entry), _gain(session, now(entry), entry), _within(now(entry), entry))
-                for entry in waiting
-            ]
-            entry = waiting.pop(session.next_in_order(entries))
+            jobs = [session.jobs[job.key if e is None else e.job] for e in waiting]
+            at = session.next_in_order(
+                [(j, _gain(session, j, e), _within(j, e)) for j, e in zip(jobs, waiting)]
+            )
+            entry = waiting.pop(at)
             if entry is None:
-                if not place_within(session, now(entry), accept):
+                if not place_within(session, jobs[at], accept):
                     return False
             elif not _take_back(session, entry, accept) and entry.move_only:
                 return False
