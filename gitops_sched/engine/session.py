@@ -182,15 +182,19 @@ class Session:
         KAI puts queues over their fair share last only when over in every resource; the
         engine schedules GPUs alone (a queue's CPU and memory are 0 of a 0 share, never
         over), so that check never separates queues and rank comes first."""
-        deserved, rank, age, allocatable = self._facts(queue)
+        deserved, rank, age, allocatable = self._queue_facts.get(queue) or self._facts(queue)
         now = self.allocated.get(queue, 0.0)
         held = now + gain
+        if allocatable <= GPU_EPSILON:  # see share_ratio
+            with_job, without = held * NO_SHARE_PENALTY, now * NO_SHARE_PENALTY
+            over = held > deserved + GPU_EPSILON
+            return (over, -rank, held > GPU_EPSILON, with_job, without, -deserved, age)
         return (
             held > deserved + GPU_EPSILON,
             -rank,
-            held > GPU_EPSILON and allocatable <= GPU_EPSILON,
-            _share_ratio(held, allocatable),
-            _share_ratio(now, allocatable),
+            False,
+            held / allocatable,
+            now / allocatable,
             -deserved,
             age,
         )
@@ -242,23 +246,26 @@ class Session:
             department = self.department_of(project)
             if department not in projects or key < projects[department][0]:
                 projects[department] = (key, at)
-        return min(
-            (*self._serve_level(department, entries[at][1]), department, key, at)
-            for department, (key, at) in projects.items()
-        )[-1]
+        chosen: tuple | None = None
+        for department, (key, at) in projects.items():
+            candidate = (self._serve_level(department, entries[at][1]), department, key, at)
+            if chosen is None or candidate < chosen:
+                chosen = candidate
+        assert chosen is not None, "no entries"
+        return chosen[-1]
 
     def _victim_level(self, queue: str) -> tuple:
         """A queue's place among its siblings in the order they give up work, lowest first:
         _serve_level without a job, reversed -- those over their deserved quota first,
         lower over-quota rank first, those holding GPUs with no allocatable share, the
         highest share_ratio, the smaller deserved quota, the newest queue."""
-        deserved, rank, age, allocatable = self._facts(queue)
+        deserved, rank, age, allocatable = self._queue_facts.get(queue) or self._facts(queue)
         held = self.allocated.get(queue, 0.0)
         return (
             held <= deserved + GPU_EPSILON,
             rank,
             held <= GPU_EPSILON or allocatable > GPU_EPSILON,
-            -_share_ratio(held, allocatable),
+            -(held / allocatable if allocatable > GPU_EPSILON else held * NO_SHARE_PENALTY),
             deserved,
             -age,
         )
