@@ -18,7 +18,7 @@ from enum import StrEnum
 from gitops_sched.engine.actions.allocate import gang_reason, no_room_reason
 from gitops_sched.engine.actions.consolidate import pod_need, room_in_total
 from gitops_sched.engine.actions.reclaim import Floor, loss_refused, within_deserved
-from gitops_sched.engine.actions.victims import Victim, VictimPool
+from gitops_sched.engine.actions.victims import VictimPool, ranks_ahead
 from gitops_sched.engine.admission import may_reclaim, quota_blocker
 from gitops_sched.engine.apply import apply_decisions
 from gitops_sched.engine.fit import NeverFit, never_fits
@@ -255,7 +255,7 @@ def _refusal(
     taken = 0.0
     counted: dict[str, float] = {}  # job -> its GPUs taken so far (elastic pods first)
     index = pool.first_usable(project, 0, allowed)
-    if index is not None and _ranks_ahead(session, job, gain, pool.victims(project)[index]):
+    if index is not None and ranks_ahead(session, job, gain, pool.victims(project)[index]):
         return (
             f"{project} would rank ahead of {job.project} in allocation order once it lost "
             "its work, so that work would take its GPUs back first"
@@ -270,18 +270,6 @@ def _refusal(
         counted[victim.job] = counted.get(victim.job, 0.0) + amount
         index = pool.first_usable(project, index + 1, allowed)
     return taken
-
-
-def _ranks_ahead(session: Session, job: Job, gain: float, victim: Victim) -> bool:
-    """Whether the victim's queue, having lost it, comes before the job's in allocation
-    order: reclaim places them again together, and the victim takes its GPUs back
-    first (see actions.victims.replace_together). Tried in a statement, left undone."""
-    with session.statement():
-        current = session.jobs[victim.job]
-        pods = current.placement if victim.pods is None else victim.pods
-        after = session.evict(current, EvictReason.RECLAIM, pods=pods)
-        back = session.placed_gpus(after, pods)
-        return session.next_in_order([(job, gain, (0,)), (after, back, (1,))]) == 1
 
 
 def _broken_floor(

@@ -28,7 +28,12 @@ import bisect
 from collections.abc import Collection, Iterable, Iterator
 from enum import StrEnum
 
-from gitops_sched.engine.actions.victims import Victim, VictimPool, evict_until_placed
+from gitops_sched.engine.actions.victims import (
+    Victim,
+    VictimPool,
+    evict_until_placed,
+    ranks_ahead,
+)
 from gitops_sched.engine.admission import fits_quota, may_reclaim, quota_blocker
 from gitops_sched.engine.session import Session, victim_order
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job
@@ -263,7 +268,9 @@ def _reclaim_for(
                     index = pool.first_usable(project, cursors.get(project, 0), allowed)
                 if index is not None:
                     victim = pool.victims(project)[index]
-                    if _may_lose(session, job, gain, project, pool.gpus(victim), guaranteed):
+                    if _may_lose(
+                        session, job, gain, project, pool.gpus(victim), guaranteed
+                    ) and not ranks_ahead(session, job, gain, victim):
                         cursors[project] = index + 1
                         last.append(project)
                         touched.add(project)

@@ -80,9 +80,14 @@ def evict_until_placed(
             if surely_no_room(session, job):
                 continue  # what the victims freed is not enough yet
             if together:
-                if replace_together(session, job, taken, accept):
+                if not fits_alone(session, job, accept):
+                    continue  # what the victims freed is not enough yet
+                placed = replace_together(session, job, taken, accept)
+                if placed:
                     commit()
                     return True
+                if placed is None:
+                    return False  # a move-only victim found no place, as give_back's
                 continue  # a victim took its place back first: another may make room
             if place_within(session, job, accept):
                 if give_back(session, taken, accept):
@@ -119,16 +124,46 @@ def give_back(session: Session, taken: list[Taken], accept: Callable[[], bool]) 
     return True
 
 
+def ranks_ahead(session: Session, job: Job, gain: float, victim: Victim) -> bool:
+    """Whether the victim's queue, having lost the victim, comes before the job's queue
+    (the job adding `gain`) in allocation order: placed again together (see
+    replace_together), the victim would take its GPUs back first -- and so would every
+    later victim of that queue, as losing more only moves it further ahead."""
+    current = session.jobs[victim.job]
+    pods = current.placement if victim.pods is None else victim.pods
+    back = session.placed_gpus(current, pods)
+    queues = (current.project, session.department_of(current.project))
+    allocated = session.allocated
+    for queue in queues:
+        if queue in allocated:
+            allocated[queue] -= back
+    try:
+        return session.next_in_order([(job, gain, (0,)), (current, back, (1,))]) == 1
+    finally:
+        for queue in queues:
+            if queue in allocated:
+                allocated[queue] += back
+
+
+def fits_alone(session: Session, job: Job, accept: Callable[[], bool]) -> bool:
+    """Whether the job would fit now, with no victim given its place back: cheaper than
+    replace_together, which can only do worse. Leaves nothing placed."""
+    with session.statement():
+        return place(session, job) and accept()
+
+
 def replace_together(
     session: Session, job: Job, taken: list[Taken], accept: Callable[[], bool]
-) -> bool:
+) -> bool | None:
     """Place the job and offer every victim its place back, one at a time in allocation
     order (Session.next_in_order), as KAI's solvers allocate the preemptor and its
     victims together: a victim whose queue ranks ahead of the job's takes its GPUs back
     first. Inside a project the entries go by job order, move-only victims before those
     the action may stop (which, being cheaper to lose, are the ones left stopped when
     room is short). True, with all of it kept, when the job is placed and `accept()`
-    holds and every move-only victim found a place; else nothing is kept."""
+    holds and every move-only victim found a place; else nothing is kept, and the
+    answer is None when a move-only victim found no place, False when the job did not
+    fit."""
     with session.statement() as commit:
         waiting: list[Taken | None] = [None, *taken]  # None: the job itself
 
@@ -142,7 +177,7 @@ def replace_together(
                 if not place_within(session, jobs[at], accept):
                     return False
             elif not _take_back(session, entry, accept) and entry.move_only:
-                return False
+                return None
         commit()
         return True
 
