@@ -94,10 +94,12 @@ def test_allocate_serves_higher_rank_queues_first():
     assert not is_running(final, "a-first")
 
 
-def test_allocate_serves_queues_below_their_fair_share_before_higher_ranks():
+def test_allocate_serves_higher_ranks_before_queues_below_their_fair_share():
     # `high` (rank 1, no claim on spare GPUs) runs 2 GPUs on a fair share of 1; `low` runs 1
-    # of its fair share of 2. The free GPU goes to `low` (KAI serves queues at or below
-    # their fair share first); the reclaim threshold keeps reclaim from correcting it later.
+    # of its fair share of 2; both would pass their deserved quota with the job. The free
+    # GPU goes to `high`: KAI serves queues below their fair share first only when they
+    # are below in every resource, and GPU-only work is never over its (zero) CPU and
+    # memory share, so rank decides. The reclaim threshold keeps reclaim out of it.
     pol = policy(
         project("high", 1, over_quota_rank=1, weight=0),
         project("low", 1),
@@ -111,9 +113,9 @@ def test_allocate_serves_queues_below_their_fair_share_before_higher_ranks():
         job("l-2", "low", submitted=20),
     ]
     final, history = settled(snapshot(pol, nodes("n", 1, gpus=4), work))
-    assert bound(history) == ["l-2"]
+    assert bound(history) == ["h-3"]
     assert not evicted(history)
-    assert not is_running(final, "h-3")
+    assert not is_running(final, "l-2")
 
 
 def test_allocate_breaks_equal_queues_by_the_oldest_pending_work():
@@ -223,14 +225,15 @@ def test_only_needed_victims_are_evicted():
 
 
 def test_a_victim_that_fits_elsewhere_is_moved_not_stopped():
-    # d's 4-GPU job needs n-0 cleared; of b's two jobs there, the older one fits on n-1's
-    # two free GPUs and is moved (evicted and bound again in the same cycle); the youngest
-    # has nowhere to go and is stopped
+    # d's 4-GPU job needs n-0 cleared; of b's two jobs there, the older one (first in
+    # b's job order: victims are placed again in allocation order) fits on n-1's two free
+    # GPUs and is moved (evicted and bound again in the same cycle); the youngest has
+    # nowhere left to go and is stopped
     pol = policy(project("x", 2), project("b", 0), project("d", 6))
     work = [
         running("serve", "x", 2, on("n-1", 0, 1), type="inference"),
-        running("b-young", "b", 2, on("n-0", 0, 1), started=100),
-        running("b-old", "b", 2, on("n-0", 2, 3), started=0),
+        running("b-young", "b", 2, on("n-0", 0, 1), started=100, submitted=1),
+        running("b-old", "b", 2, on("n-0", 2, 3), started=0, submitted=0),
         job("d-big", "d", 4),
     ]
     snap = replace(snapshot(pol, nodes("n", 2, gpus=4), work), now=200.0)
@@ -304,8 +307,10 @@ def test_consolidation_needs_no_fair_share_condition():
     assert all(j.running for j in final.jobs)
 
 
-def test_consolidation_prefers_the_fewest_moves():
-    # clearing n-0 takes two (young) moves, n-1 or n-2 one each: one move, the younger
+def test_consolidation_moves_in_victim_order_not_the_fewest_moves():
+    # clearing n-0 takes two moves of the youngest jobs, n-1 or n-2 one move of an older
+    # one: KAI's consolidation takes victims in victim order (the newest first), so a2
+    # then a1 go, and the older b keeps running where it is
     pol = policy(project("p", 4), project("q", 8))
     work = [
         running("a1", "q", 1, on("n-0", 0), started=200),
@@ -315,9 +320,53 @@ def test_consolidation_prefers_the_fewest_moves():
         job("big", "p", 4),
     ]
     final, history = settled(replace(snapshot(pol, nodes("n", 3, gpus=4), work), now=300.0))
-    assert evictions(history) == [("b", EvictReason.CONSOLIDATE)]
+    assert sorted(evictions(history)) == [
+        ("a1", EvictReason.CONSOLIDATE),
+        ("a2", EvictReason.CONSOLIDATE),
+    ]
+    assert nodes_of(final, "big") == {"n-0"}
+    assert placement(final, "b") == (on("n-1", 0, 1),)
+    assert all(j.running for j in final.jobs)
+
+
+def test_consolidation_moves_the_lower_priority_job_before_the_younger_one():
+    # inside a queue the lowest priority goes first, before the newest
+    pol = policy(project("p", 4), project("q", 8))
+    work = [
+        running("young", "q", 2, on("n-0", 0, 1), started=200),
+        running("low", "q", 2, on("n-1", 0, 1), started=0, priority=10),
+        job("big", "p", 4),
+    ]
+    final, history = settled(replace(snapshot(pol, nodes("n", 2, gpus=4), work), now=300.0))
+    assert evictions(history) == [("low", EvictReason.CONSOLIDATE)]
     assert nodes_of(final, "big") == {"n-1"}
     assert all(j.running for j in final.jobs)
+
+
+def test_consolidation_takes_from_the_queue_that_gives_up_work_first():
+    # q is over its deserved quota, r within it: q's job is moved although r's is younger
+    pol = policy(project("p", 4), project("q", 1), project("r", 4))
+    work = [
+        running("q-old", "q", 2, on("n-0", 0, 1), started=0),
+        running("r-young", "r", 2, on("n-1", 0, 1), started=200),
+        job("big", "p", 4),
+    ]
+    final, history = settled(replace(snapshot(pol, nodes("n", 2, gpus=4), work), now=300.0))
+    assert evictions(history) == [("q-old", EvictReason.CONSOLIDATE)]
+    assert nodes_of(final, "big") == {"n-0"}
+
+
+def test_consolidation_breaks_a_tie_on_start_by_submission_not_by_node():
+    # both started together; the one submitted last moves, though its node sorts last
+    pol = policy(project("p", 4), project("q", 8))
+    work = [
+        running("first", "q", 2, on("n-0", 0, 1), started=0, submitted=0),
+        running("last", "q", 2, on("n-1", 0, 1), started=0, submitted=1),
+        job("big", "p", 4, submitted=2),
+    ]
+    final, history = settled(replace(snapshot(pol, nodes("n", 2, gpus=4), work), now=300.0))
+    assert evictions(history) == [("last", EvictReason.CONSOLIDATE)]
+    assert nodes_of(final, "big") == {"n-1"}
 
 
 def test_consolidation_moves_fractions_to_make_room():

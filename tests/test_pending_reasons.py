@@ -28,9 +28,11 @@ NEEDS = re.compile(rf"it needs {NUMBER} GPUs and the nodes it may use have {NUMB
 SCATTERED = re.compile(rf"{NUMBER} GPUs free on the nodes it may use, but scattered")
 LEAVES = re.compile(
     rf"taking {NUMBER} GPUs of (\S+)'s work would leave (\S+) with {NUMBER} of its fair share "
-    rf"of {NUMBER} GPUs(, below it| \({NUMBER} of it\), less than (\S+)'s {NUMBER} of its own)"
+    rf"of {NUMBER} GPUs \({NUMBER} of it\), not more than (\S+)'s {NUMBER} of its own"
 )
-NOT_OVER = re.compile(rf"(\S+) holds {NUMBER} GPUs, not over its deserved quota of {NUMBER}")
+AFTER = rf"(?:after taking {NUMBER} GPUs of \S+'s work, )?"
+NOT_OVER = re.compile(rf"{AFTER}(\S+) holds {NUMBER} GPUs, not over its deserved quota of {NUMBER}")
+AT_SHARE = re.compile(rf"{AFTER}(\S+) holds {NUMBER} GPUs, not more than its share of {NUMBER}")
 FIXED = re.compile(rf"non-preemptible work holds {NUMBER}")
 ROUNDING = 1e-3  # reasons print GPUs to 4 decimals
 
@@ -142,21 +144,31 @@ def check_reason(state: Snapshot, pending: Job, kind: PendingKind, text: str) ->
     for queue, has, share in HOLDS.findall(text):
         assert close(has, holding.get(queue, 0.0)), (text, queue, holding)
         assert close(share, shares.get(queue, 0.0)), (text, queue, shares)
-    for taken, _, queue, left, share, rule, part, claimant, theirs in LEAVES.findall(text):
+    for taken, _, queue, left, share, part, claimant, theirs in LEAVES.findall(text):
         assert close(left, holding.get(queue, 0.0) - float(taken)), (text, holding)
         assert close(share, shares[queue]), (text, shares)
-        if rule == ", below it":
-            assert float(left) < float(share), text
-        else:
-            claimant_share = shares[claimant]
-            ratio = (holding.get(claimant, 0.0) + need) / claimant_share
-            assert abs(float(theirs) - ratio) <= 0.01 * ratio, (text, ratio)
-            assert float(part) <= float(theirs), text
-    for queue, has, quota in NOT_OVER.findall(text):
-        assert close(has, holding.get(queue, 0.0)), (text, holding)
+        claimant_share = shares[claimant]
+        ratio = (holding.get(claimant, 0.0) + need) / claimant_share
+        assert ratio > 1, (text, ratio)  # ratios count only above the claimant's share
+        assert abs(float(theirs) - ratio) <= 0.01 * ratio, (text, ratio)
+        assert float(part) <= float(theirs), text
+    for taken, queue, has, quota in NOT_OVER.findall(text):
+        assert close(has, holding.get(queue, 0.0) - float(taken or 0)), (text, holding)
         assert close(quota, deserved[queue]) and float(has) <= float(quota), text
+    for taken, queue, has, share in AT_SHARE.findall(text):
+        assert close(has, holding.get(queue, 0.0) - float(taken or 0)), (text, holding)
+        assert close(share, allocatable(state, queue, shares)), (text, shares)
+        assert float(has) <= float(share) + ROUNDING, text
     for fixed in FIXED.findall(text):
         assert close(fixed, non_preemptible_on(state, pending)), text
+
+
+def allocatable(state: Snapshot, queue: str, shares: dict[str, float]) -> float:
+    """What a queue may hold before it may lose work: max(deserved, fair share), capped by
+    its hard limit."""
+    spec = next(q for q in (*state.policy.projects, *state.policy.departments) if q.name == queue)
+    share = max(spec.deserved, shares.get(queue, 0.0))
+    return share if spec.limit is None else min(share, spec.limit)
 
 
 def reasons_of(state: Snapshot) -> list[tuple[Job, PendingKind, str]]:
@@ -200,9 +212,10 @@ def test_a_job_needing_more_than_is_free_says_how_many_it_needs_and_how_many_are
     check_reason(state, pending, kind, text)
 
 
-def test_nothing_to_reclaim_names_the_rule_that_keeps_a_holder_above_its_fair_share() -> None:
-    # b holds 4 GPUs, over its fair share of 3, in one job: taking it would leave b with
-    # 0, below its fair share -- b is above its share, yet none of its work may be taken
+def test_a_holder_over_its_share_loses_even_the_job_that_takes_it_below_it() -> None:
+    # b holds 4 GPUs, over its fair share of 3, in one job: KAI judges a victim's queue
+    # before the loss, so b-big may go although it leaves b with 0; b-big then waits,
+    # told that taking it back would pass b's share
     state, _ = settle(
         snapshot(
             policy(project("a", 1), project("b", 1)),
@@ -212,11 +225,37 @@ def test_nothing_to_reclaim_names_the_rule_that_keeps_a_holder_above_its_fair_sh
     )
     state, _ = settle(snapshot(state.policy, state.nodes, [*state.jobs, job("a-two", "a", 2)]))
     [(pending, kind, text)] = reasons_of(state)
-    assert kind is PendingKind.FAIR_SHARE, text
+    assert pending.name == "b-big" and kind is PendingKind.FAIR_SHARE, text
+    assert text.startswith(
+        "fair share reached: b holds 0 of its fair share of 3 GPUs, 4 more would pass it"
+    ), text
+    check_reason(state, pending, kind, text)
+
+
+def test_nothing_to_reclaim_names_a_holder_at_its_share() -> None:
+    # a (1 of its fair share of 3) needs 2 GPUs on group x, where b holds exactly its
+    # fair share of 3: a queue must hold more than max(deserved, fair share) to lose work
+    def on_x(*gpus: int) -> dict:
+        return {"placement": (PodPlacement("x-0", gpus),), "started_at": 0.0}
+
+    state, _ = settle(
+        snapshot(
+            policy(project("a", 1), project("b", 1)),
+            (*nodes("x", 1, gpus=4), *nodes("y", 1, gpus=2)),
+            [
+                job("a-run", "a", 1, type="inference", **on_x(0)),
+                *(job(f"b-{i}", "b", 1, **on_x(i)) for i in (1, 2, 3)),
+                job("a-two", "a", 2, node_groups=("x",)),
+            ],
+        )
+    )
+    [(pending, kind, text)] = reasons_of(state)
+    assert pending.name == "a-two" and kind is PendingKind.FAIR_SHARE, text
     assert text.startswith(
         "nothing to reclaim: a holds 1 of its fair share of 3 GPUs; it needs 2 GPUs and the "
-        "nodes it may use have 1 free; of the GPUs there, non-preemptible work holds 1; "
-        "taking 4 GPUs of b's work would leave b with 0 of its fair share of 3 GPUs, below it"
+        "nodes it may use have 0 free; of the GPUs there, non-preemptible work holds 1; "
+        "b holds 3 GPUs, not more than its share of 3 (the larger of its deserved quota and "
+        "fair share), and may lose no more"
     ), text
     check_reason(state, pending, kind, text)
 

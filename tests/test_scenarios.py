@@ -74,7 +74,7 @@ def test_mig_instance_is_created_once_and_reused():
 def test_consolidation_moves_one_job_and_loses_none():
     output = run_scenario("consolidation")
     assert [(e["workload"], e["reason"]) for e in decisions(output, "evict")] == [
-        ("pair-a", "consolidate")
+        ("pair-b", "consolidate")
     ]
     assert {w["name"]: w["status"] for w in output["workloads"]} == {
         "big": "running",

@@ -35,6 +35,18 @@ if TYPE_CHECKING:
     from gitops_sched.engine.actions.victims import Victim
 
 
+# KAI's multiplier for a queue holding GPUs with no allocatable share: such queues sort
+# after every other, the more they hold the later
+NO_SHARE_PENALTY = 1000.0
+
+
+def _share_ratio(held: float, allocatable: float) -> float:
+    """See Session.share_ratio."""
+    if allocatable <= GPU_EPSILON:
+        return held * NO_SHARE_PENALTY
+    return held / allocatable
+
+
 def _key(job: Job) -> str:
     return job.key
 
@@ -105,6 +117,7 @@ class Session:
                 demand[job.project] += self.wanted_gpus(job, job.missing)
         self.demand = demand  # GPUs each project holds and asks for: what fair share splits
         self.fair_share = fair_shares(self.capacity, policy.departments, policy.projects, demand)
+        self._queue_facts: dict[str, tuple[float, int, float, float]] = {}  # see _facts
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -131,58 +144,148 @@ class Session:
             queues.setdefault(job.project, []).append(job)
         return queues
 
-    def queue_key(self, name: str, job: Job | None = None, age: float = 0.0) -> tuple:
-        """The order projects are served in (lowest first), as KAI's proportion plugin
-        orders queues: those at or below their fair share before those above it; those
-        still within their deserved quota with `job` before the rest; higher over-quota
-        rank first; then allocated/fair share with the job, and without it; the larger
-        deserved quota; the older queue (QueueSpec.age: KAI's creation time); `age` (the
-        earliest submission of its pending work); the name."""
-        spec = self.projects.get(name)
-        deserved, rank = (spec.deserved, spec.over_quota_rank) if spec else (0.0, 0)
-        created = spec.age if spec else 0.0
-        allocated = self.allocated.get(name, 0.0)
-        gain = self.wanted_gpus(job) if job is not None else 0.0
+    def _facts(self, queue: str) -> tuple[float, int, float, float]:
+        """(deserved, rank, age, allocatable share) of a project or department, fixed for
+        the cycle and asked for by every order key: worked out once per queue."""
+        found = self._queue_facts.get(queue)
+        if found is None:
+            spec = self.projects.get(queue) or self.departments.get(queue)
+            allocatable = self.fair_share.get(queue, 0.0)
+            if spec is None:
+                found = (0.0, 0, 0.0, allocatable)
+            else:
+                allocatable = max(spec.deserved, allocatable)
+                if spec.limit is not None:
+                    allocatable = min(allocatable, spec.limit)
+                found = (spec.deserved, spec.over_quota_rank, spec.age, allocatable)
+            self._queue_facts[queue] = found
+        return found
+
+    def allocatable(self, queue: str) -> float:
+        """What a queue may hold before it counts as over its share: max(deserved, fair
+        share), capped by its hard limit (KAI's allocatable share). Fixed for the cycle."""
+        return self._facts(queue)[3]
+
+    def share_ratio(self, queue: str, gain: float = 0.0) -> float:
+        """Allocated (plus `gain`) over the allocatable share: the queue orders' measure
+        (KAI's dominant resource share, GPUs only). A queue with no allocatable share
+        holding GPUs gets the largest, growing with what it holds (KAI multiplies)."""
+        return _share_ratio(self.allocated.get(queue, 0.0) + gain, self._facts(queue)[3])
+
+    def _serve_level(self, queue: str, gain: float) -> tuple:
+        """A queue's place among its siblings in allocation order, lowest first, as KAI's
+        proportion plugin orders queues: those still within their deserved quota with the
+        job; higher over-quota rank; not holding GPUs with no allocatable share; the lowest
+        share_ratio with the job, then without it; the larger deserved quota; the older
+        queue (QueueSpec.age: KAI's creation time).
+
+        KAI puts queues over their fair share last only when over in every resource; the
+        engine schedules GPUs alone (a queue's CPU and memory are 0 of a 0 share, never
+        over), so that check never separates queues and rank comes first."""
+        deserved, rank, age, allocatable = self._queue_facts.get(queue) or self._facts(queue)
+        now = self.allocated.get(queue, 0.0)
+        held = now + gain
+        if allocatable <= GPU_EPSILON:  # see share_ratio
+            with_job, without = held * NO_SHARE_PENALTY, now * NO_SHARE_PENALTY
+            over = held > deserved + GPU_EPSILON
+            return (over, -rank, held > GPU_EPSILON, with_job, without, -deserved, age)
         return (
-            allocated > self.fair_share.get(name, 0.0) + GPU_EPSILON,
-            allocated + gain > deserved + GPU_EPSILON,
+            held > deserved + GPU_EPSILON,
             -rank,
-            self.ratio(name, gain),
-            self.ratio(name),
+            False,
+            held / allocatable,
+            now / allocatable,
             -deserved,
-            created,
             age,
-            name,
         )
+
+    def queue_key(self, name: str, job: Job | None = None, age: float = 0.0) -> tuple:
+        """A project's place among the projects of its department in allocation order
+        (see _serve_level), with `job` its next job; then `age` (the earliest submission of
+        its pending work); then the name."""
+        gain = self.wanted_gpus(job) if job is not None else 0.0
+        return (*self._serve_level(name, gain), age, name)
+
+    def department_key(self, name: str, job: Job | None = None, age: float = 0.0) -> tuple:
+        """A department's place in allocation order, judged by its own totals with `job`,
+        the next job of its first project (KAI orders the queue tree level by level, each
+        queue by the best job under it)."""
+        gain = self.wanted_gpus(job) if job is not None else 0.0
+        return (*self._serve_level(name, gain), age, name)
 
     def serve_order(self, queues: dict[str, list[Job]]) -> list[str]:
         """Projects with pending work (in queue order, see pending_by_project), in the
-        order they are served: by queue_key of their first job."""
-        return sorted(
-            queues,
-            key=lambda name: self.queue_key(
-                name, queues[name][0], min(j.submitted for j in queues[name])
-            ),
+        order they are served: departments by department_key with the next job of their
+        first project, then projects inside each by queue_key of their first job."""
+        keys = {
+            name: self.queue_key(name, jobs[0], min(j.submitted for j in jobs))
+            for name, jobs in queues.items()
+        }
+        first: dict[str, str] = {}  # department -> its first project
+        for name in sorted(queues, key=keys.__getitem__):
+            first.setdefault(self.department_of(name), name)
+        departments = {
+            department: self.department_key(department, queues[name][0], keys[name][-2])
+            for department, name in first.items()
+        }
+        return sorted(queues, key=lambda n: (departments[self.department_of(n)], keys[n]))
+
+    def next_in_order(self, entries: list[tuple[Job, float, tuple]]) -> int:
+        """Which of `entries` (a job, what placing it adds to its queue, its place among the
+        project's entries) allocation order serves first: the first department by its
+        totals with its first entry's gain (see _serve_level), the first project inside it
+        likewise, that project's first entry."""
+        best: dict[str, int] = {}  # project -> its first entry
+        for at, (job, _, within) in enumerate(entries):
+            first = best.get(job.project)
+            if first is None or within < entries[first][2]:
+                best[job.project] = at
+        projects: dict[str, tuple] = {}  # department -> (its first project's key, entry)
+        for project, at in best.items():
+            key = (*self._serve_level(project, entries[at][1]), project)
+            department = self.department_of(project)
+            if department not in projects or key < projects[department][0]:
+                projects[department] = (key, at)
+        chosen: tuple | None = None
+        for department, (key, at) in projects.items():
+            candidate = (self._serve_level(department, entries[at][1]), department, key, at)
+            if chosen is None or candidate < chosen:
+                chosen = candidate
+        assert chosen is not None, "no entries"
+        return chosen[-1]
+
+    def _victim_level(self, queue: str) -> tuple:
+        """A queue's place among its siblings in the order they give up work, lowest first:
+        _serve_level without a job, reversed -- those over their deserved quota first,
+        lower over-quota rank first, those holding GPUs with no allocatable share, the
+        highest share_ratio, the smaller deserved quota, the newest queue."""
+        deserved, rank, age, allocatable = self._queue_facts.get(queue) or self._facts(queue)
+        held = self.allocated.get(queue, 0.0)
+        return (
+            held <= deserved + GPU_EPSILON,
+            rank,
+            held <= GPU_EPSILON or allocatable > GPU_EPSILON,
+            -(held / allocatable if allocatable > GPU_EPSILON else held * NO_SHARE_PENALTY),
+            deserved,
+            -age,
         )
 
+    def victim_key(self, queue: str) -> tuple:
+        """A project's or department's place among its siblings in the order they give up
+        work (_victim_level), then its name, which the key ends with."""
+        return (*self._victim_level(queue), queue)
+
     def victim_queue_key(self, name: str) -> tuple:
-        """The order projects give up work in (lowest first), KAI's queue order reversed:
-        those over their fair share first, lower over-quota rank first, then the furthest
-        over their fair share, then the newest queue (QueueSpec.age), then the name."""
-        spec = self.projects.get(name)
-        return (
-            self.allocated.get(name, 0.0) <= self.fair_share.get(name, 0.0) + GPU_EPSILON,
-            spec.over_quota_rank if spec else 0,
-            -self.ratio(name),
-            -spec.age if spec else 0.0,
-            name,
-        )
+        """The order projects give up work in (lowest first), KAI's queue order reversed,
+        level by level: the department first, then the project inside it (victim_key)."""
+        return (self.victim_key(self.department_of(name)), self.victim_key(name))
 
     def department_of(self, project: str) -> str:
         return self._parent.get(project, "")
 
     def ratio(self, queue: str, gain: float = 0.0) -> float:
-        """Allocated (plus `gain`) over fair share: the queue and reclaim orders."""
+        """Allocated (plus `gain`) over fair share: what reclaim compares between a
+        claimant above its fair share and the queues it takes from."""
         share = self.fair_share.get(queue, 0.0)
         allocated = self.allocated.get(queue, 0.0) + gain
         if share <= GPU_EPSILON:

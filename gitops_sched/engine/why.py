@@ -18,7 +18,7 @@ from enum import StrEnum
 from gitops_sched.engine.actions.allocate import gang_reason, no_room_reason
 from gitops_sched.engine.actions.consolidate import pod_need, room_in_total
 from gitops_sched.engine.actions.reclaim import Floor, loss_refused, within_deserved
-from gitops_sched.engine.actions.victims import VictimPool
+from gitops_sched.engine.actions.victims import VictimPool, ranks_ahead
 from gitops_sched.engine.admission import may_reclaim, quota_blocker
 from gitops_sched.engine.apply import apply_decisions
 from gitops_sched.engine.fit import NeverFit, never_fits
@@ -258,12 +258,17 @@ def _refusal(
     taken = 0.0
     counted: dict[str, float] = {}  # job -> its GPUs taken so far (elastic pods first)
     index = pool.first_usable(project, 0, allowed)
+    if index is not None and ranks_ahead(session, job, gain, pool.victims(project)[index]):
+        return (
+            f"{project} would rank ahead of {job.project} in allocation order once it lost "
+            "its work, so that work would take its GPUs back first"
+        )
     while index is not None:
         victim = pool.victims(project)[index]
         amount = pool.gpus(victim) - (counted.get(victim.job, 0.0) if victim.pods is None else 0)
-        refused = loss_refused(session, job, gain, project, taken + amount, guaranteed)
+        refused = loss_refused(session, job, gain, project, amount, guaranteed, taken)
         if refused is not None:
-            return _broken_floor(session, job, gain, project, taken + amount, *refused)
+            return _broken_floor(session, job, gain, project, taken, amount, *refused)
         taken += amount
         counted[victim.job] = counted.get(victim.job, 0.0) + amount
         index = pool.first_usable(project, index + 1, allowed)
@@ -271,24 +276,38 @@ def _refusal(
 
 
 def _broken_floor(
-    session: Session, job: Job, gain: float, project: str, amount: float, queue: str, floor: Floor
+    session: Session,
+    job: Job,
+    gain: float,
+    project: str,
+    taken: float,
+    amount: float,
+    queue: str,
+    floor: Floor,
 ) -> str:
-    held = session.allocated.get(queue, 0.0)
+    """Why `queue` may not lose the next `amount` GPUs of the project's work, `taken`
+    being gone already (see actions.reclaim._floor_broken), with the numbers."""
+    held = session.allocated.get(queue, 0.0) - taken
+    after = f"after taking {gpus_text(taken)} GPUs of {project}'s work, " if taken else ""
     if floor is Floor.DESERVED:
         deserved = (session.projects.get(queue) or session.departments[queue]).deserved
         return (
-            f"{queue} holds {gpus_text(held)} GPUs, not over its deserved quota of "
+            f"{after}{queue} holds {gpus_text(held)} GPUs, not over its deserved quota of "
             f"{gpus_text(deserved)}, and {job.project} takes only work over quota"
         )
+    if floor is Floor.SHARE:
+        return (
+            f"{after}{queue} holds {gpus_text(held)} GPUs, not more than its share of "
+            f"{gpus_text(session.allocatable(queue))} (the larger of its deserved quota and fair "
+            "share), and may lose no more"
+        )
     left = _holds(queue, held - amount, session.fair_share.get(queue, 0.0))
-    said = f"taking {gpus_text(amount)} GPUs of {project}'s work would leave {queue} with"
+    said = f"taking {gpus_text(taken + amount)} GPUs of {project}'s work would leave {queue} with"
     said += left.removeprefix(f"{queue} holds")
-    if floor is Floor.FAIR_SHARE:
-        return f"{said}, below it"
     claimant = job.project if queue == project else session.department_of(job.project)
     part = (held - amount) / session.fair_share[queue]
     return (
-        f"{said} ({part:.3g} of it), less than {claimant}'s "
+        f"{said} ({part:.3g} of it), not more than {claimant}'s "
         f"{session.ratio(claimant, gain):.3g} of its own with the job"
     )
 

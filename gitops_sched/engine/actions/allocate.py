@@ -1,10 +1,12 @@
 """Allocate: place pending work on free GPUs, the queue furthest below its fair share first.
 
-Projects are served one job at a time in KAI's queue order (Session.queue_key): those at
-or below their fair share first, then those still within their deserved quota with the
-job, higher over-quota rank first, then lowest allocated/fair-share with the job, the
-larger deserved quota, the oldest pending work, the name -- so free GPUs spread in
-proportion to fair shares; within a project by priority, then submission time. A job
+Work is served one job at a time in KAI's queue order, level by level: first the
+department (Session.department_key), then the project inside it (Session.queue_key), each
+judged by its own totals with the job: those still within their deserved quota with it,
+higher over-quota rank, then the lowest (allocated + job) / max(deserved, fair share),
+the larger deserved quota, the older queue, the oldest pending work, the name -- so free
+GPUs spread in proportion to fair shares; within a project by priority, then submission
+time. A job
 places its gang (or the rest of a gang in flight) at once, then each elastic pod queues
 again like a job of its own. A job shape that found no room is not tried again in a pass,
 since allocation only ever takes GPUs away. Releasing pods' GPUs are used only by a
@@ -32,17 +34,35 @@ def _allocate_free(session: Session) -> None:
     queues = session.pending_by_project()
     # the age of a queue at each position: the earliest submission of its work left
     ages = {name: _suffix_minima([j.submitted for j in jobs]) for name, jobs in queues.items()}
+    positions = dict.fromkeys(queues, 0)
 
-    def entry(name: str, position: int) -> tuple:
+    def project_entry(name: str) -> tuple:
+        position = positions[name]
         job = session.jobs[queues[name][position].key]
-        return (session.queue_key(name, job, ages[name][position]), position)
+        return (session.queue_key(name, job, ages[name][position]), name)
 
-    heap = [entry(name, 0) for name in queues]
+    # two levels, as KAI's queue tree: departments by their totals with the next job of
+    # their first project, and each department's projects; serving a job changes the
+    # keys of its project and department only, so only those two entries are pushed again
+    inside: dict[str, list[tuple]] = {}
+    for name in queues:
+        inside.setdefault(session.department_of(name), []).append(project_entry(name))
+
+    def department_entry(department: str) -> tuple:
+        _, name = inside[department][0]
+        position = positions[name]
+        job = session.jobs[queues[name][position].key]
+        return (session.department_key(department, job, ages[name][position]), department)
+
+    for entries in inside.values():
+        heapq.heapify(entries)
+    heap = [department_entry(department) for department in inside]
     heapq.heapify(heap)
     no_room: dict[tuple, str] = {}  # shape -> why it found none
     while heap:
-        key, position = heapq.heappop(heap)
-        name = key[-1]
+        _, department = heapq.heappop(heap)
+        _, name = heapq.heappop(inside[department])
+        position = positions[name]
         job = session.jobs[queues[name][position].key]
         reason = quota_blocker(session, job)
         placed = False
@@ -57,10 +77,13 @@ def _allocate_free(session: Session) -> None:
             session.pending_reasons[job.key] = gang_reason(job, reason)
         elif session.jobs[job.key].missing == 0:
             session.pending_reasons.pop(job.key, None)
-        if placed and session.jobs[job.key].missing > 0:
-            position -= 1  # its next elastic pod queues again, behind the project's ratio
-        if position + 1 < len(queues[name]):
-            heapq.heappush(heap, entry(name, position + 1))
+        if not (placed and session.jobs[job.key].missing > 0):
+            position += 1  # else its next elastic pod queues again, behind the project's ratio
+        positions[name] = position
+        if position < len(queues[name]):
+            heapq.heappush(inside[department], project_entry(name))
+        if inside[department]:
+            heapq.heappush(heap, department_entry(department))
 
 
 def _suffix_minima(values: list[float]) -> list[float]:

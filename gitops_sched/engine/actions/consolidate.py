@@ -7,10 +7,14 @@ lost, only restarted. Whole GPUs, fractions and `gpuMemory` requests, gangs incl
 consolidated; MIG work is neither moved nor made room for (a MIG pod's instance would have
 to be created on the target first, and dynamic MIG already reshapes idle instances).
 
-Each node (for whole GPUs) or GPU (for shares) gets a plan: the preemptible jobs to move
-off it so one pod fits, the fewest first, the youngest among equals. Plans are tried in
-that order -- the fewest and youngest moves first; a gang takes several -- and a try is
-kept only if every job moved finds a place; one the job did not need keeps its own.
+What to move goes in KAI's victim order (its consolidation takes victims from the same
+queue of victims as reclaim): queues in reverse allocation order (Session.victim_queue_key),
+inside a queue the lowest priority first, then the newest job -- the latest start, then
+the latest submission; never by node name. Each node (for whole GPUs) or GPU (for shares)
+gets a plan: its preemptible jobs in that order until one pod fits there. Plans are tried
+by the victim order of their last move (the plan that needs to go least far down the
+order first), then the fewest moves, then the fewest GPUs moved; a gang takes several.
+A try is kept only if every job moved finds a place; one the job did not need keeps its own.
 """
 
 from __future__ import annotations
@@ -32,8 +36,27 @@ SHARED = (RequestKind.FRACTION, RequestKind.MEMORY)
 class Plan:
     """Jobs to move off one node (or GPU) so one pod of the job fits there."""
 
-    key: tuple  # fewest moves, youngest moves, fewest GPUs moved, where
+    key: tuple  # its last move's victim order, fewest moves, fewest GPUs, every move's
     moves: tuple[str, ...]
+
+
+class _VictimRanks:
+    """Each movable job's place in victim order, worked out once per set of plans."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._queues: dict[str, tuple] = {}
+        self._jobs: dict[str, tuple] = {}
+
+    def of(self, job: Job) -> tuple:
+        """The project's place in victim_queue_key, then victim_order inside it."""
+        found = self._jobs.get(job.key)
+        if found is None:
+            queue = self._queues.get(job.project)
+            if queue is None:
+                queue = self._queues[job.project] = self.session.victim_queue_key(job.project)
+            found = self._jobs[job.key] = (queue, *victim_order(job))
+        return found
 
 
 def consolidate(session: Session) -> None:
@@ -121,17 +144,18 @@ def _plans(
     pods aside): `node_plans` keeps them for other jobs of that size."""
     plans = []
     need = pod_need(session, job)
+    ranks = _VictimRanks(session)
     for use in session.candidate_nodes(job):
         if job.request.kind is RequestKind.WHOLE:
             key = (use.name, int(need))
             if key not in node_plans:
-                node_plans[key] = _node_plan(session, job, use, int(need))
+                node_plans[key] = _node_plan(session, job, use, int(need), ranks)
             plan = node_plans[key]
             if plan is not None:
                 plans.append(plan)
         else:
             for gpu in use.gpus:
-                plan = _gpu_plan(session, job, use, gpu)
+                plan = _gpu_plan(session, job, use, gpu, ranks)
                 if plan is not None:
                     plans.append(plan)
     return sorted(plans, key=lambda p: p.key)
@@ -145,20 +169,21 @@ def _movable(session: Session, holder: str, job: Job) -> Job | None:
     return None if held.request.kind is RequestKind.MIG else held
 
 
-def _plan(moves: list[Job], gpus: float, where: tuple) -> Plan:
-    """Fewest moves first; among equals the plan whose oldest move started last."""
-    oldest = max(victim_order(m)[1] for m in moves)  # minus the start of the oldest
-    return Plan((len(moves), oldest, gpus, where), tuple(m.key for m in moves))
+def _plan(moves: list[Job], gpus: float, ranks: _VictimRanks) -> Plan:
+    """The moves in victim order: later plans are those whose last move comes later."""
+    order = tuple(ranks.of(m) for m in moves)
+    return Plan((order[-1], len(moves), gpus, order), tuple(m.key for m in moves))
 
 
-def _node_plan(session: Session, job: Job, use: NodeUse, count: int) -> Plan | None:
-    """Move whole jobs off the node until `count` of its GPUs are free."""
+def _node_plan(
+    session: Session, job: Job, use: NodeUse, count: int, ranks: _VictimRanks
+) -> Plan | None:
+    """Move whole jobs off the node, in victim order, until `count` of its GPUs are free."""
     deficit = count - use.free_whole
     if deficit <= 0:
         return None
     holders: dict[str, list[int]] = {}  # job -> GPUs of this node it holds
     blocked: set[int] = set()
-    sole: dict[str, int] = {}  # job -> GPUs it holds alone: what moving it alone frees
     movable: dict[str, Job | None] = {}
     for gpu in use.gpus:
         if gpu.is_free or gpu.mig_enabled or gpu.held:
@@ -170,25 +195,18 @@ def _node_plan(session: Session, job: Job, use: NodeUse, count: int) -> Plan | N
             holders.setdefault(name, []).append(gpu.index)
         if not all(movable[name] for name in names):
             blocked.add(gpu.index)
-        if len(names) == 1:
-            sole[names[0]] = sole.get(names[0], 0) + 1
     candidates = [
         session.jobs[name]
         for name, gpus in holders.items()
         if not blocked.intersection(gpus) and movable[name]
     ]
-    # the youngest job that frees enough alone; else the most GPUs freed per move first
-    candidates.sort(key=lambda m: victim_order(m)[1:])
-    alone = [m for m in candidates if sole.get(m.key, 0) >= deficit]
-    if alone:
-        return _plan(alone[:1], session.placed_gpus(alone[0]), (use.name,))
-    candidates.sort(key=lambda m: -len(holders[m.key]))
+    candidates.sort(key=ranks.of)
     moves: list[Job] = []
     for candidate in candidates:
         moves.append(candidate)
         if len(_freed(use, {m.key for m in moves})) >= deficit:
             gpus = sum(session.placed_gpus(m) for m in moves)
-            return _plan(moves, gpus, (use.name,))
+            return _plan(moves, gpus, ranks)
     return None
 
 
@@ -202,8 +220,10 @@ def _freed(use: NodeUse, moved: set[str]) -> set[int]:
     }
 
 
-def _gpu_plan(session: Session, job: Job, use: NodeUse, gpu: GpuUse) -> Plan | None:
-    """Move shares off the GPU until the job's share fits on it."""
+def _gpu_plan(
+    session: Session, job: Job, use: NodeUse, gpu: GpuUse, ranks: _VictimRanks
+) -> Plan | None:
+    """Move shares off the GPU, in victim order, until the job's share fits on it."""
     if gpu.mig_enabled or gpu.whole or gpu.used <= GPU_EPSILON:
         return None  # a free GPU needs no plan: the job would have taken it
     if job.request.kind is RequestKind.FRACTION:
@@ -213,7 +233,7 @@ def _gpu_plan(session: Session, job: Job, use: NodeUse, gpu: GpuUse) -> Plan | N
     if share > 1 + GPU_EPSILON:
         return None
     candidates = [m for m in map(lambda n: _movable(session, n, job), gpu.shares) if m]
-    candidates.sort(key=lambda m: (-gpu.shares[m.key], victim_order(m)[1:]))
+    candidates.sort(key=ranks.of)
     room = 1.0 - gpu.used
     moves: list[Job] = []
     for candidate in candidates:
@@ -224,4 +244,4 @@ def _gpu_plan(session: Session, job: Job, use: NodeUse, gpu: GpuUse) -> Plan | N
     if not moves or room < share - GPU_EPSILON:
         return None
     gpus = sum(gpu.shares[m.key] for m in moves)
-    return _plan(moves, gpus, (use.name, gpu.index))
+    return _plan(moves, gpus, ranks)

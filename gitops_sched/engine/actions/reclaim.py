@@ -1,28 +1,39 @@
 """Reclaim: a project below its fair share (or its deserved quota) takes GPUs back.
 
-Reclaimers are served in allocate's queue order. Victims are preemptible jobs of projects
-above their fair share, taken one at a time: from projects over their fair share first,
-lower over-quota rank first, then the project furthest above its share (recomputed after
-each eviction), so the order of projects by allocated/fair-share is kept; within a project
-the cheapest to lose first (lowest priority, then youngest). Never so many that a victim
-project (or its department) drops below its fair share. A project still below its deserved
-quota may take any work of projects over their own deserved quota, because deserved quota
-is guaranteed.
+Reclaimers are served in allocate's queue order (Session.serve_order). Victims are
+preemptible jobs of other projects, taken one at a time in the order queues give up work
+(Session.victim_queue_key: KAI's allocation order reversed, department first, then
+project; recomputed after each eviction); within a project the cheapest to lose first
+(lowest priority, then youngest). A victim's queue (and, across departments, its
+department) may lose a victim as long as, before losing it, it holds more than
+max(deserved, fair share) capped by its limit -- so the last victim may take it below --
+and, when the claimant would end above its own fair share, its allocated/fair-share
+ratio stays above the claimant's (KAI's MaintainFairShare strategy and sibling check). A
+project still within its deserved quota with the job may take any work of projects over
+their own deserved quota (GuaranteeDeservedQuota): deserved quota is guaranteed.
 
-When the projects that may lose work cannot make room on their own, preemptible work of
-any other project on the nodes they freed may be moved (never stopped) -- consolidation
-inside reclaim, as KAI's consolidating reclaim does. Victims the job turns out not to need
-get their place back (see victims.give_back). Quota and hard limits are checked once the
-victims have left: a department at its hard limit can reclaim from a sibling project.
+Once the victims make room, the job and its victims are placed again together in
+allocation order (see victims.replace_together): a victim whose queue ranks ahead of the
+claimant's takes its GPUs back first, so a job never reclaims from a queue that ranks
+ahead of its own; one the job did not need keeps its place. When the projects that may
+lose work cannot make room on their own, preemptible work of any other project on the
+nodes they freed may be moved (never stopped) -- consolidation inside reclaim, as KAI's
+consolidating reclaim does. Quota and hard limits are checked once the victims have
+left: a department at its hard limit can reclaim from a sibling project.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Iterator
 from enum import StrEnum
 
-from gitops_sched.engine.actions.victims import Victim, VictimPool, evict_until_placed
+from gitops_sched.engine.actions.victims import (
+    Victim,
+    VictimPool,
+    evict_until_placed,
+    ranks_ahead,
+)
 from gitops_sched.engine.admission import fits_quota, may_reclaim, quota_blocker
 from gitops_sched.engine.session import Session, victim_order
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job
@@ -78,33 +89,44 @@ def _freeable(session: Session, job: Job) -> dict[str, float]:
 
 
 class _VictimQueues:
-    """The projects that may give work to a claimant, kept sorted by
-    Session.victim_queue_key in two views: for a claimant within its deserved quota
-    (`guaranteed`), those over their deserved quota; for the others, those above their
-    fair share. Either way only projects whose department may also lose work (over its
-    deserved quota, or at or above its fair share) are in a view, except in the claimant's
-    own department (`open`), whose projects compete only with each other.
+    """The projects that may give work to a claimant, in Session.victim_queue_key order,
+    in two views: for a claimant within its deserved quota (`guaranteed`), those over
+    their deserved quota; for the others, those holding more than their allocatable share
+    (Session.allocatable). Either way only projects whose department may also lose work
+    (likewise) are in a view, except in the claimant's own department (`open`), whose
+    projects compete only with each other.
 
-    A project's key changes only with its allocation, and a department's standing only
-    with its projects', so after a try only what it touched is put back in place, instead
-    of sorting every project per job. Mid-try a view is a superset of the projects
-    _may_lose_any allows: departments only lose work then, and its `blocked` set finds
-    those that drop out.
+    Each view is two levels, as the order is: its departments sorted by
+    Session.victim_key (those with a project in the view), and each department's projects
+    sorted by theirs. A key changes only with its queue's allocation, and a department's
+    standing only with its projects', so after an eviction or a try only the keys it
+    touched are put back in place, instead of sorting every project per job. Mid-try a
+    view is a superset of the projects _may_lose_any allows: departments only lose work
+    then, and its `blocked` set finds those that drop out.
     """
 
     def __init__(self, session: Session, projects: list[str]) -> None:
         self.session = session
         self.open = ""  # the current claimant's department
-        self.allocated = {p: session.allocated.get(p, 0.0) for p in projects}
-        self.keys = {p: session.victim_queue_key(p) for p in projects}
         self.by_department: dict[str, list[str]] = {}
         for project in projects:
             self.by_department.setdefault(session.department_of(project), []).append(project)
+        queues = [*projects, *self.by_department]
+        # each queue's allocation when its key was last worked out, and that key
+        self.allocated = {q: session.allocated.get(q, 0.0) for q in queues}
+        self.keys = {q: session.victim_key(q) for q in queues}
         self.standing = {d: self._department_may_give(d) for d in self.by_department}
-        self.views: dict[bool, list[tuple]] = {
-            guaranteed: sorted(self.keys[p] for p in projects if self._may_give(p, guaranteed))
-            for guaranteed in (False, True)
-        }
+        # guaranteed -> (departments in order, department -> its projects in order)
+        self.views: dict[bool, tuple[list[tuple], dict[str, list[tuple]]]] = {}
+        for guaranteed in (False, True):
+            members: dict[str, list[tuple]] = {}
+            for project in projects:
+                if self._may_give(project, guaranteed):
+                    department = session.department_of(project)
+                    members.setdefault(department, []).append(self.keys[project])
+            for keys in members.values():
+                keys.sort()
+            self.views[guaranteed] = (sorted(self.keys[d] for d in members), members)
 
     def _department_may_give(self, department: str) -> tuple[bool, bool]:
         """Whether the department may lose anything, to a claimant above and within its
@@ -114,7 +136,7 @@ class _VictimQueues:
         session = self.session
         allocated = session.allocated.get(department, 0.0)
         return (
-            allocated >= session.fair_share.get(department, 0.0) - GPU_EPSILON,
+            allocated > session.allocatable(department) + GPU_EPSILON,
             _over_deserved(session, department),
         )
 
@@ -125,7 +147,7 @@ class _VictimQueues:
         if guaranteed:
             return _over_deserved(self.session, project)
         allocated = self.session.allocated.get(project, 0.0)
-        return allocated > self.session.fair_share.get(project, 0.0) + GPU_EPSILON
+        return allocated > self.session.allocatable(project) + GPU_EPSILON
 
     def claim_for(self, project: str) -> None:
         """A try for a claimant of `project` begins: its department's projects may give.
@@ -152,24 +174,60 @@ class _VictimQueues:
                 self._place(project, self.keys[project])
 
     def refresh(self, projects: Iterable[str]) -> None:
-        """Re-place those of the projects whose allocation changed."""
-        for project in projects:
-            old = self.keys.get(project)
-            allocated = self.session.allocated.get(project, 0.0)
-            if old is not None and allocated != self.allocated[project]:
-                self.allocated[project] = allocated
-                self.keys[project] = self.session.victim_queue_key(project)
-                self._place(project, old)
+        """Re-place those of the projects, and of their departments, whose allocation
+        changed."""
+        allocated = self.session.allocated
+        for project in sorted(set(projects)):
+            department = self.session.department_of(project)
+            for queue in (project, department):
+                held = allocated.get(queue, 0.0)
+                if queue not in self.allocated or held == self.allocated[queue]:
+                    continue
+                self.allocated[queue] = held
+                old, self.keys[queue] = self.keys[queue], self.session.victim_key(queue)
+                if queue == project:
+                    self._place(project, old)
+                else:
+                    self._move_department(queue, old)
 
     def _place(self, project: str, old: tuple) -> None:
         """Put the project where its current key and standing say, in both views (its
-        `old` key, if a view holds it, is its own: a key ends with its project's name)."""
-        for guaranteed, view in self.views.items():
-            at = bisect.bisect_left(view, old)
-            if at < len(view) and view[at] == old:
-                del view[at]
+        `old` key, if a view holds it, is its own: a key ends with its queue's name)."""
+        department = self.session.department_of(project)
+        for guaranteed, (departments, members) in self.views.items():
+            keys = members.setdefault(department, [])
+            was = bool(keys)
+            at = bisect.bisect_left(keys, old)
+            if at < len(keys) and keys[at] == old:
+                del keys[at]
             if self._may_give(project, guaranteed):
-                bisect.insort(view, self.keys[project])
+                bisect.insort(keys, self.keys[project])
+            if was != bool(keys):
+                key = self.keys[department]
+                if keys:
+                    bisect.insort(departments, key)
+                else:
+                    del departments[bisect.bisect_left(departments, key)]
+
+    def _move_department(self, department: str, old: tuple) -> None:
+        """Put the department where its new key says, in the views that hold it."""
+        for departments, members in self.views.values():
+            if members.get(department):
+                del departments[bisect.bisect_left(departments, old)]
+                bisect.insort(departments, self.keys[department])
+
+    def walk(self, guaranteed: bool, after: tuple | None) -> Iterator[tuple[tuple, tuple]]:
+        """(department key, project key) pairs of a view in order, from `after` on: the
+        pairs before it are skipped (none if None: from the start)."""
+        departments, members = self.views[guaranteed]
+        start = 0 if after is None else bisect.bisect_left(departments, after[0])
+        for department in departments[start:]:
+            keys = members[department[-1]]
+            first = 0
+            if after is not None and department == after[0]:
+                first = bisect.bisect_left(keys, after[1])
+            for key in keys[first:]:
+                yield department, key
 
 
 def _reclaim_for(
@@ -189,42 +247,38 @@ def _reclaim_for(
     last: list[str] = []  # the project that gave the last victim: its key has changed
     freed_nodes: set[str] = set()  # where the victims that may be stopped ran
     movable: list[Victim] | None = None
-    # keys[:scan] are done for this job: a project's key only grows as it loses work, so
-    # the one that gave the last victim moves back (or leaves the view) and the prefix stays
-    scan = 0
+    # the (department, project) keys before `scan` are done for this job: a key only grows
+    # as its queue loses work, so those that move go back (or leave the view) and no key
+    # of a project not yet asked comes before it (None: from the start)
+    scan: tuple | None = None
+    asked_all = False  # every project was asked
     blocked: set[str] = set()  # departments that may lose nothing to this job
 
     def next_victim() -> Victim | None:
-        nonlocal movable, scan
+        nonlocal movable, scan, asked_all
         order.refresh(last)
         last.clear()
-        keys = order.views[guaranteed]
-        position = scan
-        floor = None if guaranteed else _ratio_floor(session, job, gain)
-        while position < len(keys):
-            key = keys[position]
-            project = key[-1]
-            if floor is not None and -key[2] < floor:
-                # below the job's ratio after it, as is the rest of its over-quota rank:
-                # none of them may lose anything (see _may_lose)
-                position = bisect.bisect_left(keys, (False, key[1] + 1))
-                continue
-            if project not in done:
+        if not asked_all:
+            for pair in order.walk(guaranteed, scan):
+                project = pair[1][-1]
+                if project in done:
+                    continue
                 index = None
                 if _may_lose_any(session, job, gain, project, guaranteed, blocked):
                     index = pool.first_usable(project, cursors.get(project, 0), allowed)
                 if index is not None:
                     victim = pool.victims(project)[index]
-                    if _may_lose(session, job, gain, project, pool.gpus(victim), guaranteed):
+                    if _may_lose(
+                        session, job, gain, project, pool.gpus(victim), guaranteed
+                    ) and not ranks_ahead(session, job, gain, victim):
                         cursors[project] = index + 1
                         last.append(project)
                         touched.add(project)
                         freed_nodes.update(_nodes(session, victim))
-                        scan = position
+                        scan = pair
                         return victim
                 done.add(project)
-            position += 1
-        scan = position
+            asked_all = True
         if movable is None:
             movable = _movable(session, job, pool, freed_nodes, allowed) if freed_nodes else []
         while movable:
@@ -235,7 +289,12 @@ def _reclaim_for(
         return None
 
     placed = evict_until_placed(
-        session, job, EvictReason.RECLAIM, next_victim, lambda: fits_quota(session, job)
+        session,
+        job,
+        EvictReason.RECLAIM,
+        next_victim,
+        lambda: fits_quota(session, job),
+        together=True,
     )
     order.settle(touched)  # kept or undone, the allocations may have moved
     return placed
@@ -263,37 +322,32 @@ def _movable(
     return [Victim(j.key, None, pool.groups(j), move_only=True) for j in ordered]
 
 
-def _ratio_floor(session: Session, job: Job, gain: float) -> float | None:
-    """The allocated/fair-share ratio below which a project with a fair share may lose
-    nothing to the job (its ratio would fall below the job's project's), minus the
-    tolerance; None when the job's project has no fair share (no such floor)."""
-    share = session.fair_share.get(job.project, 0.0)
-    if share <= GPU_EPSILON:
-        return None
-    return (session.allocated[job.project] + gain) / share - GPU_EPSILON
-
-
 def _may_lose(
     session: Session, job: Job, gain: float, project: str, amount: float, guaranteed: bool
 ) -> bool:
-    """Whether the victim's project (and department) stays at or above its floor once it
-    loses `amount` GPUs to the job."""
+    """Whether the victim's project (and department) may lose `amount` GPUs to the job."""
     return loss_refused(session, job, gain, project, amount, guaranteed) is None
 
 
 def loss_refused(
-    session: Session, job: Job, gain: float, project: str, amount: float, guaranteed: bool
+    session: Session,
+    job: Job,
+    gain: float,
+    project: str,
+    amount: float,
+    guaranteed: bool,
+    taken: float = 0.0,
 ) -> tuple[str, Floor] | None:
-    """The queue (the project, or its department) that would break its floor losing
-    `amount` GPUs of the project's work to the job, and which floor; None if neither would.
-    Pending reasons name it (see engine.why)."""
-    broken = _floor_broken(session, gain, project, job.project, amount, guaranteed)
+    """The queue (the project, or its department) that may not lose a victim of `amount`
+    GPUs of the project's work to the job, `taken` GPUs of it being gone already, and
+    which floor stops it; None if neither. Pending reasons name it (see engine.why)."""
+    broken = _floor_broken(session, gain, project, job.project, amount, guaranteed, taken)
     if broken is not None:
         return project, broken
     department, claimant = session.department_of(project), session.department_of(job.project)
     if department == claimant:
         return None
-    broken = _floor_broken(session, gain, department, claimant, amount, guaranteed)
+    broken = _floor_broken(session, gain, department, claimant, amount, guaranteed, taken)
     return None if broken is None else (department, broken)
 
 
@@ -318,35 +372,61 @@ def _may_lose_any(
 
 
 class Floor(StrEnum):
-    """What a queue may not drop below when it loses work to a claimant."""
+    """Why a queue may not lose a victim to a claimant."""
 
     DESERVED = "deserved"  # a claimant within its deserved quota takes only work over quota
-    FAIR_SHARE = "fair share"
-    RATIO = "ratio"  # its allocated/fair-share ratio may not fall below the claimant's
+    SHARE = "share"  # it holds no more than max(deserved, fair share), capped by its limit
+    RATIO = "ratio"  # its allocated/fair-share ratio would not stay above the claimant's
 
 
 def _floor_broken(
-    session: Session, gain: float, queue: str, claimant: str, amount: float, guaranteed: bool
+    session: Session,
+    gain: float,
+    queue: str,
+    claimant: str,
+    amount: float,
+    guaranteed: bool,
+    taken: float = 0.0,
 ) -> Floor | None:
-    """The floor `queue` would break losing `amount` GPUs to `claimant` (its sibling at the
-    same level), which gains `gain`; None if it keeps them all."""
+    """Why `queue`, which holds its allocation less `taken`, may not lose `amount` GPUs to
+    `claimant` (its sibling at the same level), which gains `gain`; None if it may.
+
+    KAI's reclaim strategies judge the victim's queue *before* it loses the victim: it
+    must hold more than its deserved quota (a claimant within its own: the
+    GuaranteeDeservedQuota strategy), or more than its allocatable share, max(deserved,
+    fair share) capped by its limit (MaintainFairShare), so the last victim may take it
+    below. The allocated/fair-share ratios are compared only when the claimant would end
+    above its own fair share: then the victim's queue must stay above the claimant's."""
+    held = session.allocated[queue] - taken
     if guaranteed:
         # deserved quota is guaranteed: any work over the victim's own quota may go,
         # even a gang that leaves it below its quota once evicted whole
-        return None if _over_deserved(session, queue) else Floor.DESERVED
+        return None if held > _deserved(session, queue) + GPU_EPSILON else Floor.DESERVED
+    if held <= session.allocatable(queue) + GPU_EPSILON:
+        return Floor.SHARE
+    claimant_after = _utilisation(
+        session.allocated[claimant] + gain, session.fair_share.get(claimant, 0.0)
+    )
     share = session.fair_share.get(queue, 0.0)
-    left = session.allocated[queue] - amount
-    if left < share - GPU_EPSILON:
-        return Floor.FAIR_SHARE
-    claimant_share = session.fair_share.get(claimant, 0.0)
-    if share > GPU_EPSILON and claimant_share > GPU_EPSILON:
-        claimant_after = (session.allocated[claimant] + gain) / claimant_share
-        if left / share < claimant_after - GPU_EPSILON:
-            return Floor.RATIO
+    over = claimant_after > 1 + GPU_EPSILON and share > GPU_EPSILON
+    if over and claimant_after >= (held - amount) / share - GPU_EPSILON:
+        return Floor.RATIO
     return None
+
+
+def _utilisation(allocated: float, share: float) -> float:
+    """Allocated over fair share; a queue holding GPUs on no fair share is infinitely over."""
+    if share <= GPU_EPSILON:
+        return float("inf") if allocated > GPU_EPSILON else 0.0
+    return allocated / share
+
+
+def _deserved(session: Session, queue: str) -> float:
+    """A project's or department's deserved quota (a queue the policy lacks is never over)."""
+    spec = session.projects.get(queue) or session.departments.get(queue)
+    return spec.deserved if spec is not None else float("inf")
 
 
 def _over_deserved(session: Session, queue: str) -> bool:
     """Whether a project or department holds more than its deserved quota."""
-    spec = session.projects.get(queue) or session.departments.get(queue)
-    return spec is not None and session.allocated.get(queue, 0.0) > spec.deserved + GPU_EPSILON
+    return session.allocated.get(queue, 0.0) > _deserved(session, queue) + GPU_EPSILON

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from gitops_sched.engine.admission import fits_quota
 from gitops_sched.engine.min_runtime import protected_until
 from gitops_sched.engine.placement import place, surely_no_room
-from gitops_sched.engine.session import Session, victim_order
+from gitops_sched.engine.session import Session, job_order, victim_order
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job, PodPlacement
 
 MAX_VICTIMS = 32
@@ -55,10 +55,12 @@ def evict_until_placed(
     reason: EvictReason,
     next_victim: Callable[[], Victim | None],
     accept: Callable[[], bool] = lambda: True,
+    together: bool = False,
 ) -> bool:
     """Evict victims one at a time until `job` fits and `accept()` holds (none if it fits
-    already); then give back what it does not need (see give_back). Undo everything if
-    that fails.
+    already); then give back what it does not need (see give_back), or, `together`,
+    place the job and its victims again in allocation order (see replace_together).
+    Undo everything if that fails.
 
     At most MAX_VICTIMS evictions are tried for one job, which bounds a cycle's work
     when a job cannot fit however much is evicted.
@@ -77,6 +79,16 @@ def evict_until_placed(
             taken.append(evict(session, victim, reason, job))
             if surely_no_room(session, job):
                 continue  # what the victims freed is not enough yet
+            if together:
+                if not fits_alone(session, job, accept):
+                    continue  # what the victims freed is not enough yet
+                placed = replace_together(session, job, taken, accept)
+                if placed:
+                    commit()
+                    return True
+                if placed is None:
+                    return False  # a move-only victim found no place, as give_back's
+                continue  # a victim took its place back first: another may make room
             if place_within(session, job, accept):
                 if give_back(session, taken, accept):
                     commit()
@@ -107,20 +119,94 @@ def give_back(session: Session, taken: list[Taken], accept: Callable[[], bool]) 
     and `accept()` still hold (a victim of its own project's preemption may not take the
     project past a hard limit again). False when a move-only victim finds no place."""
     for victim in reversed(taken):
-        with session.statement() as keep:
-            if (
-                (
-                    restore(session, victim)
-                    or place(session, session.jobs[victim.job], len(victim.pods))
-                )
-                and fits_quota(session, session.jobs[victim.job])
-                and accept()
-            ):
-                keep()
-                continue
-        if victim.move_only:
+        if not _take_back(session, victim, accept) and victim.move_only:
             return False
     return True
+
+
+def ranks_ahead(session: Session, job: Job, gain: float, victim: Victim) -> bool:
+    """Whether the victim's queue, having lost the victim, comes before the job's queue
+    (the job adding `gain`) in allocation order: placed again together (see
+    replace_together), the victim would take its GPUs back first -- and so would every
+    later victim of that queue, as losing more only moves it further ahead."""
+    current = session.jobs[victim.job]
+    pods = current.placement if victim.pods is None else victim.pods
+    back = session.placed_gpus(current, pods)
+    queues = (current.project, session.department_of(current.project))
+    allocated = session.allocated
+    for queue in queues:
+        if queue in allocated:
+            allocated[queue] -= back
+    try:
+        return session.next_in_order([(job, gain, (0,)), (current, back, (1,))]) == 1
+    finally:
+        for queue in queues:
+            if queue in allocated:
+                allocated[queue] += back
+
+
+def fits_alone(session: Session, job: Job, accept: Callable[[], bool]) -> bool:
+    """Whether the job would fit now, with no victim given its place back: cheaper than
+    replace_together, which can only do worse. Leaves nothing placed."""
+    with session.statement():
+        return place(session, job) and accept()
+
+
+def replace_together(
+    session: Session, job: Job, taken: list[Taken], accept: Callable[[], bool]
+) -> bool | None:
+    """Place the job and offer every victim its place back, one at a time in allocation
+    order (Session.next_in_order), as KAI's solvers allocate the preemptor and its
+    victims together: a victim whose queue ranks ahead of the job's takes its GPUs back
+    first. Inside a project the entries go by job order, move-only victims before those
+    the action may stop (which, being cheaper to lose, are the ones left stopped when
+    room is short). True, with all of it kept, when the job is placed and `accept()`
+    holds and every move-only victim found a place; else nothing is kept, and the
+    answer is None when a move-only victim found no place, False when the job did not
+    fit."""
+    with session.statement() as commit:
+        waiting: list[Taken | None] = [None, *taken]  # None: the job itself
+
+        while waiting:
+            jobs = [session.jobs[job.key if e is None else e.job] for e in waiting]
+            at = session.next_in_order(
+                [(j, _gain(session, j, e), _within(j, e)) for j, e in zip(jobs, waiting)]
+            )
+            entry = waiting.pop(at)
+            if entry is None:
+                if not place_within(session, jobs[at], accept):
+                    return False
+            elif not _take_back(session, entry, accept) and entry.move_only:
+                return None
+        commit()
+        return True
+
+
+def _within(job: Job, victim: Taken | None) -> tuple:
+    """An entry's place among its project's entries: see replace_together."""
+    return (victim is not None and not victim.move_only, job_order(job))
+
+
+def _gain(session: Session, job: Job, victim: Taken | None) -> float:
+    """What placing the job (or giving the victim its pods back) adds to its queue."""
+    if victim is None:
+        return session.wanted_gpus(job)
+    return session.placed_gpus(job, victim.pods)
+
+
+def _take_back(session: Session, victim: Taken, accept: Callable[[], bool]) -> bool:
+    """Give the victim its pods back where they ran, or anywhere they fit (a move), if its
+    project's quota rules and `accept()` still hold; else change nothing."""
+    with session.statement() as keep:
+        current = session.jobs[victim.job]
+        if (
+            (restore(session, victim) or place(session, current, len(victim.pods)))
+            and fits_quota(session, session.jobs[victim.job])
+            and accept()
+        ):
+            keep()
+            return True
+    return False
 
 
 def restore(session: Session, victim: Taken) -> bool:

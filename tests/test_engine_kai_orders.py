@@ -1,0 +1,173 @@
+"""KAI's queue orders and reclaim limits, one scenario per rule (README "Scheduling"):
+
+- allocation order is hierarchical: the department by its own totals with the job, then
+  the project inside it, each by (allocated + job) / max(deserved, fair share);
+- which queue gives up work first is that order reversed, where "over its fair share"
+  never outranks rank for GPU-only work;
+- reclaim places its job and the victims again together, in allocation order;
+- a victim's queue may lose work while, before the loss, it holds more than
+  max(deserved, fair share) capped by its limit; ratios count only when the claimant
+  would end above its own fair share."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from engine_builders import allocated, department, job, nodes, policy, project, snapshot
+from test_engine_kai_parity import bound, evicted, is_running, on, running, settled
+
+from gitops_sched.engine import schedule
+from gitops_sched.engine.types import EvictReason
+
+# -- allocation order: department first, then project -----------------------------------------
+
+
+def test_allocate_serves_the_department_within_its_quota_before_a_project_below_its_share():
+    # x1 uses all of department x's quota of 4, y1 holds 3 of y's 4; one GPU is free and
+    # running work is protected by the minimum runtime. x2 (0 of its quota of 2) would
+    # come first in a flat list of projects, but its department would pass its quota with
+    # the job while y stays within it: the department decides first, y1 gets the GPU
+    pol = policy(
+        project("x1", 2, "x", reclaim_min_runtime_s=3600),
+        project("x2", 2, "x"),
+        project("y1", 4, "y", reclaim_min_runtime_s=3600),
+        departments=(department("x", 4), department("y", 4)),
+    )
+    work = [
+        *(running(f"x1-{i}", "x1", 1, on("n-0", i)) for i in range(4)),
+        *(running(f"y1-{i}", "y1", 1, on("n-1", i)) for i in range(3)),
+        job("x2-new", "x2", submitted=1),
+        job("y1-new", "y1", submitted=2),
+    ]
+    final, history = settled(replace(snapshot(pol, nodes("n", 2, gpus=4), work), now=60.0))
+    assert bound(history) == ["y1-new"]
+    assert not evicted(history)
+    assert not is_running(final, "x2-new")
+
+
+# -- which queue gives up work first ----------------------------------------------------------
+
+
+def test_reclaim_takes_from_the_lower_rank_before_the_queue_over_its_fair_share():
+    # hi (rank 1, no claim on spare GPUs) holds 3 on a fair share of 1; lo (rank 0) holds 5
+    # of its fair share of 5; both are over their deserved quota of 1. c claims 2 GPUs of
+    # its quota: being over its fair share does not put hi before rank for GPU-only work,
+    # so lo, the lower rank, gives both; the threshold keeps lo from taking them back
+    pol = policy(
+        project("c", 2),
+        project("hi", 1, over_quota_rank=1, weight=0),
+        project("lo", 1),
+        reclaim_threshold=2.5,
+    )
+    work = [
+        *(running(f"hi-{i}", "hi", 1, on("n-0", i)) for i in range(3)),
+        *(running(f"lo-{i}", "lo", 1, on("n-0", 3 + i), started=i) for i in range(5)),
+        job("c-1", "c", submitted=10),
+        job("c-2", "c", submitted=11),
+    ]
+    _, history = settled(replace(snapshot(pol, nodes("n", 1, gpus=8), work), now=100.0))
+    assert sorted(evicted(history)) == ["lo-3", "lo-4"]
+    assert [allocated(history[-1], p) for p in ("c", "hi", "lo")] == [2, 3, 3]
+
+
+def test_reclaim_takes_from_the_department_that_gives_up_work_first():
+    # departments x (rank 1, no spare share) and y (rank 0) both hold 6, over their
+    # quotas of 3 and 5; x1 is over its fair share, y1 is not. z1 claims 1 GPU of its
+    # quota: the departments are judged first, and y, the lower rank, gives it
+    pol = policy(
+        project("x1", 3, "x"),
+        project("y1", 5, "y"),
+        project("z1", 2, "z"),
+        departments=(
+            department("x", 3, over_quota_rank=1, weight=0),
+            department("y", 5),
+            department("z", 2),
+        ),
+    )
+    work = [
+        *(running(f"x1-{i}", "x1", 1, on("n-0", i)) for i in range(6)),
+        *(running(f"y1-{i}", "y1", 1, on("n-1", i)) for i in range(6)),
+        job("z1-1", "z1", submitted=10),
+    ]
+    decisions = schedule(replace(snapshot(pol, nodes("n", 2, gpus=6), work), now=100.0))
+    assert [(e.job.split("-")[0], e.reason) for e in decisions.evictions] == [
+        ("y1", EvictReason.RECLAIM)
+    ]
+
+
+# -- reclaim re-places victims and claimant together ------------------------------------------
+
+
+def test_a_job_never_reclaims_from_a_queue_that_ranks_ahead_of_its_own():
+    # h (rank 1, no spare share) holds 3 GPUs on a fair share of 1; c (rank 0) holds 1 of
+    # its fair share of 2 and asks for 1 more. Neither would be within its deserved quota
+    # with its job, so h ranks ahead: placed again together, h's job takes its GPU back
+    # first and c's job does not fit -- nothing is evicted
+    pol = policy(project("c", 1), project("h", 1, over_quota_rank=1, weight=0))
+    work = [
+        *(running(f"h-{i}", "h", 1, on("n-0", i)) for i in range(3)),
+        running("c-run", "c", 1, on("n-0", 3)),
+        job("c-new", "c", submitted=10),
+    ]
+    final, history = settled(replace(snapshot(pol, nodes("n", 1, gpus=4), work), now=100.0))
+    assert not evicted(history)
+    assert not is_running(final, "c-new")
+
+
+def test_a_job_within_its_deserved_quota_reclaims_from_a_higher_rank():
+    # the same, but c's quota is 2: within it with the job, c ranks ahead of h
+    pol = policy(project("c", 2), project("h", 1, over_quota_rank=1, weight=0))
+    work = [
+        *(running(f"h-{i}", "h", 1, on("n-0", i), started=i) for i in range(3)),
+        running("c-run", "c", 1, on("n-0", 3)),
+        job("c-new", "c", submitted=10),
+    ]
+    final, history = settled(replace(snapshot(pol, nodes("n", 1, gpus=4), work), now=100.0))
+    assert evicted(history) == ["h-2"]
+    assert is_running(final, "c-new")
+
+
+# -- how far a victim's queue may drop --------------------------------------------------------
+
+
+def test_a_queue_over_its_share_may_lose_the_job_that_takes_it_below():
+    # b holds 4 GPUs in one job, over its fair share of 3; a (1 of its fair share of 3)
+    # asks for 2. Judged before the loss, b may lose the job, which leaves it with 0
+    pol = policy(project("a", 1), project("b", 1))
+    work = [
+        running("a-run", "a", 1, on("n-0", 0), type="inference"),
+        running("b-big", "b", 4, on("n-0", 1, 2, 3, 4)),
+        job("a-two", "a", 2, submitted=10),
+    ]
+    final, history = settled(replace(snapshot(pol, nodes("n", 1, gpus=6), work), now=100.0))
+    assert evicted(history) == ["b-big"]
+    assert is_running(final, "a-two")
+    assert [allocated(history[-1], p) for p in ("a", "b")] == [3, 0]
+
+
+def test_a_queue_at_its_share_loses_nothing():
+    # the same with b holding 3 of its fair share of 3 on the node a must use
+    pol = policy(project("a", 1), project("b", 1))
+    work = [
+        running("a-run", "a", 1, on("x-0", 0), type="inference"),
+        *(running(f"b-{i}", "b", 1, on("x-0", 1 + i)) for i in range(3)),
+        job("a-two", "a", 2, node_groups=("x",), submitted=10),
+    ]
+    snap = snapshot(pol, (*nodes("x", 1, gpus=4), *nodes("y", 1, gpus=2)), work)
+    final, history = settled(replace(snap, now=100.0))
+    assert not evicted(history)
+    assert not is_running(final, "a-two")
+
+
+def test_a_hard_limit_caps_the_share_a_victim_keeps():
+    # b's fair share is 4 but its hard limit 3 caps what it may keep: holding 4 (started
+    # before the limit was lowered), it gives one GPU to a
+    pol = policy(project("a", 2), project("b", 2, limit=3))
+    work = [
+        running("a-run", "a", 2, on("n-0", 0, 1)),
+        *(running(f"b-{i}", "b", 1, on("n-0", 2 + i), started=i) for i in range(4)),
+        job("a-more", "a", submitted=10),
+    ]
+    final, history = settled(replace(snapshot(pol, nodes("n", 1, gpus=6), work), now=100.0))
+    assert evicted(history) == ["b-3"]
+    assert is_running(final, "a-more")
