@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from engine_builders import allocated, department, job, nodes, policy, project, snapshot
-from test_engine_kai_parity import bound, evicted, is_running, on, running, settled
-
 from gitops_sched.engine import schedule
 from gitops_sched.engine.types import EvictReason
+from tests.engine_builders import allocated, department, job, nodes, policy, project, snapshot
+from tests.test_engine_kai_parity import bound, evicted, is_running, on, running, settled
 
 # -- allocation order: department first, then project -----------------------------------------
 

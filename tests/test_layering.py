@@ -109,3 +109,28 @@ def test_function_local_and_type_checking_imports_count(tmp_path: Path) -> None:
         (5, "gitops_sched.reconciler.diff"),
         (6, "gitops_sched.sim"),
     ]
+
+
+TEST_CODE = [PACKAGE.parent / d for d in ("tests", "testkit", "benchmarks")]
+
+
+def test_test_helpers_are_imported_one_way() -> None:
+    """A module of tests/ imported bare (`from engine_builders import`) as well as
+    `tests.engine_builders` would load twice, and only resolves when pytest's rootdir
+    insertion happens to put tests/ on the path: every import of one names `tests.`."""
+    local = {p.stem for p in (PACKAGE.parent / "tests").glob("*.py")}
+    bare = [
+        f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {name}"
+        for folder in TEST_CODE
+        for path in sorted(folder.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        for name in (
+            [node.module]
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+            else [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else []
+        )
+        if name.split(".")[0] in local
+    ]
+    assert bare == []
