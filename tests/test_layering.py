@@ -134,3 +134,19 @@ def test_test_helpers_are_imported_one_way() -> None:
         if name.split(".")[0] in local
     ]
     assert bare == []
+
+
+def test_no_module_of_the_engine_imports_one_that_imports_it_back() -> None:
+    """The engine's modules form no cycle (a type-only import included): each can be read
+    knowing only the ones below it."""
+    engine = {module_name(p): p for p in sorted((PACKAGE / "engine").rglob("*.py"))}
+    edges = {m: {i for _, i in imported(p) if i in engine and i != m} for m, p in engine.items()}
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(
+            n == goal or (n not in seen and not seen.add(n) and reaches(n, goal, seen))
+            for n in edges[start]
+        )
+
+    cycles = sorted(m for m in engine if reaches(m, m, set()))
+    assert cycles == []

@@ -10,8 +10,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
 
 from gitops_sched.engine.fairshare import fair_shares, nodes_capacity
 from gitops_sched.engine.requests import placed_pod_gpus, pod_gpus
@@ -31,8 +31,15 @@ from gitops_sched.engine.types import (
 from gitops_sched.engine.usage import NodeUse, Usage
 from gitops_sched.hardware.mig import MigInstance
 
-if TYPE_CHECKING:
-    from gitops_sched.engine.actions.victims import Victim
+
+@dataclass(frozen=True, slots=True)
+class Victim:
+    """What one eviction takes: a whole job, or one elastic pod above its gang."""
+
+    job: str  # key
+    pods: tuple[PodPlacement, ...] | None  # None: every pod the job still runs
+    groups: frozenset[str]  # node groups it runs on
+    move_only: bool = False  # may be moved to make room, never stopped
 
 
 # KAI's multiplier for a queue holding GPUs with no allocatable share: such queues sort

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gitops_sched.engine.actions.victims import Taken, Victim, evict, give_back, place_within
+from gitops_sched.engine.actions.victims import Taken, evict, give_back, place_within
 from gitops_sched.engine.admission import quota_blocker
-from gitops_sched.engine.session import Session, victim_order
+from gitops_sched.engine.session import Session, Victim, victim_order
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job, RequestKind
 from gitops_sched.engine.usage import GpuUse, NodeUse
 

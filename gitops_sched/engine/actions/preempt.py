@@ -15,9 +15,9 @@ from collections.abc import Collection, Iterable, Iterator
 from functools import partial
 from itertools import chain
 
-from gitops_sched.engine.actions.victims import Victim, VictimPool, evict_until_placed
+from gitops_sched.engine.actions.victims import VictimPool, evict_until_placed
 from gitops_sched.engine.admission import fits_quota, quota_blocker
-from gitops_sched.engine.session import Session
+from gitops_sched.engine.session import Session, Victim
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job
 
 

@@ -28,14 +28,9 @@ import bisect
 from collections.abc import Collection, Iterable, Iterator
 from enum import StrEnum
 
-from gitops_sched.engine.actions.victims import (
-    Victim,
-    VictimPool,
-    evict_until_placed,
-    ranks_ahead,
-)
+from gitops_sched.engine.actions.victims import VictimPool, evict_until_placed, ranks_ahead
 from gitops_sched.engine.admission import fits_quota, may_reclaim, quota_blocker
-from gitops_sched.engine.session import Session, victim_order
+from gitops_sched.engine.session import Session, Victim, victim_order
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job
 
 

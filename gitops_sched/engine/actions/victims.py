@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from gitops_sched.engine.admission import fits_quota
 from gitops_sched.engine.min_runtime import protected_until
 from gitops_sched.engine.placement import place, surely_no_room
-from gitops_sched.engine.session import Session, job_order, victim_order
+from gitops_sched.engine.session import Session, Victim, job_order, victim_order
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job, PodPlacement
 
 MAX_VICTIMS = 32
@@ -27,16 +27,6 @@ def still_running(session: Session, victim: Victim) -> bool:
     if current is None or not current.running:
         return False
     return victim.pods is None or all(p in current.placement for p in victim.pods)
-
-
-@dataclass(frozen=True, slots=True)
-class Victim:
-    """What one eviction takes: a whole job, or one elastic pod above its gang."""
-
-    job: str  # key
-    pods: tuple[PodPlacement, ...] | None  # None: every pod the job still runs
-    groups: frozenset[str]  # node groups it runs on
-    move_only: bool = False  # may be moved to make room, never stopped
 
 
 @dataclass(frozen=True, slots=True)
