@@ -22,8 +22,9 @@ from gitops_sched.engine.types import (
 )
 from gitops_sched.gcpause import paused_gc
 
-# The actions run in the order `schedule` states once: enforce_limits, allocate, consolidate,
-# then rounds of reclaim, preempt and allocate, then evict_stale_gangs.
+# The actions, each in the order of its first run in `schedule` (which repeats some, see
+# below): what benchmarks/schedule_scale.py times one by one
+ACTIONS = (enforce_limits, allocate, consolidate, reclaim, preempt, evict_stale_gangs)
 # Evictions change what the actions may do next: a project whose work was reclaimed may now
 # be below its fair share and reclaim in turn, and GPUs freed beyond what a job took are
 # free for others. So reclaim, preempt and allocate repeat, in rounds, while a round evicts
