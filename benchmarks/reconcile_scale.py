@@ -28,12 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from gitops_sched.cluster import Backoff, ClusterClient
 from gitops_sched.reconciler import Reconciler, Settings
 from testkit.control_plane.cluster import ControlPlane
-
-API = "gitops-sched.io/v1alpha1"
-
-
-def doc(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": API, "kind": kind, "metadata": {"name": name}, "spec": spec}
+from testkit.reconciler_harness import doc
 
 
 def repo_files(

@@ -12,10 +12,10 @@ from typing import Any
 import yaml
 
 from gitops_sched.cluster import ClusterClient, ObjectRef
+from gitops_sched.contract.labels import API_VERSION as API
 from gitops_sched.reconciler import OWNER_LABEL, Reconciler, Settings
 from gitops_sched.reconciler.inventory import Inventory
 
-API = "gitops-sched.io/v1alpha1"
 # a finalizer a test puts on an object: deleted, it stays (terminating) until `release`
 HOLD = "gitops-sched.io/test-hold"
 SYSTEM = "gitops-sched"  # the reconciler's own namespace (inventory, Lease, Events)
