@@ -89,12 +89,25 @@ def _messages(kind: str, spec: dict[str, Any]) -> list[str]:
     return [d.message for d in diagnostics.items]
 
 
+# a message that says what a value "is not" names the value first
+_NO_SUBJECT = re.compile(r"^[^ ]+: is ")
+
+
 @settings(max_examples=300)
 @given(_documents())
 def test_no_message_shows_a_python_repr(document: tuple[str, str, Any]) -> None:
     kind, field, value = document
     for message in _messages(kind, {field: value}):
         assert not _PYTHON.search(message), message
+        assert not _NO_SUBJECT.search(message), message
+
+
+def test_a_list_or_mapping_where_a_string_belongs_is_named_by_what_it_is() -> None:
+    spec = {"project": "p", "gpu": 1, "env": {"B": ["x"], "D": {"x": 1}}}
+    assert _messages("Workload", spec) == [
+        "spec.env.B: a list of 1 item is not a string (quote numbers and booleans)",
+        "spec.env.D: a mapping of 1 key is not a string (quote numbers and booleans)",
+    ]
 
 
 @settings(max_examples=100)

@@ -268,7 +268,9 @@ def _message(error: ValidationError) -> str:
         return ours(error.instance, error.validator_value)
     if custom is None:
         return error.message.replace(repr(error.instance), _show(error.instance), 1)
-    return custom if _is_container(error.instance) else f"{_show(error.instance)} {custom}"
+    if _is_container(error.instance) and not custom.startswith("is "):
+        return custom  # says what the field takes; the position shows the value
+    return f"{_show(error.instance)} {custom}"
 
 
 _TYPE_WORDS = {
