@@ -662,3 +662,31 @@ def test_plan_for_kueue_names_where_kueue_may_decide_otherwise(config_repo: Path
     _, markdown, _ = plan("cfg", "--base", "main", "--target", "kueue")
     section = markdown.split("#### Where Kueue may decide otherwise", 1)[1]
     assert "warning GS910 Department/prod: Kueue's cohort guarantees" in section
+
+
+def test_a_string_holding_yaml_nested_past_any_parser_is_compared_as_text(
+    config_repo: Path, each_yaml_parser: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a multi-line string is compared as the YAML it holds; one nested past what the parser
+    # takes (libyaml: an error; PyYAML's Python parts: a RecursionError) is compared as text
+    from gitops_sched.plan import objects
+
+    loader = yaml.CSafeLoader if each_yaml_parser == "libyaml" else yaml.SafeLoader
+    monkeypatch.setattr(objects, "_SAFE_LOADER", loader)
+    deep = "[" * 1200 + "]" * 1200
+
+    def settings(value: str) -> str:
+        files = base_config()
+        spec(files, "workloads/team-a.yaml")["env"] = {"SETTINGS": f"a: {value}\nb: {deep}"}
+        write(config_repo / "cfg", files)
+        return f"a: {value}\nb: {deep}"
+
+    before = settings("1")
+    git(config_repo, "commit", "-q", "-am", "settings")
+    after = settings("2")
+    code, data = plan_json("cfg", "--base", "main")
+    assert code == 0, data
+    changed = {(o["kind"], o["name"]): o for o in data["objects"]["items"]}
+    assert changed[("Job", "a-1")]["fields"] == [
+        {"path": "spec.template.spec.containers.0.env.0.value", "before": before, "after": after}
+    ]

@@ -115,7 +115,7 @@ def _embedded(value: Any, written: Mapping[str, Any]) -> dict | list | None:
         return written[value]
     try:
         data = yaml.load(value, Loader=_SAFE_LOADER)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):  # PyYAML's Python parts recurse per level
         return None
     return data if isinstance(data, dict | list) else None
 
