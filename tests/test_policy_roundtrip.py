@@ -243,6 +243,8 @@ def test_a_malformed_document_says_where(
     [
         ({"data": {}}, f"data.{POLICY_KEY}: missing"),
         ({"data": {POLICY_KEY: "a: [b"}}, f"data.{POLICY_KEY}: not YAML"),
+        ({"data": {POLICY_KEY: "a: " + "[" * 1200}}, f"data.{POLICY_KEY}: not YAML"),
+        ({"data": {POLICY_KEY: "a: " + "[" * 900 + "]" * 900}}, f"data.{POLICY_KEY}: not YAML"),
         ({"data": {POLICY_KEY: "- 1"}}, "policy: expected a mapping"),
     ],
 )

@@ -81,6 +81,8 @@ def policy_from_configmap(config_map: dict[str, Any]) -> ClusterPolicy:
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:
         raise PolicyFormatError(f"data.{POLICY_KEY}: not YAML: {error}") from None
+    except RecursionError:  # PyYAML's Python parts recurse per level of nesting
+        raise PolicyFormatError(f"data.{POLICY_KEY}: not YAML: nested too deep") from None
     return read_policy_document(data)
 
 
