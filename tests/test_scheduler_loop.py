@@ -276,6 +276,31 @@ def test_scheduler_once_lists_the_pods_it_cannot_take_with_why_and_counts_them(
     assert client.get(ObjectRef("v1", "Pod", TEAM_A, "train"))["spec"]["nodeName"] == "dgx-0"
 
 
+def test_a_dry_run_lists_the_pods_it_cannot_take_with_why_as_the_real_cycle_then_does(
+    real_cluster: ControlPlane, real_client: ClusterClient
+):
+    # nine one-GPU pods for a node of eight: one waits, and the dry run says which and why
+    install_example(real_client)
+    for i in range(9):
+        real_client.create(our_pod(f"train-{i}"))
+    command = ["scheduler", "--once", "--kubeconfig", str(real_cluster.kubeconfig)]
+    command += ["--namespace", SYSTEM]
+
+    dry = CliRunner().invoke(main, [*command, "--dry-run"])
+    assert dry.exit_code == 0, dry.output
+    pods = real_client.list("v1", "Pod", namespace=TEAM_A) or []
+    assert not [p["metadata"]["name"] for p in pods if p["spec"].get("nodeName")]
+    real = CliRunner().invoke(main, command)
+
+    assert dry.output == real.output
+    pending = [line for line in dry.output.splitlines() if line.startswith("pending ")]
+    assert len(pending) == 1 and pending[0].startswith(f"pending {TEAM_A}/train-"), dry.output
+    assert "it needs 1 GPU" in pending[0] and "have 0 free" in pending[0], pending
+    assert dry.output.splitlines()[-1] == (
+        "8 bound, 0 evicted, 0 evictions refused, 0 waiting, 0 ignored, 0 errors"
+    )
+
+
 def metric(scheduler: Scheduler, name: str, **labels: str) -> float | None:
     return scheduler.metrics.registry.get_sample_value(name, labels)
 
