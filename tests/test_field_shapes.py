@@ -58,6 +58,20 @@ def test_kubernetes_resource_requests_list_the_allowed_fields_and_the_shape(
     ]
 
 
+def test_a_scalar_or_list_where_a_mapping_belongs_lists_the_mapping_s_fields(
+    tmp_path: Path,
+) -> None:
+    text = WORKLOAD.replace("Workload", "Project").replace(
+        "project: vision\n  gpu: 1", "department: research\n  quota: 8\n  members: [alice]"
+    )
+    assert _validate_file(tmp_path, text)[1:] == [
+        "w.yaml:7:10: error GS205 Project/resnet: spec.quota: 8 is not a mapping "
+        "(its fields: gpu, cpu, memory)",
+        "w.yaml:8:3: error GS205 Project/resnet: spec.members: a list of 1 item is not a "
+        "mapping (its fields: users, groups)",
+    ]
+
+
 # --- properties over every field of every kind ----------------------------------------------
 
 # lower-case words only: a generated `None` or `True` must not pass for Python's
@@ -104,7 +118,7 @@ def test_no_message_shows_a_python_repr(document: tuple[str, str, Any]) -> None:
 
 def test_a_list_or_mapping_where_a_string_belongs_is_named_by_what_it_is() -> None:
     spec = {"project": "p", "gpu": 1, "env": {"B": ["x"], "D": {"x": 1}}}
-    assert _messages("Workload", spec) == [
+    assert sorted(_messages("Workload", spec)) == [
         "spec.env.B: a list of 1 item is not a string (quote numbers and booleans)",
         "spec.env.D: a mapping of 1 key is not a string (quote numbers and booleans)",
     ]

@@ -265,7 +265,11 @@ def _message(error: ValidationError) -> str:
     if custom is None and error.validator == "type" and isinstance(error.instance, float):
         custom = _FLOAT_PROBLEMS.get(_float_problem(error.instance, error.validator_value) or "")
     if custom is None and (ours := _OWN_MESSAGES.get(str(error.validator))) is not None:
-        return ours(error.instance, error.validator_value)
+        text = ours(error.instance, error.validator_value)
+        fields = error.schema.get("properties") if isinstance(error.schema, dict) else None
+        if error.validator == "type" and fields and not text.endswith(")"):
+            text += f" (its fields: {', '.join(fields)})"  # the shape, for `quota: 8`
+        return text
     if custom is None:
         return error.message.replace(repr(error.instance), _show(error.instance), 1)
     if _is_container(error.instance) and not custom.startswith("is "):
