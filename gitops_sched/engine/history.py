@@ -94,11 +94,16 @@ def past_usage(
 
 def share_weights(weights: Sequence[float], usage: Sequence[float], k: float) -> list[float]:
     """KAI's share weights of the queues asking in one round: each weight over their sum,
-    raised by `k` times how far its usage is below that, never below 0."""
+    raised by `k` times how far its usage is below that, never below 0.
+
+    Usages add up to at most 1 while the cluster keeps its size, and then so do not all
+    share weights vanish; where they would (the cluster shrank), the plain weights are
+    used: KAI would leave the spare GPUs to nobody."""
     total = sum(weights)
     if total <= 0:
         return list(weights)
-    return [max(0.0, w / total + k * (w / total - u)) for w, u in zip(weights, usage)]
+    shares = [max(0.0, w / total + k * (w / total - u)) for w, u in zip(weights, usage)]
+    return shares if sum(shares) > 0 else list(weights)
 
 
 def buckets_of(history: UsageHistory, project: str) -> Buckets:
