@@ -290,17 +290,9 @@ def test_explain_shows_past_usage_and_the_split_it_changed(tmp_path: Path) -> No
         "kind": "Simulation",
         "metadata": {"name": "turns"},
         "steps": [
-            {
-                "submit": [
-                    {**workload, "metadata": {"name": "a"}, "spec": {"project": "team-a", "gpu": 8}}
-                ]
-            },
+            {"submit": [workload("a", "team-a")]},
             {"advance": "1m"},
-            {
-                "submit": [
-                    {**workload, "metadata": {"name": "b"}, "spec": {"project": "team-b", "gpu": 8}}
-                ]
-            },
+            {"submit": [workload("b", "team-b")]},
             {"advance": "1h"},
         ],
     }
