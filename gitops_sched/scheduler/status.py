@@ -24,6 +24,7 @@ from gitops_sched.contract.pods import PENDING_CONDITION_REASON
 from gitops_sched.engine.types import Decisions, QueueStatus
 from gitops_sched.hardware.gpus import rounded_gpus
 from gitops_sched.scheduler.actuate import Outcome
+from gitops_sched.scheduler.usage import usage_status
 from gitops_sched.scheduler.view import ClusterView
 
 COMPONENT = "gitops-sched-scheduler"
@@ -70,7 +71,7 @@ class StatusWriter:
         """The queues' status and the pending pods' reasons; `outcome` (this cycle's
         actuation) adds why a bind waits and leaves out the pods it bound."""
         report = StatusReport()
-        self.write_queues(decisions, report)
+        self.write_queues(decisions, report, usage_status(view.snapshot))
         self.write_pending(view, decisions, outcome, report)
         self.write_skipped(view, report)
         return report
@@ -96,7 +97,14 @@ class StatusWriter:
 
     # --- queues --------------------------------------------------------------------
 
-    def write_queues(self, decisions: Decisions, report: StatusReport) -> None:
+    def write_queues(
+        self,
+        decisions: Decisions,
+        report: StatusReport,
+        usage: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
+        """Each queue's status where it changed; `usage`: projects' past usage to keep
+        (fairness over time, see scheduler.usage)."""
         for kind, queues in (
             ("Department", decisions.departments),
             ("Project", decisions.projects),
@@ -111,7 +119,9 @@ class StatusWriter:
             by_name = {obj["metadata"]["name"]: obj for obj in live or ()}
             for queue in queues:
                 obj = by_name.get(queue.name)
-                wanted = queue_status(queue)
+                wanted: dict[str, Any] = dict(queue_status(queue))
+                if kind == "Project" and usage and queue.name in usage:
+                    wanted["usage"] = usage[queue.name]
                 if obj is None or _same(obj.get("status") or {}, wanted):
                     continue  # no object to write to (the reconciler makes it), or no change
                 report.queues += 1
@@ -243,9 +253,10 @@ def _event(
     }
 
 
-def _same(have: dict[str, Any], wanted: dict[str, float]) -> bool:
+def _same(have: dict[str, Any], wanted: dict[str, Any]) -> bool:
     """Whether the object's status already says `wanted` (by value: 4 is 4.0)."""
     return all(
-        isinstance(have.get(key), int | float) and have[key] == value
+        (isinstance(value, dict) or isinstance(have.get(key), int | float))
+        and have.get(key) == value
         for key, value in wanted.items()
     )
