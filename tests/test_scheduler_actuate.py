@@ -66,7 +66,7 @@ from gitops_sched.scheduler.loop import Scheduler, Settings
 from gitops_sched.scheduler.reservations import SERVICE_ACCOUNT, reservation_name, reservation_pod
 from gitops_sched.scheduler.reserve import publish
 from gitops_sched.scheduler.status import COMPONENT, StatusWriter
-from gitops_sched.scheduler.usage import UsageKeeper
+from gitops_sched.scheduler.usage import UsageKeeper, usage_status
 from gitops_sched.scheduler.view import ClusterView, Ignored, PodRef, Reservation
 from testkit.control_plane.accounts import make_namespace
 from testkit.control_plane.cluster import ControlPlane
@@ -1061,20 +1061,23 @@ def test_past_usage_is_kept_in_project_status_and_read_back_after_a_restart(sent
     policy = replace(live.snapshot.policy, fairness=fairness)
     live = replace(live, snapshot=replace(live.snapshot, policy=policy, history=history, now=250))
 
-    assert StatusWriter(cluster).write(live, decisions).queues == 1
+    usage = usage_status(live.snapshot)
+    assert StatusWriter(cluster).write(live, decisions, usage=usage).queues == 1
     project = cluster.get(ObjectRef(API_VERSION, "Project", "", "team-a"))
     assert project is not None
     assert project["status"]["usage"] == {  # the bucket still open (200s) is not written
         "buckets": [{"start": 0, "gpuSeconds": 800}, {"start": 100, "gpuSeconds": 400}]
     }
     sent.reset()
-    assert StatusWriter(cluster).write(live, decisions).queues == 0  # nothing new
+    assert StatusWriter(cluster).write(live, decisions, usage=usage).queues == 0  # unchanged
     assert sent.writes() == []
 
     keeper = UsageKeeper()
+    assert keeper.status(live.snapshot) == {}  # nothing to write before it has read
     assert keeper.history_at(cluster, fairness, 300.0) == UsageHistory(
         (("team-a", ((0.0, 800.0), (100.0, 400.0))),)
     )
+    assert keeper.status(live.snapshot) == usage
     keeper.held(300.0, decisions)  # team-a holds 4 GPUs from 300s
     assert keeper.history_at(cluster, fairness, 350.0) == UsageHistory(
         (("team-a", ((0.0, 800.0), (100.0, 400.0), (300.0, 200.0))),)

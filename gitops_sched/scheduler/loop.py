@@ -174,7 +174,8 @@ class Scheduler:
         outcome = self._actuator_for(policy).carry_out(view, decisions, now)
         # the status writes' failures are the cycle's errors too: a dry run meets them as
         # the real cycle would (see StatusWriter)
-        outcome.errors += self.status.write(view, decisions, outcome).errors
+        usage = self.usage.status(view.snapshot)
+        outcome.errors += self.status.write(view, decisions, outcome, usage).errors
         seconds = time.perf_counter() - started
         self.metrics.record_cycle(seconds, view, decisions, outcome)
         return CycleReport(decisions, outcome, view, seconds, engine_seconds)
@@ -232,6 +233,7 @@ class Scheduler:
                 failures = 0 if self._cycle_logged() else failures + 1
             else:
                 self.health.ready = True  # a standby replica is ready: it waits for the Lease
+                self.usage = UsageKeeper()  # past usage is read again once it leads
                 failures = 0
             if failures:
                 stop.wait(min(MAX_PAUSE_S, self.settings.cycle_period * 2**failures))

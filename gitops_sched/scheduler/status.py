@@ -24,7 +24,6 @@ from gitops_sched.contract.pods import PENDING_CONDITION_REASON
 from gitops_sched.engine.types import Decisions, QueueStatus
 from gitops_sched.hardware.gpus import rounded_gpus
 from gitops_sched.scheduler.actuate import Outcome
-from gitops_sched.scheduler.usage import usage_status
 from gitops_sched.scheduler.view import ClusterView
 
 COMPONENT = "gitops-sched-scheduler"
@@ -66,12 +65,17 @@ class StatusWriter:
         self._skipped: dict[str, str] = {}  # node -> why it was last said to be skipped
 
     def write(
-        self, view: ClusterView, decisions: Decisions, outcome: Outcome | None = None
+        self,
+        view: ClusterView,
+        decisions: Decisions,
+        outcome: Outcome | None = None,
+        usage: dict[str, dict[str, Any]] | None = None,
     ) -> StatusReport:
         """The queues' status and the pending pods' reasons; `outcome` (this cycle's
-        actuation) adds why a bind waits and leaves out the pods it bound."""
+        actuation) adds why a bind waits and leaves out the pods it bound; `usage`: the
+        projects' past usage to keep (scheduler.usage)."""
         report = StatusReport()
-        self.write_queues(decisions, report, usage_status(view.snapshot))
+        self.write_queues(decisions, report, usage)
         self.write_pending(view, decisions, outcome, report)
         self.write_skipped(view, report)
         return report

@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 
 
 class UsageKeeper:
-    """The history between cycles: read from the Projects once, then added to."""
+    """The history between cycles: read from the Projects once, then added to. A
+    scheduler that stops leading starts a new keeper: it reads the history again."""
 
     def __init__(self) -> None:
         self.history: UsageHistory | None = None  # None: not read from the cluster yet
@@ -32,28 +33,36 @@ class UsageKeeper:
 
     def history_at(self, client: ClusterClient, fairness: Fairness, now: float) -> UsageHistory:
         """The history up to `now`: what the Projects say (first time), plus what each
-        project held since the last cycle."""
+        project held since the last cycle. Where the Projects cannot be read, this cycle
+        goes without past usage and the next tries again."""
         if self.history is None:
             self.history = read_history(client)
+            if self.history is None:
+                return UsageHistory()
         if self._held is not None:
             since, held = self._held
             self.history = record(self.history, fairness, since, now, held)
         return self.history
+
+    def status(self, snapshot: Snapshot) -> dict[str, dict[str, Any]]:
+        """The `status.usage` of each project to write (usage_status); none before the
+        history has been read, so a failed read never overwrites what the Projects keep."""
+        return usage_status(snapshot) if self.history is not None else {}
 
     def held(self, now: float, decisions: Decisions) -> None:
         """What each project holds after this cycle, from `now` until the next."""
         self._held = (now, {status.name: status.allocated for status in decisions.projects})
 
 
-def read_history(client: ClusterClient) -> UsageHistory:
-    """The buckets every Project's status holds; an empty history if they cannot be read
-    (the next restart reads them again; a malformed entry is left out)."""
+def read_history(client: ClusterClient) -> UsageHistory | None:
+    """The buckets every Project's status holds (a malformed entry left out); None where
+    they cannot be read."""
     history = UsageHistory()
     try:
         projects = client.list(API_VERSION, "Project") or ()
     except ApiFailure as exc:
         log.warning("reading past usage from the Projects: %s", exc)
-        return history
+        return None
     for obj in projects:
         usage = (obj.get("status") or {}).get("usage") or {}
         buckets = []
