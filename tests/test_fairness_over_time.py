@@ -17,8 +17,7 @@ from gitops_sched.engine.types import Fairness, Snapshot, UsageHistory
 from tests.conftest import examples
 from tests.engine_builders import department, job, nodes, policy, project, snapshot
 from tests.strategies import policies
-from tests.test_engine_properties import outcome
-from tests.test_engine_queue_age import aged
+from tests.test_engine_queue_age import aged, assert_deterministic
 
 PROJECTS = ("a", "b", "c")
 # two projects alike in all but name: no quota, the same weight, in one department
@@ -164,20 +163,7 @@ def with_usage(draw: st.DrawFn) -> Snapshot:
 @given(st.data())
 def test_decisions_are_deterministic_with_ages_and_usage(data: st.DataObject) -> None:
     snap = data.draw(with_usage())
-    pol = snap.policy
-    shuffled = replace(
-        snap,
-        policy=replace(
-            pol,
-            projects=tuple(data.draw(st.permutations(pol.projects))),
-            departments=tuple(data.draw(st.permutations(pol.departments))),
-        ),
-        jobs=tuple(data.draw(st.permutations(snap.jobs))),
-        nodes=tuple(data.draw(st.permutations(snap.nodes))),
-    )
-    decided = schedule(snap)
-    assert schedule(snap) == decided
-    assert outcome(schedule(shuffled)) == outcome(decided)
+    assert_deterministic(snap, data)
     assert snapshot_from_dict(snapshot_to_dict(snap)) == snap
 
 
