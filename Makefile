@@ -33,7 +33,7 @@ thorough:  # the property tests with ten times the examples (hypothesis profile 
 	HYPOTHESIS_PROFILE=thorough $(VENV)/bin/pytest tests/test_engine_properties.py \
 		tests/test_engine_live.py tests/test_engine_kai_parity.py tests/test_fairshare.py \
 		tests/test_consolidation_properties.py tests/test_engine_codec.py tests/test_schema.py \
-		tests/test_engine_held.py tests/test_scheduler_snapshot.py \
+		tests/test_engine_held.py tests/test_scheduler_snapshot.py tests/test_settled_state.py \
 		tests/test_reconciler_reliability.py
 
 CHAOS_SEEDS ?= 1,2,3,4,5,6,7,8,9,10
