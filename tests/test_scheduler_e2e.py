@@ -52,7 +52,7 @@ from testkit.control_plane.accounts import (
     account_client,
     account_kubeconfig,
 )
-from testkit.control_plane.cluster import ControlPlane, free_port
+from testkit.control_plane.cluster import ControlPlane, end, free_port
 from testkit.control_plane.devices import DevicePlugin, PodLog
 from testkit.control_plane.fixtures import connect, wipe
 from testkit.control_plane.install import apply_kustomization
@@ -427,13 +427,7 @@ class Replica:
         self.process.wait(30)
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        end(self.process)
 
 
 def test_a_restarted_scheduler_process_and_a_failed_over_leader_bind_and_evict_nothing(
