@@ -61,6 +61,13 @@ from testkit.control_plane.waiting import wait
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "clusters" / "netapp-dgx"
 CLI = str(Path(sys.executable).with_name("gitops-sched"))
+# team-d claiming its quota once the example runs: a reclaim, its victims' pods pending
+CLAIM = {
+    "apiVersion": "gitops-sched.io/v1alpha1",
+    "kind": "Workload",
+    "metadata": {"name": "d-train"},
+    "spec": {"project": "team-d", "type": "train", "gpu": 4},
+}
 WORKLOAD_KINDS = ("Job", "Deployment")
 Obj = dict[str, Any]
 
@@ -433,9 +440,13 @@ class Replica:
 def test_a_restarted_scheduler_process_and_a_failed_over_leader_bind_and_evict_nothing(
     cluster: Cluster, tmp_path: Path
 ):
+    # settled with work waiting: team-d's claim has reclaimed, its victims' pods pending
     cluster.submit_repo_workloads()
     cluster.settle()
-    settled = cluster.fingerprint()
+    cluster.submit(next(o for o in render_claim(CLAIM, tmp_path) if o["kind"] == "Job"))
+    cluster.settle()
+    settled, evicted = cluster.fingerprint(), cluster.evicted_workloads()
+    assert evicted and [p for p in cluster.pods() if not p["spec"].get("nodeName")]
     # the scheduler restarted: a new process, nothing remembered, its view from live pods
     first = Replica(cluster, "replica-a", tmp_path / "scheduler.log")
     second = None
@@ -454,7 +465,7 @@ def test_a_restarted_scheduler_process_and_a_failed_over_leader_bind_and_evict_n
             if replica is not None:
                 replica.stop()
     assert cluster.fingerprint() == settled
-    assert cluster.log.evicted_pods() == []
+    assert cluster.evicted_workloads() == evicted
     assert cluster.failed() == []
 
 
@@ -482,12 +493,7 @@ def test_a_higher_claim_evicts_exactly_the_victims_simulate_names(
 ):
     cluster.submit_repo_workloads()
     cluster.settle()
-    claim = {
-        "apiVersion": "gitops-sched.io/v1alpha1",
-        "kind": "Workload",
-        "metadata": {"name": "d-train"},
-        "spec": {"project": "team-d", "type": "train", "gpu": 4},
-    }
+    claim = CLAIM
     predicted = claim_simulation(repo, tmp_path, claim)
     victims = sorted({e.workload for e in predicted.log if e.action == "evict"})
     assert victims  # the scenario is one of reclaim
