@@ -53,6 +53,7 @@ from testkit.control_plane.accounts import (
 )
 from testkit.control_plane.audit import Audit, Call
 from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.faultproxy import FaultProxy
 from testkit.control_plane.fixtures import connect, wipe
 from testkit.control_plane.install import apply_kustomization, kustomization
 from testkit.control_plane.nodes import group_nodes
@@ -62,6 +63,7 @@ from testkit.reconciler_harness import API, commit, config, doc
 from tests import test_agent_cluster as agent_test
 from tests import test_mig_e2e as mig_test
 from tests import test_scheduler_e2e as scheduler_test
+from tests import test_scheduler_faults as faults_test
 from tests.conftest import examples
 from tests.readme_blocks import check
 
@@ -204,7 +206,8 @@ def scheduler_scenario(plane: ControlPlane, tmp_path: Path) -> None:
     whose `reserve` runs as their own ServiceAccount), a higher claim that evicts and leaves
     pods waiting (told why), an idle notebook's Job suspended, the claim's and the
     fractions' Jobs deleted (their reservation pods go), a pod bound by the running loop;
-    as the Lease's holder. Then, on the MIG example, a MIG layout requested on a node."""
+    as the Lease's holder. Then, on the MIG example, a MIG layout requested on a node; and,
+    its pod watch silent, the pods its writes are assumed on read back."""
     repo, _ = check_repo(scheduler_test.EXAMPLE)
     assert repo is not None
     cluster = scheduler_test.Cluster(plane, repo)
@@ -257,6 +260,8 @@ def scheduler_scenario(plane: ControlPlane, tmp_path: Path) -> None:
         cluster.close()
     wipe(plane)
     mig_request(plane)
+    wipe(plane)
+    assumed_read_back(plane)
 
 
 def mig_request(plane: ControlPlane) -> None:
@@ -290,6 +295,18 @@ def mig_request(plane: ControlPlane) -> None:
     finally:
         for client in (reconciler, admin, scheduler.client):
             client.close()
+
+
+def assumed_read_back(plane: ControlPlane) -> None:
+    """A pod watch gone silent (and a Binding answered 429): the scheduler reads back the
+    pods its writes are assumed on (`tests/test_scheduler_faults.py`)."""
+    admin = connect(plane)
+    proxy = FaultProxy(plane.server, plane.root / "ca.crt", seed=19).start()
+    try:
+        assert faults_test.silent_watch_and_throttled_binding(plane, admin, proxy)
+    finally:
+        proxy.stop()
+        admin.close()
 
 
 def _bound(pod: dict[str, Any] | None) -> bool:
