@@ -18,9 +18,10 @@ import yaml
 from gitops_sched.cluster import ClusterClient, ObjectRef
 from gitops_sched.reconciler.sync import Syncer, SyncResult
 from gitops_sched.validate import check_repo
-from testkit.control_plane.accounts import token
+from testkit.control_plane.accounts import RECONCILER, account_client, token
 from testkit.control_plane.cluster import ControlPlane
 from testkit.control_plane.fixtures import connect
+from testkit.control_plane.install import apply_kustomization
 from testkit.control_plane.waiting import wait
 from testkit.reconciler_harness import SYSTEM, Harness, commit, config
 from tests.test_scheduler_e2e import EXAMPLE, Cluster
@@ -43,6 +44,7 @@ def harness(real_cluster: ControlPlane, tmp_path: Path) -> Iterator[Harness]:
     made.close()
 
 
+@pytest.mark.as_admin("a bare cluster: no ServiceAccount yet, an admin runs it from outside")
 def test_a_dry_run_on_a_bare_cluster_lists_what_the_first_sync_then_creates(harness: Harness):
     """The reconciler's own namespace (its inventory lives there) is a write of the sync:
     the dry run lists it, as the real sync does, and creates nothing."""
@@ -58,9 +60,14 @@ def test_a_dry_run_on_a_bare_cluster_lists_what_the_first_sync_then_creates(harn
     assert outcome(dry.result) == outcome(real.result)
 
 
-def test_a_dry_run_reports_the_object_the_real_sync_cannot_create(real_client: ClusterClient):
+def test_a_dry_run_reports_the_object_the_real_sync_cannot_create(
+    real_cluster: ControlPlane, real_client: ClusterClient
+):
     """An object in a namespace nobody creates fails in the real sync; the dry run says so,
-    while an object whose namespace the sync creates first is listed as created."""
+    while an object whose namespace the sync creates first is listed as created. The
+    reconciler as its ServiceAccount, installed."""
+    apply_kustomization(real_cluster, "reconciler")
+    reconciler = account_client(real_cluster, *RECONCILER)
 
     def config_map(namespace: str) -> dict[str, Any]:
         meta = {"name": "settings", "namespace": namespace}
@@ -68,7 +75,7 @@ def test_a_dry_run_reports_the_object_the_real_sync_cannot_create(real_client: C
 
     created = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dry-made"}}
     rendered = [created, config_map("dry-made"), config_map("dry-nowhere")]
-    syncer = Syncer(real_client, "dry", SYSTEM, "test")
+    syncer = Syncer(reconciler, "dry", SYSTEM, "test")
 
     dry = syncer.sync(rendered, "r1", dry_run=True)
     assert real_client.get(ObjectRef("v1", "Namespace", "", "dry-made")) is None
@@ -82,6 +89,7 @@ def test_a_dry_run_reports_the_object_the_real_sync_cannot_create(real_client: C
     assert note.startswith(
         "# ConfigMap/dry-made/settings: checked by the server once its namespace dry-made exists"
     )
+    reconciler.close()
 
 
 # --- the scheduler -------------------------------------------------------------------------

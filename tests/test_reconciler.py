@@ -588,6 +588,7 @@ def test_the_reconcile_command_syncs_once(harness, real_cluster):
     assert h.get(API, "Project", "vision")["spec"]["quota"]["gpu"] == 8
 
 
+@pytest.mark.as_admin("a bare cluster: no ServiceAccount yet, an admin runs it from outside")
 def test_reconcile_once_on_a_bare_cluster_creates_its_namespace_and_writes_the_inventory(
     harness, real_cluster
 ):
@@ -611,6 +612,7 @@ def test_reconcile_once_on_a_bare_cluster_creates_its_namespace_and_writes_the_i
     assert not h.sync().result.changed and h.writes == 0
 
 
+@pytest.mark.as_admin("a bare cluster: no ServiceAccount yet, an admin runs it from outside")
 def test_the_reconcile_process_on_a_bare_cluster_takes_the_lease_syncs_and_serves_probes(
     harness, real_cluster
 ):
@@ -757,6 +759,7 @@ def test_health_readiness_and_metrics_endpoints(harness):
         server.shutdown()
 
 
+@pytest.mark.as_admin("a bare cluster: no ServiceAccount yet, an admin runs it from outside")
 def test_the_rendered_folder_applies_with_kubectl_crds_first(real_cluster, tmp_path):
     """`render -o DIR` on a bare cluster: `kubectl apply -k DIR/crds`, then (the CRDs
     Established) `kubectl apply -k DIR` applies every object; and the reconciler applies the
