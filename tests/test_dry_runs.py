@@ -13,12 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from gitops_sched.cluster import ClusterClient, ObjectRef
 from gitops_sched.reconciler.sync import Syncer, SyncResult
 from gitops_sched.validate import check_repo
-from testkit.control_plane.accounts import RECONCILER, account_client, token
+from testkit.control_plane.accounts import (
+    RECONCILER,
+    SCHEDULER,
+    account_client,
+    account_kubeconfig,
+)
 from testkit.control_plane.cluster import ControlPlane
 from testkit.control_plane.fixtures import connect
 from testkit.control_plane.install import apply_kustomization
@@ -97,7 +101,7 @@ def test_a_dry_run_reports_the_object_the_real_sync_cannot_create(
 SCHEDULER_ROLE = ObjectRef(
     "rbac.authorization.k8s.io/v1", "ClusterRole", "", "gitops-sched-scheduler"
 )
-ACCOUNT = ("gitops-sched-system", "gitops-sched-scheduler")
+ACCOUNT = SCHEDULER
 
 
 @pytest.fixture
@@ -110,15 +114,6 @@ def cluster(real_cluster: ControlPlane) -> Iterator[Cluster]:
         yield made
     finally:
         made.close()
-
-
-def account_kubeconfig(plane: ControlPlane, path: Path) -> Path:
-    """A kubeconfig of the scheduler's ServiceAccount: the process runs with exactly the
-    permissions the shipped manifests grant it."""
-    kubeconfig = yaml.safe_load(plane.kubeconfig.read_text())
-    kubeconfig["users"][0]["user"] = {"token": token(plane, *ACCOUNT)}
-    path.write_text(yaml.safe_dump(kubeconfig))
-    return path
 
 
 def may_bind(client: ClusterClient) -> bool:
@@ -179,7 +174,7 @@ def test_a_scheduler_dry_run_prints_what_the_real_cycle_then_does_refusals_inclu
         "spec": {"schedulerName": "gitops-sched", "containers": [{"name": "c", "image": "x"}]},
     }
     cluster.client.create(stray)
-    kubeconfig = account_kubeconfig(cluster.plane, tmp_path / "scheduler.kubeconfig")
+    kubeconfig = account_kubeconfig(cluster.plane, *ACCOUNT)
     set_binding_permission(cluster.client, allowed=False)  # as a stale manifest would leave it
     before = cluster.fingerprint()
 

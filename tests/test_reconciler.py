@@ -29,7 +29,7 @@ import yaml
 from gitops_sched.cluster import ApiFailure, ObjectRef
 from gitops_sched.cluster.leader import LeaderElector
 from gitops_sched.reconciler import OWNER_LABEL, Reconciler, Settings
-from testkit.control_plane.accounts import RECONCILER, account_client
+from testkit.control_plane.accounts import RECONCILER, account_client, account_kubeconfig
 from testkit.control_plane.cluster import ControlPlane, free_port
 from testkit.control_plane.fixtures import connect
 from testkit.control_plane.install import apply_kustomization, kubectl
@@ -576,7 +576,8 @@ def test_the_reconcilers_own_namespace_is_never_pruned(harness):
 def test_the_reconcile_command_syncs_once(harness, real_cluster):
     h = harness()
     commit(h.repo, config({"vision": 8}))
-    base = ["reconcile", "--repo", str(h.repo), "--kubeconfig", str(real_cluster.kubeconfig)]
+    kubeconfig = account_kubeconfig(real_cluster, *RECONCILER)  # as its Deployment runs it
+    base = ["reconcile", "--repo", str(h.repo), "--kubeconfig", str(kubeconfig)]
     done = run_cli(*base, "--once", "--namespace", SYSTEM)
     assert done.returncode == 0, done.stderr
     assert h.get(API, "Project", "vision") is not None
