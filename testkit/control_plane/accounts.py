@@ -106,11 +106,12 @@ def is_admin(client: object) -> bool:
 def refuse_admin(part: type) -> Callable[..., None]:
     """`part.__init__`, failing when its `client` is an admin's: the part must run as its
     ServiceAccount (`account_client`), as its manifests make it run in a cluster."""
-    init = part.__init__
+    init: Callable[..., None] = vars(part)["__init__"]  # each part defines its own
+    signature = inspect.signature(init)
 
     @functools.wraps(init)
     def checked(self: Any, *args: Any, **kw: Any) -> None:
-        client = inspect.signature(init).bind(self, *args, **kw).arguments.get("client")
+        client = signature.bind(self, *args, **kw).arguments.get("client")
         if is_admin(client):
             raise AssertionError(
                 f"{part.__name__} built on the admin's token (system:masters): give it its "
