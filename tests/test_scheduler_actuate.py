@@ -595,16 +595,12 @@ def test_a_reservation_pod_is_a_valid_pod():
 
 
 def test_reserve_publishes_the_uuid_of_its_gpu(real_cluster, cluster):
-    cluster.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "holder", "namespace": SYSTEM},
-            "spec": {"containers": [{"name": "reserve", "image": "gitops-sched"}]},
-        }
-    )
+    """`gitops-sched reserve` in a reservation pod (one the system namespace's restricted
+    Pod Security admits), as the reservation pods' ServiceAccount."""
+    holder = cluster.create(reservation_pod("node-a", 0, SYSTEM, SCHEDULER, "img:1"))
+    name = holder["metadata"]["name"]
     env = {
-        "POD_NAME": "holder",
+        "POD_NAME": name,
         "POD_NAMESPACE": SYSTEM,
         "KUBECONFIG": str(account_kubeconfig(real_cluster, *RESERVATION)),
     }
@@ -614,7 +610,7 @@ def test_reserve_publishes_the_uuid_of_its_gpu(real_cluster, cluster):
         main, ["reserve", "--once"], env={**env, "NVIDIA_VISIBLE_DEVICES": "GPU-12ab"}
     )
     assert result.exit_code == 0, result.output
-    assert live_pod(cluster, "holder", SYSTEM)["metadata"]["annotations"][GPU_UUID] == "GPU-12ab"
+    assert live_pod(cluster, name, SYSTEM)["metadata"]["annotations"][GPU_UUID] == "GPU-12ab"
 
     for devices in ("", "all", "0,1", "GPU-1,GPU-2"):
         result = runner.invoke(
