@@ -54,7 +54,7 @@ def history_of(fairness: Fairness, recorded: list) -> tuple[UsageHistory, float]
     return history, end
 
 
-@settings(max_examples=examples(200), deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(fairnesses, stretches, st.floats(0, 20 * HOUR), st.floats(0, 20 * HOUR))
 def test_usage_decay_is_monotone(
     fairness: Fairness, recorded: list, later: float, longer: float
@@ -91,7 +91,7 @@ def test_the_whole_cluster_for_the_whole_window_is_a_usage_of_one() -> None:
     assert usage == {"a": 1.0}
 
 
-@settings(max_examples=examples(150), deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     policies(),
     st.dictionaries(st.sampled_from("pqrstuvwxyz"), st.floats(0, 3), max_size=6),
@@ -118,7 +118,7 @@ def test_past_usage_never_lowers_a_deserved_quota(
     )
 
 
-@settings(max_examples=examples(150), deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.floats(0, 1), st.floats(0, 1), st.floats(0.1, 10), st.integers(1, 32))
 def test_of_two_equal_projects_the_one_that_used_more_gets_no_more(
     used_a: float, rest: float, k: float, capacity: int
@@ -159,7 +159,7 @@ def with_usage(draw: st.DrawFn) -> Snapshot:
     )
 
 
-@settings(max_examples=examples(150), deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.data())
 def test_decisions_are_deterministic_with_ages_and_usage(data: st.DataObject) -> None:
     snap = data.draw(with_usage())
