@@ -591,3 +591,70 @@ def test_a_file_name_that_is_not_utf8_in_the_git_tree(git_repo: Path, name: byte
     shown = printable(os.fsdecode(name))
     assert f"cfg/{shown}:1:1: error GS201" in output
     assert run("plan", "cfg", "--base", "main~0", "--format", "json")[0] == 1
+
+
+# --- round 2: variants of the classes above --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["1" + ":59" * 200 + ".5", "!!float 1" + ":59" * 200, "-1" + ":0" * 3000 + ".0"],
+    ids=["base-60-float", "tagged", "long"],
+)
+def test_a_base_60_float_past_the_largest_is_an_error_at_its_value(repo: Path, value: str) -> None:
+    replace_text(repo, PROJECT, "    gpu: 4\n", f"    gpu: {value}\n")
+    code, output = run("validate", str(repo))
+    assert code == 1
+    problem = next(x for x in output.splitlines() if "GS111" in x)
+    assert problem.startswith(f"{repo}/{PROJECT}:9:10: error GS111:")
+    assert "is not a valid tag:yaml.org,2002:float" in problem
+
+
+@pytest.mark.parametrize("pattern", ["[z-a]", "[", "x/[[:nosuch:]]", "a\\"])
+@pytest.mark.parametrize(
+    "command", [["validate"], ["simulate"], ["render", "-o", "-"], ["explain", "x"], ["test"]]
+)
+def test_a_malformed_exclude_without_an_ignore_file_is_gs103(
+    repo: Path, pattern: str, command: list[str]
+) -> None:
+    assert not (repo / ".gitops-schedignore").exists()
+    code, output = run(command[0], str(repo), *command[1:], "--exclude", pattern)
+    assert code == 1
+    assert f"error GS103: bad pattern: --exclude {pattern!r}" in output
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: 1\n",
+        "kind: Workload\n",
+        "apiVersion: gitops-sched.io/v1alpha1\nkind: Nope\nmetadata: {name: s}\nx: 1\n",
+        "apiVersion: gitops-sched.io/v1alpha1\nkind: Simulation\nmetadata: {name: s}\nspek: 1\n",
+    ],
+    ids=["no-kind", "another-kind", "unknown-kind", "unknown-field"],
+)
+def test_an_events_file_of_another_shape_is_an_error_not_a_traceback(
+    repo: Path, tmp_path: Path, text: str
+) -> None:
+    events = tmp_path / "events.yaml"
+    events.write_text(text)
+    for command in (["simulate"], ["explain", "b-train-1"]):
+        code, output = run(command[0], str(repo), *command[1:], "--events", str(events))
+        assert code == 1
+        assert f"{events}:" in output and "error GS2" in output
+
+
+def test_plan_compares_a_users_yaml_looking_string_as_a_string(git_repo: Path) -> None:
+    """An env value holding an alias bomb is never parsed: plan shows the string's change."""
+    bomb = 'a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]\n'
+    for level in "bcdefghi":
+        bomb += f"{level}: &{level} [{', '.join(['*' + chr(ord(level) - 1)] * 10)}]\n"
+    before = "  gpu: 1\n"
+    for value in ("a: 1\nb: 2\n", bomb):
+        after = f"  gpu: 1\n  env:\n    X: {json.dumps(value)}\n"
+        replace_text(git_repo / "cfg", WORKLOADS, before, after)
+        git(git_repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "env")
+        before = after
+    code, output = run("plan", "cfg", "--base", "main~1", "--head", "main")
+    assert code == 0
+    assert "`spec.env.X`" in output and "a: &a" in output.replace("&amp;", "&")

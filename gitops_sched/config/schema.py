@@ -157,11 +157,12 @@ def _header_problems(doc: Document) -> list[Diagnostic]:
 
 def schema_problems(doc: Document, data: dict, validator: Draft202012Validator) -> list[Diagnostic]:
     """One diagnostic per problem, in the validator's order, without repeats."""
-    found = (d for error in validator.iter_errors(data) for d in _explain(doc, error))
+    root = validator.schema  # the kind's schema: a Simulation file's may say another kind
+    found = (d for error in validator.iter_errors(data) for d in _explain(doc, error, root))
     return list(dict.fromkeys(found))
 
 
-def _explain(doc: Document, error: ValidationError) -> Iterator[Diagnostic]:
+def _explain(doc: Document, error: ValidationError, root: dict) -> Iterator[Diagnostic]:
     if error.validator in ("anyOf", "oneOf") and error.context and not _custom_message(error):
         error = best_match(error.context)  # the branch the user most likely meant
     path = tuple(error.absolute_path)
@@ -170,7 +171,7 @@ def _explain(doc: Document, error: ValidationError) -> Iterator[Diagnostic]:
         for key in error.instance:
             if key not in known:
                 where = doc.key_location((*path, key))
-                message = _unknown(_load(doc.kind), path, key, error)
+                message = _unknown(root, path, key, error)
                 yield Diagnostic(where, message, doc.ref, code=codes.UNKNOWN_FIELD)
     elif error.validator == "required":
         for name in error.validator_value:
