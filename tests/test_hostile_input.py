@@ -658,3 +658,21 @@ def test_plan_compares_a_users_yaml_looking_string_as_a_string(git_repo: Path) -
     code, output = run("plan", "cfg", "--base", "main~1", "--head", "main")
     assert code == 0
     assert "`spec.env.X`" in output and "a: &a" in output.replace("&amp;", "&")
+
+
+@pytest.mark.parametrize("control", ["\x1b]0;title\x07", "\x1b[2J", "\x07", "\x9b1m"])
+def test_control_characters_in_a_state_or_an_argument_are_escaped(
+    git_repo: Path, control: str
+) -> None:
+    state = git_repo / "state.json"
+    state.write_text(json.dumps({"workloads": [{"name": f"w{control}", "pods": 1}]}))
+    outputs = [
+        run("plan", "cfg", "--base", "main", "--state", str(state)),
+        run("explain", "cfg", f"w{control}"),
+        run("render", "cfg", "-o", str(git_repo.parent / f"out{control}")),
+        run("validate", "cfg", "--exclude", f"{control}[z-a]"),
+    ]
+    for code, output in outputs:
+        assert control not in output
+    assert [code for code, _ in outputs] == [2, 2, 0, 1]
+    assert all(printable(control) in output for _, output in outputs)
