@@ -97,6 +97,8 @@ def _namespace_repo(root: Path, prefix: str, name: str, system: str = "gitops-sc
         ("ku", "be-x", "gitops-sched-system", "reserved by Kubernetes"),
         ("", "default", "gitops-sched-system", "reserved by Kubernetes"),
         ("def", "ault", "gitops-sched-system", "reserved by Kubernetes"),
+        ("", "crds", "gitops-sched-system", "writes the CRDs to"),
+        ("cr", "ds", "gitops-sched-system", "writes the CRDs to"),
     ],
 )
 def test_a_project_namespace_that_is_taken_is_an_error_at_the_project(
@@ -113,7 +115,7 @@ def test_a_project_namespace_that_is_taken_is_an_error_at_the_project(
 
 
 NAMES = st.from_regex(r"[a-z]([-a-z0-9]{0,10}[a-z0-9])?", fullmatch=True)
-PREFIXES = st.sampled_from(["", "kube-", "gitops-", "gitops-sched-", "project-", "de", "k"])
+PREFIXES = st.sampled_from(["", "kube-", "gitops-", "gitops-sched-", "project-", "de", "k", "cr"])
 
 
 @given(prefix=PREFIXES, name=NAMES)
@@ -131,7 +133,7 @@ def test_gs310_exactly_when_the_namespace_is_taken(prefix: str, name: str) -> No
     project = doc("Project", name, department="d", quota={"gpu": 1})
     found = list(check_derived_names(build_repo([document(cluster), document(project)])))
     namespace = prefix + name
-    taken = namespace in ("gitops-sched-system", "default") or namespace.startswith("kube-")
+    taken = namespace in ("gitops-sched-system", "default", "crds") or namespace.startswith("kube-")
     assert [d.code.id for d in found if d.code and d.code.id == "GS310"] == (
         ["GS310"] if taken else []
     )
@@ -676,3 +678,17 @@ def test_control_characters_in_a_state_or_an_argument_are_escaped(
         assert control not in output
     assert [code for code, _ in outputs] == [2, 2, 0, 1]
     assert all(printable(control) in output for _, output in outputs)
+
+
+@pytest.mark.parametrize("system", ["kube-system", "kube-gitops", "default", "crds"])
+def test_a_system_namespace_that_is_taken_is_an_error_at_it(repo: Path, system: str) -> None:
+    def cluster(documents: list[Any]) -> None:
+        documents[0]["spec"]["systemNamespace"] = system
+
+    edit(repo, "cluster.yaml", cluster)
+    code, output = run("validate", str(repo))
+    assert code == 1
+    assert (
+        f"{repo}/cluster.yaml:7:20: error GS310 Cluster/netapp-dgx: the system namespace" in output
+    )
+    assert run("render", str(repo), "-o", "-")[0] == 1
