@@ -674,8 +674,7 @@ def test_control_characters_in_a_state_or_an_argument_are_escaped(
         run("render", "cfg", "-o", str(git_repo.parent / f"out{control}")),
         run("validate", "cfg", "--exclude", f"{control}[z-a]"),
     ]
-    for code, output in outputs:
-        assert control not in output
+    assert not any(control in output for _, output in outputs)
     assert [code for code, _ in outputs] == [2, 2, 0, 1]
     assert all(printable(control) in output for _, output in outputs)
 
@@ -692,3 +691,49 @@ def test_a_system_namespace_that_is_taken_is_an_error_at_it(repo: Path, system: 
         f"{repo}/cluster.yaml:7:20: error GS310 Cluster/netapp-dgx: the system namespace" in output
     )
     assert run("render", str(repo), "-o", "-")[0] == 1
+
+
+@pytest.mark.parametrize(
+    ("source", "why"),
+    [
+        ('{{ range(9999) | map("string") | join("x" * 99999) }}', "'join' makes a string"),
+        ('{{ ("x" * 9999).join(range(9999) | map("string")) }}', "'join' makes a string"),
+        ('{{ ("{a}" * 33333).format(a="x" * 99999) }}', "'format' makes a string"),
+        ('{{ ("{0}{0}" * 1000).format("x" * 999) }}', "'format' makes a string"),
+        ('{{ ("%(a)s" * 10000) % {"a": "x" * 999} }}', "'%' format makes a string"),
+        ('{{ ("%(a)s" * 10000) | format(a="x" * 999) }}', "'format' makes a string"),
+        ('{{ ("\\t" * 99999).expandtabs(99999) }}', "'expandtabs' makes a string"),
+        ('{{ ("\\t" * 9999).encode().expandtabs(99) }}', "'expandtabs' makes a string"),
+        ("{{ {" + "1: 1, " * 2000 + "} }}", "more than 5,000 tokens"),
+        ("{{ [" + "1," * 5000 + "] }}", "more than 5,000 tokens"),
+    ],
+    ids=lambda v: str(v)[:24],
+)
+def test_an_expression_that_builds_or_compiles_without_bound_is_gs704(
+    repo: Path, source: str, why: str
+) -> None:
+    """Each refused before it allocates (gigabytes) or compiles (a minute for 100,000
+    characters of a dict literal)."""
+    _template(repo, source)
+    code, output = run("validate", str(repo))
+    assert code == 1
+    assert "GS704 Workload/b-train-1: " in output and why in output
+
+
+@pytest.mark.parametrize(
+    ("source", "printed"),
+    [
+        ('{{ range(3) | map("string") | join(",") }}', "0,1,2"),
+        ('{{ ",".join(range(3) | map("string")) }}', "0,1,2"),
+        ('{{ "%s-%s" | format("a", workload.name) }}', "a-b-train-1"),
+        ('{{ "{0}/{0}".format(workload.name) }}', "b-train-1/b-train-1"),
+        ('{{ "a\\tb".expandtabs(2) }}', "a b"),
+        ("{{ (" + " ~ ".join(["workload.name"] * 300) + ") | length }}", "2700"),
+    ],
+    ids=lambda v: str(v)[:24],
+)
+def test_the_same_operations_within_bounds_render(repo: Path, source: str, printed: str) -> None:
+    _template(repo, source)
+    code, output = run("render", str(repo), "-o", "-")
+    assert code == 0, output[-1000:]
+    assert printed in output.replace("'", "").replace('"', "")

@@ -24,9 +24,19 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import lru_cache
+from itertools import islice
+from string import Formatter
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateError, TemplateRuntimeError, meta, nodes, pass_context
+from jinja2 import (
+    StrictUndefined,
+    TemplateError,
+    TemplateRuntimeError,
+    TemplateSyntaxError,
+    meta,
+    nodes,
+    pass_context,
+)
 from jinja2.environment import Template
 from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -46,6 +56,10 @@ MAX_OUTPUT = 100_000  # characters one render prints, captured blocks and macros
 # each loop step and operation: an expression at the limit is not paid again per workload
 MAX_SECONDS = 2.0
 MAX_SOURCE = 100_000  # characters of one templated string
+# Lexer tokens (spaces included) of one templated string: parsing and compiling cost time
+# by the token, not the character (100,000 characters of `{1:1,...}` take a minute to
+# compile; plain text around the expressions is one token however long)
+MAX_TOKENS = 5_000
 
 
 class TemplateLimitError(TemplateError):
@@ -155,10 +169,18 @@ _PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[#0 +-]*(\*|\d+)?(?:\.(\*|\d+))?")
 _BRACE_SPEC = re.compile(r"\{[^{}:]*:([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}")
 
 
-def _check_format(fmt: Any, args: Iterable[Any], what: str) -> None:
-    """Widths and precisions of `%`-formatting and `str.format` (`'%999999999d'`)."""
+def _check_format(fmt: Any, args: Iterable[Any], what: str, reused: bool = True) -> None:
+    """Widths and precisions of `%`-formatting and `str.format` (`'%999999999d'`), and what
+    the fields print: each argument once (`'%s%s' % (a, b)`), or, where a field may name an
+    argument again (`'{0}{0}'`, `'%(a)s%(a)s'`: `reused`), the largest at every field."""
     if not isinstance(fmt, str):
         return
+    args = tuple(args)
+    fields = _format_fields(fmt)
+    largest = max(map(_size, args), default=0)
+    printed = fields * largest if reused else sum(map(_size, args))
+    if len(fmt) + printed > MAX_SIZE:
+        raise _limit(f"{what} makes a string longer than {MAX_SIZE:,}")
     indirect = False
     widths = []  # each width and precision written in the format
     for width, precision in _PERCENT_SPEC.findall(fmt):
@@ -174,6 +196,28 @@ def _check_format(fmt: Any, args: Iterable[Any], what: str) -> None:
         _check_width(width, f"{what} width")
     if sum(map(abs, widths)) > MAX_SIZE:  # `'%99999s' * 100` written out
         raise _limit(f"{what} widths add up to more than {MAX_SIZE:,}")
+
+
+def _format_fields(fmt: str) -> int:
+    """How many fields a format string has, `%` and `{}` alike (an over-count is safe)."""
+    braces = 0
+    if "{" in fmt:
+        try:
+            braces = sum(field is not None for _, field, _, _ in Formatter().parse(fmt))
+        except ValueError:  # no str.format string: the call raises, or it is `%` only
+            braces = 0
+    return max(fmt.count("%"), braces)
+
+
+def _materialized(value: Any) -> Any:
+    """An iterator (`range(9) | map('string')`) as a list, so that its size is known before
+    a filter or method builds from it; a list of more than MAX_SIZE items is refused."""
+    if not isinstance(value, Iterator):
+        return value
+    items = list(islice(value, MAX_SIZE + 1))
+    if len(items) > MAX_SIZE:
+        raise _limit(f"an iterable of more than {MAX_SIZE:,} items")
+    return items
 
 
 def _check_indent(value: Any, width: Any) -> None:
@@ -265,7 +309,10 @@ def _guard_filter(env: ImmutableSandboxedEnvironment, name: str, check: Callable
     original = env.filters[name]
 
     def guarded(*args: Any, **kwargs: Any) -> Any:
-        check(*args[1:] if _takes_env(original) else args, **kwargs)
+        first = 1 if _takes_env(original) else 0  # the value after the environment or context
+        if len(args) > first:
+            args = (*args[:first], _materialized(args[first]), *args[first + 1 :])
+        check(*args[first:], **kwargs)
         return _check_size(original(*args, **kwargs), f"'{name}'")
 
     for attr in ("jinja_pass_arg",):  # keep pass_environment / pass_eval_context
@@ -293,7 +340,7 @@ _FILTER_CHECKS: dict[str, Callable[..., None]] = {
     "slice": lambda value, slices, *a: _check_width(slices, "'slice' count"),
     "batch": lambda value, linecount, *a: _check_width(linecount, "'batch' size"),
     "format": lambda value, *args, **kwargs: _check_format(
-        value, (*args, *kwargs.values()), "'format'"
+        value, (*args, *kwargs.values()), "'format'", reused=bool(kwargs)
     ),
     "replace": lambda value, old, new, count=None: _check_replace(value, old, new, count),
     "join": lambda value, d="", attribute=None: _check_join(value, d),
@@ -363,12 +410,15 @@ class _LimitedEnvironment(ImmutableSandboxedEnvironment):
         if isinstance(string, str | bytes | bytearray | int) and name in _WIDTH_METHODS:
             for arg in (*args, *kwargs.values()):
                 _check_width(arg, f"'{name}' width")
+            if name == "expandtabs" and not isinstance(string, int):
+                _check_tabs(string, (*args, *kwargs.values(), 8)[0])
         elif isinstance(string, str):
             if name in ("format", "format_map"):
                 _check_format(string, (*args, *kwargs.values()), "'format'")
             elif name == "replace" and len(args) >= 2:
                 _check_replace(string, *args[:3])
             elif name == "join" and len(args) == 1:
+                args = (_materialized(args[0]),)
                 _check_join(args[0], string)
         result = super().call(__context, __obj, *args, **kwargs)
         return _check_size(result, f"'{name or 'call'}'")
@@ -413,7 +463,14 @@ def _check_binop(operator: str, left: Any, right: Any) -> None:
         if _size(left) + _size(right) > MAX_SIZE:
             raise too_long
     elif operator == "%" and isinstance(left, str):
-        _check_format(left, _args(right), "'%' format")
+        _check_format(left, _args(right), "'%' format", reused=isinstance(right, dict))
+
+
+def _check_tabs(value: str | bytes | bytearray, width: Any) -> None:
+    """`expandtabs`: each tab may become `width` spaces."""
+    tabs = value.count("\t") if isinstance(value, str) else value.count(b"\t")
+    if isinstance(width, int) and len(value) + tabs * width > MAX_SIZE:
+        raise _limit(f"'expandtabs' makes a string longer than {MAX_SIZE:,}")
 
 
 def _sized(value: Any) -> bool:
@@ -481,10 +538,26 @@ def is_templated(value: Any) -> bool:
 
 def _compile(source: str) -> Render:
     """The source's render function: compiled once (cached), within the run's time."""
+    _check_source(source)
+    return _compiled(source)
+
+
+def _check_source(source: str) -> None:
+    """Raise TemplateLimitError once the run's time is spent, or for a source too long to
+    parse and compile in a fraction of a second."""
     spend()
     if len(source) > MAX_SOURCE:
         raise _limit(f"a templated string longer than {MAX_SOURCE:,} characters")
-    return _compiled(source)
+    if _too_many_tokens(source):
+        raise _limit(f"a templated string of more than {MAX_TOKENS:,} tokens")
+
+
+@lru_cache(maxsize=4096)
+def _too_many_tokens(source: str) -> bool:
+    try:
+        return next(islice(_ENV.lex(source), MAX_TOKENS, None), None) is not None
+    except TemplateSyntaxError:
+        return False  # parsing reports it
 
 
 @lru_cache(maxsize=4096)
@@ -566,9 +639,7 @@ def _always_defined(chain: tuple[str, ...]) -> bool:
 def unknown_names(source: str) -> tuple[str, ...]:
     """Top-level names an expression uses that the context will not have (raises
     TemplateLimitError once the run's time is spent, or for a source past MAX_SOURCE)."""
-    spend()
-    if len(source) > MAX_SOURCE:
-        raise _limit(f"a templated string longer than {MAX_SOURCE:,} characters")
+    _check_source(source)
     return _unknown_names(source)
 
 
