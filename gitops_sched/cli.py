@@ -288,7 +288,7 @@ def explain(
 @repo_path
 @click.option(
     "--junit",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(dir_okay=False),
     help="Also write the results as JUnit XML, for CI test reports.",
 )
 @click.option(
@@ -299,7 +299,7 @@ def explain(
     help="PASS/FAIL per scenario and per expect: step, or JSON with the same content.",
 )
 @exclude_option
-def run_tests(path: Path, junit: Path | None, fmt: str, excludes: tuple[str, ...]) -> None:
+def run_tests(path: Path, junit: str | None, fmt: str, excludes: tuple[str, ...]) -> None:
     """Run the repo's Simulation documents and check their `expect:` steps.
 
     Exits 0 when every expectation is met (or the repo has no Simulation documents), 1 when
@@ -310,6 +310,8 @@ def run_tests(path: Path, junit: Path | None, fmt: str, excludes: tuple[str, ...
     from gitops_sched.sim.junit import junit_xml
     from gitops_sched.sim.scenarios import json_report, run_scenarios, text_report
 
+    if junit == "":  # Path("") is the current folder
+        raise click.UsageError("--junit is empty: name the report file")
     repo = load_or_exit(path, excludes)
     diagnostics = Diagnostics()
     results = run_scenarios(repo, diagnostics)
@@ -325,7 +327,7 @@ def run_tests(path: Path, junit: Path | None, fmt: str, excludes: tuple[str, ...
         from gitops_sched.compiler.writing import write_report
 
         try:
-            write_report(junit, junit_xml(results))
+            write_report(Path(junit), junit_xml(results))
         except ValueError as exc:
             click.echo(printable(f"Error: {exc}"), err=True)
             sys.exit(EXIT_USAGE)

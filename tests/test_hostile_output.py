@@ -183,3 +183,34 @@ def test_junit_through_a_link_replaces_the_file_it_names_and_keeps_the_link(
     assert run("test", str(EXAMPLE), "--junit", str(link))[0] == 0
     assert link.is_symlink()
     assert target.read_text().startswith("<?xml")
+
+
+def test_an_empty_junit_is_a_usage_error_not_the_current_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, output = run("test", str(EXAMPLE), "--junit", "")
+    assert code == 2
+    assert "--junit is empty" in output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_junit_to_a_socket_is_refused(tmp_path: Path) -> None:
+    import socket
+
+    path = tmp_path / "sock"
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind(str(path))
+        code, output = run("test", str(EXAMPLE), "--junit", str(path))
+    assert code == 2
+    assert "not a regular file, character device or FIFO: not written" in output
+    assert stat.S_ISSOCK(os.lstat(path).st_mode)
+
+
+def test_junit_to_a_full_device_is_a_message(tmp_path: Path) -> None:
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    code, output = run("test", str(EXAMPLE), "--junit", "/dev/full")
+    assert code == 2
+    assert "cannot write /dev/full: No space left on device" in output
+    assert stat.S_ISCHR(os.lstat("/dev/full").st_mode)
