@@ -541,6 +541,7 @@ STATES = [
     ('{"workloads": [], "x": 1e999}', "past the largest number"),
     ('{"workloads": [{"name": "\\ud800"}]}', "lone surrogate"),
     ('{"workloads": [], "\\udfff": 1}', "lone surrogate"),
+    ('{"workloads": [' + ", ".join(["{}"] * 100_001) + "]}", "more than 100,000 workloads"),
 ]
 
 
@@ -737,3 +738,15 @@ def test_the_same_operations_within_bounds_render(repo: Path, source: str, print
     code, output = run("render", str(repo), "-o", "-")
     assert code == 0, output[-1000:]
     assert printed in output.replace("'", "").replace('"', "")
+
+
+def test_a_state_of_many_malformed_workloads_stops_at_the_problem_limit(git_repo: Path) -> None:
+    from gitops_sched.config.schema import MAX_SCHEMA_PROBLEMS
+
+    state = git_repo / "state.json"
+    entries = [{"name": f"w{i}", "pods": 1} for i in range(20 * MAX_SCHEMA_PROBLEMS)]
+    state.write_text(json.dumps({"workloads": entries}))
+    code, output = run("plan", "cfg", "--base", "main", "--state", str(state))
+    assert code == 2
+    assert f"{state}: more than {MAX_SCHEMA_PROBLEMS} problems: the rest is not checked" in output
+    assert len(output.splitlines()) <= MAX_SCHEMA_PROBLEMS + 5
