@@ -193,6 +193,8 @@ STATE_TEXTS = [
     '{"workloads": [{"name": "a", "pods": NaN}]}',
     "\xff\xfe{",
     '{"workloads": [{"name": "\\u001b]0;title\\u0007\\u009b", "pods": 1}]}',
+    '{"workloads": [' + ", ".join(['{"name": "w", "pods": 1}'] * 300_000) + "]}",
+    '{"workloads": [' + ", ".join(["{}"] * 2_000_000) + "]}",
 ]
 
 
