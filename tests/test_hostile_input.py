@@ -99,6 +99,9 @@ def _namespace_repo(root: Path, prefix: str, name: str, system: str = "gitops-sc
         ("def", "ault", "gitops-sched-system", "reserved by Kubernetes"),
         ("", "crds", "gitops-sched-system", "writes the CRDs to"),
         ("cr", "ds", "gitops-sched-system", "writes the CRDs to"),
+        ("", "kueue-system", "gitops-sched-system", "where Kueue runs"),
+        ("kueue-", "system", "gitops-sched-system", "where Kueue runs"),
+        ("kai-", "scheduler", "gitops-sched-system", "where KAI Scheduler runs"),
     ],
 )
 def test_a_project_namespace_that_is_taken_is_an_error_at_the_project(
@@ -115,7 +118,9 @@ def test_a_project_namespace_that_is_taken_is_an_error_at_the_project(
 
 
 NAMES = st.from_regex(r"[a-z]([-a-z0-9]{0,10}[a-z0-9])?", fullmatch=True)
-PREFIXES = st.sampled_from(["", "kube-", "gitops-", "gitops-sched-", "project-", "de", "k", "cr"])
+PREFIXES = st.sampled_from(
+    ["", "kube-", "gitops-", "gitops-sched-", "project-", "de", "k", "cr", "kueue-", "kai-"]
+)
 
 
 @given(prefix=PREFIXES, name=NAMES)
@@ -133,7 +138,13 @@ def test_gs310_exactly_when_the_namespace_is_taken(prefix: str, name: str) -> No
     project = doc("Project", name, department="d", quota={"gpu": 1})
     found = list(check_derived_names(build_repo([document(cluster), document(project)])))
     namespace = prefix + name
-    taken = namespace in ("gitops-sched-system", "default", "crds") or namespace.startswith("kube-")
+    taken = namespace in (
+        "gitops-sched-system",
+        "default",
+        "crds",
+        "kueue-system",
+        "kai-scheduler",
+    ) or namespace.startswith("kube-")
     assert [d.code.id for d in found if d.code and d.code.id == "GS310"] == (
         ["GS310"] if taken else []
     )

@@ -135,7 +135,7 @@ RESERVED_NAMESPACE = _code(
     "GS310",
     "namespace taken",
     "rename the project (or change namespacePrefix or systemNamespace): not the system "
-    "namespace, `default`, kube-* or crds",
+    "namespace, `default`, kube-*, crds, kueue-system or kai-scheduler",
 )
 
 # --- GS4xx: quotas and capacity ---------------------------------------------------------------

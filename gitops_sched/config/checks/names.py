@@ -30,6 +30,9 @@ KUBERNETES_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lea
 # The folder `render -o` writes the CRDs to (compiler/output.py): a namespace of that name
 # would put its objects in the CRDs' kustomization, applied before the CRDs exist.
 CRD_FOLDER = "crds"
+# Where the schedulers `render --target` compiles for run (their installs' defaults): a
+# project there would grant its members exec into the scheduler, as in our system namespace
+SCHEDULER_NAMESPACES = {"kueue-system": "Kueue", "kai-scheduler": "KAI Scheduler"}
 LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
 
 
@@ -96,6 +99,8 @@ def _reserved(namespace: str) -> str | None:
         return "reserved by Kubernetes (default and kube-*)"
     if namespace == CRD_FOLDER:
         return f"the folder `render -o` writes the CRDs to ({CRD_FOLDER}/)"
+    if scheduler := SCHEDULER_NAMESPACES.get(namespace):
+        return f"where {scheduler} runs (render --target)"
     return None
 
 
