@@ -52,8 +52,10 @@ MAX_SIZE = 100_000  # a string or list a single operation makes (`'a' * 10**9`, 
 MAX_RANGE = 10_000  # items in one `range(...)`
 MAX_LOOP_ITERATIONS = 100_000  # `{% for %}` iterations in one render, all loops together
 MAX_OUTPUT = 100_000  # characters one render prints, captured blocks and macros included
-# wall-clock time of every parse and render of one run together (`time_budget`), checked at
-# each loop step and operation: an expression at the limit is not paid again per workload
+# CPU seconds this thread spends parsing, compiling and rendering templates in one run, all
+# of them together (`time_budget`), checked at each loop step and operation: an expression at
+# the limit is not paid again per workload. Only template time counts, and only CPU time: the
+# checks around the templates, or a busy machine, never fail a valid repo.
 MAX_SECONDS = 2.0
 MAX_SOURCE = 100_000  # characters of one templated string
 # Lexer tokens (spaces included) of one templated string: parsing and compiling cost time
@@ -74,31 +76,58 @@ def _limit(what: str) -> TemplateLimitError:
     return TemplateLimitError(f"template expression exceeds a limit: {what}")
 
 
-# When the run's templates must be done by (time.monotonic()); None outside `time_budget`
-_DEADLINE: ContextVar[float | None] = ContextVar("gitops_sched_template_deadline", default=None)
+class _Clock:
+    """The CPU time this thread has spent in templates so far (see MAX_SECONDS)."""
+
+    __slots__ = ("since", "spent")
+
+    def __init__(self) -> None:
+        self.spent = 0.0
+        self.since: float | None = None  # thread_time() when the running template began
+
+    def used(self) -> float:
+        running = 0.0 if self.since is None else time.thread_time() - self.since
+        return self.spent + running
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """Count the time inside (a template nested in another is counted once)."""
+        if self.since is not None:
+            yield
+            return
+        self.since = time.thread_time()
+        try:
+            yield
+        finally:
+            self.spent += time.thread_time() - self.since
+            self.since = None
+
+
+# The run's template clock; None outside `time_budget`
+_CLOCK: ContextVar[_Clock | None] = ContextVar("gitops_sched_template_clock", default=None)
 
 
 @contextmanager
 def time_budget() -> Iterator[None]:
     """Every template parsed or rendered inside shares one MAX_SECONDS (a nested budget
     is the outer one's). Outside any, each render has MAX_SECONDS of its own."""
-    if _DEADLINE.get() is not None:
+    if _CLOCK.get() is not None:
         yield
         return
-    token = _DEADLINE.set(time.monotonic() + MAX_SECONDS)
+    token = _CLOCK.set(_Clock())
     try:
         yield
     finally:
-        _DEADLINE.reset(token)
+        _CLOCK.reset(token)
 
 
-def _deadline() -> float:
-    return _DEADLINE.get() or time.monotonic() + MAX_SECONDS
+def _clock() -> _Clock:
+    return _CLOCK.get() or _Clock()
 
 
-def spend(deadline: float | None = None) -> None:
-    """Raise TemplateLimitError once the run's (or `deadline`'s) time is spent."""
-    if time.monotonic() > (deadline or _DEADLINE.get() or float("inf")):
+def spend(clock: _Clock | None = None) -> None:
+    """Raise TemplateLimitError once the run's (or `clock`'s) template time is spent."""
+    if (clock or _CLOCK.get() or _Clock()).used() >= MAX_SECONDS:
         raise TemplateTimeError(
             f"template expression exceeds a limit: rendering took more than {MAX_SECONDS:g} "
             "seconds (the limit for every expression of a run together)"
@@ -109,13 +138,13 @@ class _Budget:
     """What one render has spent so far."""
 
     def __init__(self) -> None:
-        self.deadline = _deadline()
+        self.clock = _clock()
         self.iterations = 0
         self.output = 0
         self.sizes: dict[int, tuple[Any, int]] = {}  # see _size; each value kept alive
 
     def tick(self) -> None:
-        spend(self.deadline)
+        spend(self.clock)
 
 
 _BUDGET: ContextVar[_Budget | None] = ContextVar("gitops_sched_template_budget", default=None)
@@ -240,28 +269,33 @@ class _LimitedTemplate(Template):
     def render(self, *args: Any, **kwargs: Any) -> str:
         """Template.render, with a fresh budget and the output counted as it comes."""
         ctx = self.new_context(dict(*args, **kwargs))
-        token = _BUDGET.set(_Budget())
+        budget = _Budget()
+        token = _BUDGET.set(budget)
         try:
-            out: list[str] = []
-            size = 0
-            for chunk in self.root_render_func(ctx):
-                size += len(chunk)
-                if size > MAX_OUTPUT:
-                    raise _limit(f"output longer than {MAX_OUTPUT:,} characters")
-                out.append(chunk)
-            text = self.environment.concat(out)
-            if _SURROGATE.search(text):  # no UTF-8 writer can write it
-                raise TemplateRuntimeError(
-                    "template expression makes a lone surrogate (\\ud800-\\udfff), which is "
-                    "no character"
-                )
-            return text
+            with budget.clock.running():
+                return self._limited_render(ctx)
         except (RecursionError, MemoryError):
             raise _limit("calls nested too deeply (a macro or loop calling itself)") from None
         except Exception:
             self.environment.handle_exception()
         finally:
             _BUDGET.reset(token)
+
+    def _limited_render(self, ctx: Context) -> str:
+        out: list[str] = []
+        size = 0
+        for chunk in self.root_render_func(ctx):
+            size += len(chunk)
+            if size > MAX_OUTPUT:
+                raise _limit(f"output longer than {MAX_OUTPUT:,} characters")
+            out.append(chunk)
+        text = self.environment.concat(out)
+        if _SURROGATE.search(text):  # no UTF-8 writer can write it
+            raise TemplateRuntimeError(
+                "template expression makes a lone surrogate (\\ud800-\\udfff), which is "
+                "no character"
+            )
+        return str(text)
 
 
 def _finalize(value: Any) -> Any:
@@ -538,8 +572,9 @@ def is_templated(value: Any) -> bool:
 
 def _compile(source: str) -> Render:
     """The source's render function: compiled once (cached), within the run's time."""
-    _check_source(source)
-    return _compiled(source)
+    with _clock().running():
+        _check_source(source)
+        return _compiled(source)
 
 
 def _check_source(source: str) -> None:
