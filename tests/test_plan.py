@@ -665,14 +665,10 @@ def test_plan_for_kueue_names_where_kueue_may_decide_otherwise(config_repo: Path
 
 
 def test_a_string_holding_yaml_nested_past_any_parser_is_compared_as_text(
-    config_repo: Path, each_yaml_parser: str, monkeypatch: pytest.MonkeyPatch
+    config_repo: Path,
 ) -> None:
-    # a multi-line string is compared as the YAML it holds; one nested past what the parser
-    # takes (libyaml: an error; PyYAML's Python parts: a RecursionError) is compared as text
-    from gitops_sched.plan import objects
-
-    loader = yaml.CSafeLoader if each_yaml_parser == "libyaml" else yaml.SafeLoader
-    monkeypatch.setattr(objects, "_SAFE_LOADER", loader)
+    # a user's multi-line string holding YAML nested past what PyYAML takes (libyaml: an
+    # error; its Python parts: a RecursionError) is compared as the text it is
     deep = "[" * 1200 + "]" * 1200
 
     def settings(value: str) -> str:

@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+import yaml
 from click.testing import CliRunner
 
 from gitops_sched.cli import main
@@ -20,14 +22,20 @@ from gitops_sched.compiler import render_repo
 from gitops_sched.contract.labels import PROJECT_LABEL
 from gitops_sched.contract.pods import GPU_RESOURCE as GPU
 from gitops_sched.contract.pods import NODE_GPUS
+from gitops_sched.contract.policy import POLICY_CONFIGMAP, POLICY_KEY
 from gitops_sched.scheduler.assumed import ASSUME_FOR_S, Assumed
 from gitops_sched.scheduler.loop import SHOWN_IGNORED, Scheduler, Settings, ignored_lines
 from gitops_sched.scheduler.status import COMPONENT
 from gitops_sched.scheduler.view import Ignored
 from gitops_sched.validate import check_repo
-from testkit.control_plane.accounts import make_namespace
+from testkit.control_plane.accounts import (
+    SCHEDULER,
+    account_client,
+    account_kubeconfig,
+    make_namespace,
+)
 from testkit.control_plane.cluster import ControlPlane
-from testkit.control_plane.fixtures import connect
+from testkit.control_plane.install import apply_kustomization
 from testkit.control_plane.nodes import add_settled, gpu_node
 from testkit.control_plane.waiting import wait
 from tests.kube_emulator.fixtures import connect as connect_emulator
@@ -232,9 +240,11 @@ def dgx(name: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
     return node
 
 
-def install_example(cluster: ClusterClient) -> None:
-    """netapp-dgx's policy ConfigMap and one DGX-1 node of its group, Ready."""
-    for name in (SYSTEM, TEAM_A, SCRATCH):
+def install_example(plane: ControlPlane, cluster: ClusterClient) -> None:
+    """The scheduler's shipped manifests (`kubectl apply -k scheduler/`: it runs as its
+    ServiceAccount), netapp-dgx's policy ConfigMap and one DGX-1 node of its group, Ready."""
+    apply_kustomization(plane, "scheduler")
+    for name in (TEAM_A, SCRATCH):
         make_namespace(cluster, name)
     repo, diagnostics = check_repo(EXAMPLE)
     assert repo is not None, diagnostics
@@ -243,17 +253,21 @@ def install_example(cluster: ClusterClient) -> None:
     add_settled(cluster, dgx("dgx-0"))
 
 
+def scheduler_client(plane: ControlPlane) -> ClusterClient:
+    return account_client(plane, *SCHEDULER)
+
+
 def test_scheduler_once_lists_the_pods_it_cannot_take_with_why_and_counts_them(
     real_cluster: ControlPlane, real_client: ClusterClient
 ):
     client = real_client
-    install_example(client)
+    install_example(real_cluster, client)
     client.create(our_pod("train"))  # one it takes, and binds
     client.create(our_pod("ghost", labels={PROJECT_LABEL: "nobody"}))
     client.create(our_pod("on-h100", node_selector={"nvidia.com/gpu.product": "H100-SXM5-80GB"}))
     for i in range(22):  # more than a report lists by name
         client.create(our_pod(f"stray-{i:02}", namespace=SCRATCH))
-    kubeconfig = real_cluster.kubeconfig
+    kubeconfig = account_kubeconfig(real_cluster, *SCHEDULER)
 
     result = CliRunner().invoke(
         main, ["scheduler", "--once", "--kubeconfig", str(kubeconfig), "--namespace", SYSTEM]
@@ -309,9 +323,11 @@ def test_the_loop_logs_an_ignored_pod_once_and_again_when_its_reason_changes(
     real_cluster: ControlPlane, real_client: ClusterClient, caplog
 ):
     client = real_client
-    install_example(client)
+    install_example(real_cluster, client)
     client.create(our_pod("ghost", labels={PROJECT_LABEL: "nobody"}))
-    scheduler = Scheduler(connect(real_cluster), Settings(namespace=SYSTEM, cycle_period=0.02))
+    scheduler = Scheduler(
+        scheduler_client(real_cluster), Settings(namespace=SYSTEM, cycle_period=0.02)
+    )
     stop = threading.Event()
     thread = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
 
@@ -396,9 +412,11 @@ def test_the_loop_survives_a_cycle_that_raises_and_binds_on_a_later_one(
     real_cluster: ControlPlane, real_client: ClusterClient
 ):
     client = real_client
-    install_example(client)
+    install_example(real_cluster, client)
     client.create(our_pod("train"))
-    scheduler = Scheduler(connect(real_cluster), Settings(namespace=SYSTEM, cycle_period=0.02))
+    scheduler = Scheduler(
+        scheduler_client(real_cluster), Settings(namespace=SYSTEM, cycle_period=0.02)
+    )
     failed = fail_first(scheduler.client, 2, "POST", "/binding")
     stop = threading.Event()
     thread = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
@@ -417,10 +435,10 @@ def test_a_node_with_garbage_annotations_is_skipped_with_an_event_and_a_metric(
     real_cluster: ControlPlane, real_client: ClusterClient
 ):
     client = real_client
-    install_example(client)
+    install_example(real_cluster, client)
     garbage = add_settled(client, dgx("dgx-1", {NODE_GPUS: "[" * 5000}))
     client.create(our_pod("train"))
-    scheduler = Scheduler(connect(real_cluster), Settings(namespace=SYSTEM))
+    scheduler = Scheduler(scheduler_client(real_cluster), Settings(namespace=SYSTEM))
     try:
         report = scheduler.sync_once()
         assert report is not None and len(report.outcome.bound) == 1  # on dgx-0
@@ -445,3 +463,33 @@ def test_a_node_with_garbage_annotations_is_skipped_with_an_event_and_a_metric(
             "more than 16",
         )
     ]
+
+
+def test_with_fairness_over_time_the_loop_adds_what_each_project_held_between_cycles(
+    real_cluster: ControlPlane, real_client: ClusterClient
+):
+    """The policy's fairness reaches the loop: the GPU team-a held from one cycle to the
+    next is its past usage, exported per queue (a share of the window's capacity)."""
+    client = real_client
+    install_example(real_cluster, client)
+    ref = ObjectRef("v1", "ConfigMap", SYSTEM, POLICY_CONFIGMAP)
+    config_map = client.get(ref)
+    document = yaml.safe_load(config_map["data"][POLICY_KEY])
+    document["fairness"] = {"historyWeight": 1, "windowSeconds": 1200, "halfLifeSeconds": 0}
+    client.patch(ref, {"data": {POLICY_KEY: yaml.safe_dump(document)}})
+    client.create(our_pod("train"))
+    now = [1200.0]
+    scheduler = Scheduler(
+        scheduler_client(real_cluster), Settings(namespace=SYSTEM), clock=lambda: now[0]
+    )
+    usage = {"level": "project", "queue": "team-a"}
+    name = "gitops_sched_queue_usage_ratio"
+    try:
+        report = scheduler.sync_once()
+        assert report is not None and len(report.outcome.bound) == 1
+        assert metric(scheduler, name, **usage) == 0
+        now[0] += 600  # half the window with 1 of the node's 8 GPUs
+        scheduler.sync_once()
+    finally:
+        scheduler.client.close()
+    assert metric(scheduler, name, **usage) == pytest.approx(600 / (8 * 1200))

@@ -133,8 +133,9 @@ NO_NODE_SELECTOR = _code(
 )
 RESERVED_NAMESPACE = _code(
     "GS310",
-    "project namespace taken",
-    "rename the project (or change namespacePrefix): not the system namespace, `default` or kube-*",
+    "namespace taken",
+    "rename the project (or change namespacePrefix or systemNamespace): not the system "
+    "namespace, `default`, kube-*, crds, kueue-system or kai-scheduler",
 )
 
 # --- GS4xx: quotas and capacity ---------------------------------------------------------------
@@ -310,6 +311,11 @@ SIMULATION_RUNNING = _code(
 )
 SIMULATION_UNKNOWN = _code(
     "GS805", "unknown name in a Simulation step", "name a node, project or workload that exists"
+)
+SIMULATION_USAGE = _code(
+    "GS806",
+    "past usage that does not fit",
+    "give the repo's projects' buckets, each once, starting before `time`, as printed",
 )
 
 # --- GS9xx: what another scheduler cannot express (render/plan --target) ---------------------

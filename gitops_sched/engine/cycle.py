@@ -72,6 +72,7 @@ def schedule(snapshot: Snapshot) -> Decisions:
             fair_share=session.fair_share.get(spec.name, 0.0),
             allocated=session.allocated.get(spec.name, 0.0),
             queued=queued.get(spec.name, 0.0),
+            usage=session.usage_of(spec.name),
         )
 
     evictions, binds = net_changes(snapshot, session)

@@ -36,6 +36,8 @@ from testkit.control_plane.audit import POLICY as AUDIT_POLICY
 
 STAGES = Path(__file__).with_name("stages.yaml")
 ADMIN = "gitops-sched-admin"
+# the admin token (`system:masters`) of every control plane started in this process
+ADMIN_TOKENS: set[str] = set()
 
 
 class StartFailed(RuntimeError):
@@ -46,6 +48,19 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def end(process: subprocess.Popen[bytes]) -> None:
+    """Stop a process the tests started: SIGTERM, then SIGKILL if it has not ended within
+    10 s (a process stuck in its shutdown must not hang the suite)."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def die_with_parent() -> None:
@@ -89,6 +104,7 @@ class ControlPlane:
         try:
             self._certificates()
             self.token = secrets.token_hex(16)
+            ADMIN_TOKENS.add(self.token)
             (self.root / "tokens.csv").write_text(f"{self.token},{ADMIN},{ADMIN},system:masters\n")
             self._etcd()
             self._apiserver()
@@ -102,13 +118,7 @@ class ControlPlane:
 
     def stop(self) -> None:
         for name in reversed(list(self.processes)):
-            process = self.processes.pop(name)
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            end(self.processes.pop(name))
 
     def remove(self) -> None:
         """Stop and delete the data folder."""
