@@ -294,10 +294,11 @@ def test_a_dry_run_lists_the_pods_it_cannot_take_with_why_as_the_real_cycle_then
     real_cluster: ControlPlane, real_client: ClusterClient
 ):
     # nine one-GPU pods for a node of eight: one waits, and the dry run says which and why
-    install_example(real_client)
+    install_example(real_cluster, real_client)
     for i in range(9):
         real_client.create(our_pod(f"train-{i}"))
-    command = ["scheduler", "--once", "--kubeconfig", str(real_cluster.kubeconfig)]
+    kubeconfig = account_kubeconfig(real_cluster, *SCHEDULER)
+    command = ["scheduler", "--once", "--kubeconfig", str(kubeconfig)]
     command += ["--namespace", SYSTEM]
 
     dry = CliRunner().invoke(main, [*command, "--dry-run"])
