@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from gitops_sched.engine.fairshare import fair_shares, nodes_capacity
+from gitops_sched.engine.pools import Pools
 from gitops_sched.engine.requests import placed_pod_gpus, pod_gpus
 from gitops_sched.engine.types import (
     GPU_EPSILON,
@@ -114,6 +115,7 @@ class Session:
         self._placed: dict[str, tuple[Job, float]] = {}
         # job -> (the job as last seen, its victims, its nodes): see actions.victims.VictimPool
         self.victim_cache: dict[str, tuple[Job, list[Victim], tuple[str, ...]]] = {}
+        self.pools: Pools | None = None  # per-node-group quotas, built below where any
         for job in self.jobs.values():
             if job.running:
                 self._account(job, job.placement, +1)
@@ -125,6 +127,8 @@ class Session:
         self.demand = demand  # GPUs each project holds and asks for: what fair share splits
         self.fair_share = fair_shares(self.capacity, policy.departments, policy.projects, demand)
         self._queue_facts: dict[str, tuple[float, int, float, float]] = {}  # see _facts
+        if any(p.pool_quotas for p in policy.projects):
+            self.pools = Pools(self)
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -493,6 +497,10 @@ class Session:
         self._put(job)
         self._log(lambda: self._put(previous))
 
+    def put_job(self, job: Job) -> None:
+        """Hold `job` in place of the one of its key, unlogged (engine.pools.restricted)."""
+        self._put(job)
+
     def _put(self, job: Job) -> None:
         self.jobs[job.key] = job
         if job.missing > 0:
@@ -522,3 +530,5 @@ class Session:
                 self.allocated[queue] += amount
                 if not job.preemptible:
                     self.fixed[queue] += amount
+        if self.pools is not None:
+            self.pools.account(job, pods, sign)

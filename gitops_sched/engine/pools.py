@@ -1,0 +1,208 @@
+"""Quotas per node group (Run:ai's node pools, KAI's queue per node pool).
+
+A project that gives its quota per node group (`QueueSpec.pool_quotas`) is judged per
+group, in the group of the node a job lands on: its deserved quota there is guaranteed
+there and only there (8 H100s and 4 A100s never make 12 A100s), non-preemptible work must
+fit in it, `overQuota: denied` caps it, reclaim and preempt weigh what it holds in that
+group against that group's deserved quota and fair share, and a victim's project is judged
+in the groups the victim runs on. A job that may use several groups is tried group by
+group (`tries`), those where its project has the most deserved quota left first.
+
+A project's fair share per group is its fair share (cluster -> departments -> projects,
+unchanged) split once more among its groups by `fairshare.split`: each group first gets
+its deserved quota, capped by what the project holds and asks for there and by the
+group's size; the rest of the project's share goes to the groups with a quota by their
+quotas as weights, then to those without by their size. Work that may run in several
+groups asks in each, so the per-group shares may add up to more than the project's.
+Departments keep one quota over every group, and so does a project without per-group
+quotas. A repo with no per-group quota builds none of this (`Session.pools` is None).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from gitops_sched.engine.fairshare import Claim, split
+from gitops_sched.engine.types import GPU_EPSILON, Job, PodPlacement, QueueSpec, QueueStatus
+
+if TYPE_CHECKING:
+    from gitops_sched.engine.session import Session
+
+
+class Pools:
+    """Per (project, node group): deserved quota, what it holds (and of that what is not
+    preemptible), fair share. Only projects with per-group quotas are tracked."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.quotas: dict[str, dict[str, float]] = {
+            p.name: dict(p.pool_quotas) for p in session.projects.values() if p.pool_quotas
+        }
+        self.allocated: dict[tuple[str, str], float] = {}
+        self.fixed: dict[tuple[str, str], float] = {}
+        self.group = {name: use.node.node_group for name, use in session.nodes.items()}
+        for job in session.jobs.values():
+            if job.running:
+                self.account(job, job.placement, +1)
+        self.capacity: dict[str, float] = {}
+        for use in session.nodes.values():
+            if use.node.schedulable:
+                free = sum(not gpu.held for gpu in use.node.gpus)
+                group = use.node.node_group
+                self.capacity[group] = self.capacity.get(group, 0.0) + free
+        self.demand = self._demand()
+        self.fair_share = self._shares()
+
+    def account(self, job: Job, pods: tuple[PodPlacement, ...], sign: int) -> None:
+        """Count (sign +1) or uncount (-1) the pods in the groups of their nodes."""
+        if job.project not in self.quotas:
+            return
+        for pod in pods:
+            key = (job.project, self.group.get(pod.node, ""))
+            amount = sign * self.session.placed_gpus(job, (pod,))
+            self.allocated[key] = self.allocated.get(key, 0.0) + amount
+            if not job.preemptible:
+                self.fixed[key] = self.fixed.get(key, 0.0) + amount
+
+    def _demand(self) -> dict[tuple[str, str], float]:
+        """What each project holds in each group plus what its pending work may ask there
+        (capped by the group's size)."""
+        demand = dict(self.allocated)
+        for key, wanted in pool_queues(self.session, self.session.pending(), self).items():
+            demand[key] = demand.get(key, 0.0) + wanted
+        return {key: min(value, self.capacity.get(key[1], 0.0)) for key, value in demand.items()}
+
+    def groups(self, project: str) -> list[str]:
+        """The groups a project has a quota in, holds or asks for GPUs in, by name."""
+        found = set(self.quotas.get(project, ()))
+        found.update(g for (p, g), v in self.demand.items() if p == project and v > GPU_EPSILON)
+        found.update(g for (p, g), v in self.allocated.items() if p == project and v > GPU_EPSILON)
+        return sorted(found)
+
+    def _shares(self) -> dict[tuple[str, str], float]:
+        shares: dict[tuple[str, str], float] = {}
+        for project, quotas in self.quotas.items():
+            groups = self.groups(project)
+            claims = [
+                Claim(
+                    QueueSpec(
+                        name=group,
+                        deserved=quotas.get(group, 0.0),
+                        over_quota_weight=quotas.get(group) or self.capacity.get(group, 0.0),
+                        over_quota_rank=1 if quotas.get(group) else 0,
+                        age=float(i),
+                    ),
+                    self.demand.get((project, group), 0.0),
+                )
+                for i, group in enumerate(groups)
+            ]
+            total = self.session.fair_share.get(project, 0.0)
+            for group, share in zip(groups, split(total, claims)):
+                shares[(project, group)] = share
+        return shares
+
+    def deserved(self, project: str, groups: frozenset[str] | tuple[str, ...]) -> float:
+        quotas = self.quotas[project]
+        return sum(quotas.get(g, 0.0) for g in groups)
+
+    def held(self, project: str, groups: frozenset[str] | tuple[str, ...]) -> float:
+        return sum(self.allocated.get((project, g), 0.0) for g in groups)
+
+    def share(self, project: str, groups: frozenset[str] | tuple[str, ...]) -> float:
+        return sum(self.fair_share.get((project, g), 0.0) for g in groups)
+
+    def allocatable(self, project: str, groups: frozenset[str] | tuple[str, ...]) -> float:
+        """max(deserved, fair share) in each of the groups, added up."""
+        quotas = self.quotas[project]
+        return sum(max(quotas.get(g, 0.0), self.fair_share.get((project, g), 0.0)) for g in groups)
+
+    def may_give_any(self, project: str, guaranteed: bool) -> bool:
+        """Whether the project holds more than its deserved quota (more than its
+        allocatable share, if not `guaranteed`) in some group: work it may lose."""
+        for group in self.groups(project):
+            held = self.held(project, (group,))
+            bound = self.deserved if guaranteed else self.allocatable
+            if held > bound(project, (group,)) + GPU_EPSILON:
+                return True
+        return False
+
+    def statuses(self, project: str, queued: dict[tuple[str, str], float]) -> tuple:
+        """The project's QueueStatus per group (empty for a project with one quota)."""
+        if project not in self.quotas:
+            return ()
+        return tuple(
+            QueueStatus(
+                name=group,
+                deserved=self.quotas[project].get(group, 0.0),
+                fair_share=self.fair_share.get((project, group), 0.0),
+                allocated=self.allocated.get((project, group), 0.0),
+                queued=queued.get((project, group), 0.0),
+            )
+            for group in self.groups(project)
+        )
+
+
+def pool_queues(
+    session: Session, pending: list[Job], pools: Pools | None = None
+) -> dict[tuple[str, str], float]:
+    """GPUs pending work of projects with per-group quotas asks for, per (project, node
+    group it may use): a job that may use several groups is queued in each."""
+    pools = pools or session.pools
+    queued: dict[tuple[str, str], float] = {}
+    for job in pending:
+        if pools is not None and job.project in pools.quotas:
+            wanted = session.wanted_gpus(job, job.missing)
+            for group in session.groups_of(job):
+                key = (job.project, group)
+                queued[key] = queued.get(key, 0.0) + wanted
+    return queued
+
+
+def pool_of(session: Session, job: Job) -> str | None:
+    """The node group a job of a project with per-group quotas is being tried in (see
+    `tries`); None when the job is judged by its project's totals."""
+    pools = session.pools
+    if pools is None or job.project not in pools.quotas or len(job.node_groups) != 1:
+        return None
+    return job.node_groups[0]
+
+
+def tries(session: Session, job: Job) -> list[tuple[str, ...] | None]:
+    """The node groups to try the job in, one at a time, for a project with per-group
+    quotas: those where the project has the most deserved quota left first, then as the
+    job lists them (every group with nodes, by name, if it names none). [None]: try it
+    as it is."""
+    pools = session.pools
+    if pools is None or job.project not in pools.quotas:
+        return [None]
+    groups = session.groups_of(job)
+    if len(groups) == 1 and tuple(groups) == job.node_groups:
+        return [None]
+    order = {g: i for i, g in enumerate(job.node_groups or groups)}
+
+    def left(group: str) -> float:
+        return pools.deserved(job.project, (group,)) - pools.held(job.project, (group,))
+
+    ranked = sorted(groups, key=lambda g: (-max(left(g), 0.0), order.get(g, len(order))))
+    return [(group,) for group in ranked]
+
+
+@contextmanager
+def restricted(session: Session, job: Job, groups: tuple[str, ...] | None) -> Iterator[Job]:
+    """The job as the session holds it, limited to `groups` while inside (None: as it is);
+    it leaves with its own node groups and whatever pods it gained. Only outside any
+    statement: an undo logged inside is settled before the limit is lifted."""
+    if groups is None:
+        yield session.jobs[job.key]
+        return
+    original = session.jobs[job.key].node_groups
+    session.put_job(replace(session.jobs[job.key], node_groups=groups))
+    try:
+        yield session.jobs[job.key]
+    finally:
+        current = session.jobs.get(job.key)
+        if current is not None:
+            session.put_job(replace(current, node_groups=original))
