@@ -8,14 +8,15 @@ group against that group's deserved quota and fair share, and a victim's project
 in the groups the victim runs on. A job that may use several groups is tried group by
 group (`tries`), those where its project has the most deserved quota left first.
 
-A project's fair share per group is its fair share (cluster -> departments -> projects,
-unchanged) split once more among its groups by `fairshare.split`: each group first gets
-its deserved quota, capped by what the project holds and asks for there and by the
-group's size; the rest of the project's share goes to the groups with a quota by their
-quotas as weights, then to those without by their size. Work that may run in several
-groups asks in each, so the per-group shares may add up to more than the project's.
-Departments keep one quota over every group, and so does a project without per-group
-quotas. A repo with no per-group quota builds none of this (`Session.pools` is None).
+A project's fair share in a group is the group's own split (`fairshare.split`, as KAI
+splits each node pool among its queues): the group's GPUs, less those that projects with
+one quota hold there, go first to each project's deserved quota in the group, then by
+those quotas as weights (a project with no quota in the group has a weight of 1), each
+project asking for what it holds and asks for there, capped by its fair share over the
+cluster (cluster -> departments -> projects, unchanged). Work that may run in several
+groups asks in each. Departments keep one quota over every group, and so does a project
+without per-group quotas. A repo with no per-group quota builds none of this
+(`Session.pools` is None).
 """
 
 from __future__ import annotations
@@ -83,25 +84,34 @@ class Pools:
         return sorted(found)
 
     def _shares(self) -> dict[tuple[str, str], float]:
+        """Each node group's GPUs, less what projects with one quota hold there, split
+        among the projects with per-group quotas (see module doc)."""
+        session = self.session
+        others: dict[str, float] = {}  # group -> GPUs projects with one quota hold there
+        for job in session.jobs.values():
+            if job.running and job.project not in self.quotas:
+                for pod in job.placement:
+                    group = self.group.get(pod.node, "")
+                    others[group] = others.get(group, 0.0) + session.placed_gpus(job, (pod,))
         shares: dict[tuple[str, str], float] = {}
-        for project, quotas in self.quotas.items():
-            groups = self.groups(project)
-            claims = [
-                Claim(
-                    QueueSpec(
-                        name=group,
-                        deserved=quotas.get(group, 0.0),
-                        over_quota_weight=quotas.get(group) or self.capacity.get(group, 0.0),
-                        over_quota_rank=1 if quotas.get(group) else 0,
-                        age=float(i),
-                    ),
-                    self.demand.get((project, group), 0.0),
+        for group in sorted(self.capacity):
+            claims = []
+            for project in self.quotas:
+                spec = session.projects[project]
+                deserved = self.quotas[project].get(group, 0.0)
+                pool = QueueSpec(
+                    name=project,
+                    deserved=deserved,
+                    over_quota_weight=deserved or 1.0,  # no quota there: a small claim
+                    over_quota_allowed=spec.over_quota_allowed and spec.over_quota_weight > 0,
+                    over_quota_rank=spec.over_quota_rank,
+                    age=spec.age,
                 )
-                for i, group in enumerate(groups)
-            ]
-            total = self.session.fair_share.get(project, 0.0)
-            for group, share in zip(groups, split(total, claims)):
-                shares[(project, group)] = share
+                asks = min(self.demand.get((project, group), 0.0), session.fair_share[project])
+                claims.append(Claim(pool, asks))
+            left = max(self.capacity[group] - others.get(group, 0.0), 0.0)
+            for claim, share in zip(claims, split(left, claims)):
+                shares[(claim.spec.name, group)] = share
         return shares
 
     def deserved(self, project: str, groups: frozenset[str] | tuple[str, ...]) -> float:

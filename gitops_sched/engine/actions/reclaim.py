@@ -70,7 +70,7 @@ def _reclaim_job(
         return False
     gain = session.wanted_gpus(job)
     guaranteed = within_deserved(session, job, gain)
-    shape = (job.project, job.request, job.next_pods, job.node_groups, guaranteed)
+    shape: tuple = (job.project, job.request, job.next_pods, job.node_groups, guaranteed)
     shape = (*shape, job.preemptible)
     if shape in failed_shapes:
         return False
@@ -470,8 +470,8 @@ def _pool_floor_broken(
         victim = (held, pools.deserved(project, groups), pools.allocatable(project, groups))
         share = pools.share(project, groups)
     else:
-        victim = (session.allocated[project], _deserved(session, project))
-        victim = (*victim, session.allocatable(project))
+        held = session.allocated[project]
+        victim = (held, _deserved(session, project), session.allocatable(project))
         share = session.fair_share.get(project, 0.0)
     group = pool_of(session, job)
     if group is not None:
