@@ -129,6 +129,50 @@ class Pools:
         quotas = self.quotas[project]
         return sum(max(quotas.get(g, 0.0), self.fair_share.get((project, g), 0.0)) for g in groups)
 
+    def department_in(
+        self, department: str, groups: frozenset[str]
+    ) -> tuple[float, float, float, float]:
+        """(held, deserved, allocatable, fair share) of the department's projects with
+        per-group quotas in `groups`, added up: the department as reclaim judges it there."""
+        totals = [0.0, 0.0, 0.0, 0.0]
+        for project in self.quotas:
+            if self.session.department_of(project) == department:
+                totals[0] += self.held(project, groups)
+                totals[1] += self.deserved(project, groups)
+                totals[2] += self.allocatable(project, groups)
+                totals[3] += self.share(project, groups)
+        return totals[0], totals[1], totals[2], totals[3]
+
+    def in_groups(self, key: tuple, job: Job, gain: float, department: bool) -> tuple:
+        """A serve-order key (Session._serve_level) of the job's project (or department)
+        whose first item, over its deserved quota with the job, is judged in the job's node
+        groups where the project has per-group quotas: the group it is tried in, else
+        those its pods run on (a victim), else those it may use. A department is judged
+        there by its projects with per-group quotas (see department_in)."""
+        if job.project not in self.quotas:
+            return key
+        groups = self.job_groups(job)
+        if department:
+            held, deserved, _, _ = self.department_in(
+                self.session.department_of(job.project), groups
+            )
+        else:
+            held = self.held(job.project, groups)
+            deserved = self.deserved(job.project, groups)
+        return (held + gain > deserved + GPU_EPSILON, *key[1:])
+
+    def job_groups(self, job: Job) -> frozenset[str]:
+        """The node groups a job is judged in (see in_groups)."""
+        if len(job.node_groups) == 1:
+            return frozenset(job.node_groups)
+        if job.placement:
+            return frozenset(self.group.get(pod.node, "") for pod in job.placement)
+        return frozenset(self.session.groups_of(job))
+
+    def in_department(self, department: str) -> bool:
+        """Whether some project of the department has per-group quotas."""
+        return any(self.session.department_of(p) == department for p in self.quotas)
+
     def may_give_any(self, project: str, guaranteed: bool) -> bool:
         """Whether the project holds more than its deserved quota (more than its
         allocatable share, if not `guaranteed`) in some group: work it may lose."""

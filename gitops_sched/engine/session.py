@@ -252,14 +252,20 @@ class Session:
             if first is None or within < entries[first][2]:
                 best[job.project] = at
         projects: dict[str, tuple] = {}  # department -> (its first project's key, entry)
+        pools = self.pools
         for project, at in best.items():
             key = (*self._serve_level(project, entries[at][1]), project)
+            if pools is not None:  # within deserved quota in the job's node groups
+                key = pools.in_groups(key, entries[at][0], entries[at][1], False)
             department = self.department_of(project)
             if department not in projects or key < projects[department][0]:
                 projects[department] = (key, at)
         chosen: tuple | None = None
         for department, (key, at) in projects.items():
-            candidate = (self._serve_level(department, entries[at][1]), department, key, at)
+            level = self._serve_level(department, entries[at][1])
+            if pools is not None:
+                level = pools.in_groups(level, entries[at][0], entries[at][1], True)
+            candidate = (level, department, key, at)
             if chosen is None or candidate < chosen:
                 chosen = candidate
         assert chosen is not None, "no entries"

@@ -152,6 +152,8 @@ class _VictimQueues:
         if department == self.open:
             return True, True
         session = self.session
+        if session.pools is not None and session.pools.in_department(department):
+            return True, True  # judged per victim, in its node groups
         allocated = session.allocated.get(department, 0.0)
         return (
             allocated > session.allocatable(department) + GPU_EPSILON,
@@ -383,8 +385,36 @@ def loss_refused(
     department, claimant = session.department_of(project), session.department_of(job.project)
     if department == claimant:
         return None
+    if session.pools is not None and project in session.pools.quotas:
+        where = groups or frozenset(session.pools.groups(project))
+        broken = _pool_department_floor(
+            session, gain, department, claimant, amount, guaranteed, where
+        )
+        return None if broken is None else (department, broken)
     broken = _floor_broken(session, gain, department, claimant, amount, guaranteed, taken)
     return None if broken is None else (department, broken)
+
+
+def _pool_department_floor(
+    session: Session,
+    gain: float,
+    department: str,
+    claimant: str,
+    amount: float,
+    guaranteed: bool,
+    groups: frozenset[str],
+) -> Floor | None:
+    """_floor_broken of the department of a victim with per-group quotas: judged by its
+    projects with per-group quotas in the victim's groups (their sums there: a department
+    deserves in a node group what its projects do), so that a project's deserved quota in
+    a group is guaranteed there across departments too."""
+    pools = session.pools
+    assert pools is not None
+    held, deserved, allocatable, share = pools.department_in(department, groups)
+    claimant_after = _utilisation(
+        session.allocated[claimant] + gain, session.fair_share.get(claimant, 0.0)
+    )
+    return _floor((held, deserved, allocatable), share, claimant_after, amount, guaranteed)
 
 
 def _may_lose_any(
@@ -402,8 +432,11 @@ def _may_lose_any(
     if not pooled and _floor_broken(session, gain, project, job.project, 0.0, guaranteed):
         return False
     claimant = session.department_of(job.project)
-    if department != claimant and _floor_broken(
-        session, gain, department, claimant, 0.0, guaranteed
+    pooled = session.pools is not None and project in session.pools.quotas
+    if (
+        department != claimant
+        and not pooled
+        and _floor_broken(session, gain, department, claimant, 0.0, guaranteed)
     ):
         blocked.add(department)
         return False
