@@ -4,14 +4,26 @@ quota, and a repo with no per-group quota, schedule as before."""
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import replace
+from pathlib import Path
 
 from hypothesis import given, settings
 
+from gitops_sched.bridge.build import nodes_from_repo
+from gitops_sched.bridge.policy import policy_from_configmap
+from gitops_sched.compiler import render_repo
+from gitops_sched.config.diagnostics import Diagnostics
+from gitops_sched.config.loader import load_repo
+from gitops_sched.config.model import Repo, build_repo
 from gitops_sched.engine import schedule, settle
 from gitops_sched.engine.requests import placed_pod_gpus
 from gitops_sched.engine.types import GPU_EPSILON, Decisions, Snapshot
+from gitops_sched.plan.impact import workloads as plan_workloads
+from gitops_sched.scheduler.snapshot import CycleMemory, build_view
+from gitops_sched.scheduler.status import queue_status
+from gitops_sched.sim.run import simulate
 from tests.conftest import examples
 from tests.engine_builders import job, jobs, nodes, policy, project, snapshot
 from tests.strategies import pool_quota_snapshots
@@ -131,8 +143,84 @@ def test_per_pool_deserved_quota_is_guaranteed_per_pool(snapshot: Snapshot) -> N
     for queue in snapshot.policy.projects:
         for group, quota in queue.pool_quotas:
             pinned = sum(
-                j.pods for j in snapshot.jobs if j.project == queue.name and j.node_groups == (group,)
+                j.pods
+                for j in snapshot.jobs
+                if j.project == queue.name and j.node_groups == (group,)
             )
             owed = min(math.floor(quota + GPU_EPSILON), pinned)
             held = held_in(settled, queue.name, group)
             assert held >= owed - GPU_EPSILON, (queue.name, group, held, owed)
+
+
+# -- simulate, plan and the scheduler agree ----------------------------------------------------
+
+NODE_POOLS = Path(__file__).parent / "scenarios" / "repos" / "node-pools"
+
+
+def scheduler_view_of(repo: Repo) -> Snapshot:
+    """The snapshot the in-cluster scheduler builds: the rendered workloads' pods as their
+    controllers make them, the nodes as a real cluster labels them, the policy read back
+    from the rendered ConfigMap."""
+    objects = render_repo(repo)
+    (config_map,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    pods = []
+    for controller in (o for o in objects if o["kind"] in ("Job", "Deployment")):
+        template = controller["spec"]["template"]
+        for i in range(controller["spec"].get("parallelism") or controller["spec"]["replicas"]):
+            name = controller["metadata"]["name"]
+            metadata = copy.deepcopy(template["metadata"])
+            metadata |= {
+                "name": f"{name}-{i}",
+                "namespace": controller["metadata"]["namespace"],
+                "uid": f"uid-{name}-{i}",
+                "creationTimestamp": "2026-01-01T00:00:00Z",
+                "ownerReferences": [{"kind": "Job", "uid": f"uid-{name}", "controller": True}],
+            }
+            annotations = metadata.setdefault("annotations", {})
+            annotations["batch.kubernetes.io/job-completion-index"] = str(i)
+            pods.append({"metadata": metadata, "spec": copy.deepcopy(template["spec"])})
+    nodes = [
+        {
+            "metadata": {"name": n.name, "labels": dict(n.labels), "annotations": {}},
+            "spec": {},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        }
+        for n in nodes_from_repo(repo)
+    ]
+    policy = policy_from_configmap(config_map)
+    return build_view(pods, nodes, policy, 1_767_225_600.0, CycleMemory()).snapshot
+
+
+def per_pool(statuses) -> dict[tuple[str, str], tuple[float, float, float]]:
+    return {
+        (q.name, p.name): (round(p.deserved, 4), round(p.fair_share, 4), round(p.allocated, 4))
+        for q in statuses
+        for p in q.pools
+    }
+
+
+def test_simulate_plan_and_the_scheduler_agree_on_the_shares_per_pool() -> None:
+    diagnostics = Diagnostics()
+    repo = build_repo(load_repo(NODE_POOLS, diagnostics))
+    assert not diagnostics.has_errors
+    simulated = per_pool(simulate(repo).projects)
+    assert simulated[("vision", A100)] == (2, 2, 2)
+    assert simulated[("nlp", A100)] == (2, 2, 2)
+    assert simulated[("vision", H100)] == (4, 4, 4)
+    # plan's "now": the repo's workloads settled, the change (none here) applied
+    planned = {
+        (row.name, group.name): (group.deserved[1], group.fair_share[1], group.allocated[1])
+        for row in plan_workloads(repo, repo).projects
+        for group in row.node_groups
+    }
+    assert planned == simulated
+    # the scheduler: its own snapshot of the rendered pods, settled; what it writes
+    _, history = settle(scheduler_view_of(repo))
+    assert per_pool(history[-1].projects) == simulated
+    (vision,) = [q for q in history[-1].projects if q.name == "vision"]
+    assert queue_status(vision)["nodeGroups"][A100] == {
+        "deserved": 2,
+        "fairShare": 2,
+        "allocated": 2,
+        "queued": 0,
+    }
