@@ -44,6 +44,8 @@ class Pools:
         }
         self.allocated: dict[tuple[str, str], float] = {}
         self.fixed: dict[tuple[str, str], float] = {}
+        # (department, group) -> what all its projects hold there (see department_in)
+        self.department_held: dict[tuple[str, str], float] = {}
         self.group = {name: use.node.node_group for name, use in session.nodes.items()}
         for job in session.jobs.values():
             if job.running:
@@ -58,12 +60,18 @@ class Pools:
         self.fair_share = self._shares()
 
     def account(self, job: Job, pods: tuple[PodPlacement, ...], sign: int) -> None:
-        """Count (sign +1) or uncount (-1) the pods in the groups of their nodes."""
-        if job.project not in self.quotas:
-            return
+        """Count (sign +1) or uncount (-1) the pods in the groups of their nodes: for the
+        project, if it has per-group quotas, and for its department whatever it has."""
+        pooled = job.project in self.quotas
+        department = self.session.department_of(job.project)
         for pod in pods:
-            key = (job.project, self.group.get(pod.node, ""))
+            group = self.group.get(pod.node, "")
             amount = sign * self.session.placed_gpus(job, (pod,))
+            at = (department, group)
+            self.department_held[at] = self.department_held.get(at, 0.0) + amount
+            if not pooled:
+                continue
+            key = (job.project, group)
             self.allocated[key] = self.allocated.get(key, 0.0) + amount
             if not job.preemptible:
                 self.fixed[key] = self.fixed.get(key, 0.0) + amount
@@ -132,12 +140,13 @@ class Pools:
     def department_in(
         self, department: str, groups: frozenset[str]
     ) -> tuple[float, float, float, float]:
-        """(held, deserved, allocatable, fair share) of the department's projects with
-        per-group quotas in `groups`, added up: the department as reclaim judges it there."""
-        totals = [0.0, 0.0, 0.0, 0.0]
+        """The department as reclaim judges it in `groups`: (held, deserved, allocatable,
+        fair share) -- what all its projects hold there, against the per-group quotas (and
+        shares) of its projects there; a project with one quota has none in a group."""
+        held = sum(self.department_held.get((department, g), 0.0) for g in groups)
+        totals = [held, 0.0, 0.0, 0.0]
         for project in self.quotas:
             if self.session.department_of(project) == department:
-                totals[0] += self.held(project, groups)
                 totals[1] += self.deserved(project, groups)
                 totals[2] += self.allocatable(project, groups)
                 totals[3] += self.share(project, groups)
@@ -168,10 +177,6 @@ class Pools:
         if job.placement:
             return frozenset(self.group.get(pod.node, "") for pod in job.placement)
         return frozenset(self.session.groups_of(job))
-
-    def in_department(self, department: str) -> bool:
-        """Whether some project of the department has per-group quotas."""
-        return any(self.session.department_of(p) == department for p in self.quotas)
 
     def may_give_any(self, project: str, guaranteed: bool) -> bool:
         """Whether the project holds more than its deserved quota (more than its
@@ -213,6 +218,17 @@ def pool_queues(
                 key = (job.project, group)
                 queued[key] = queued.get(key, 0.0) + wanted
     return queued
+
+
+def ran_in(session: Session, job: Job, pods: tuple[PodPlacement, ...]) -> Job:
+    """The job limited to the node groups `pods` ran in: how allocation order judges a
+    victim with per-group quotas that is offered its place back (Pools.in_groups). Only
+    for ordering: the session keeps the job as it is."""
+    pools = session.pools
+    if pools is None or job.project not in pools.quotas or not pods:
+        return job
+    groups = tuple(sorted({pools.group.get(pod.node, "") for pod in pods}))
+    return replace(job, node_groups=groups)
 
 
 def pool_of(session: Session, job: Job) -> str | None:

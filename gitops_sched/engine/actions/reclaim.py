@@ -152,8 +152,8 @@ class _VictimQueues:
         if department == self.open:
             return True, True
         session = self.session
-        if session.pools is not None and session.pools.in_department(department):
-            return True, True  # judged per victim, in its node groups
+        if session.pools is not None:
+            return True, True  # judged per victim, in its node groups (engine.pools)
         allocated = session.allocated.get(department, 0.0)
         return (
             allocated > session.allocatable(department) + GPU_EPSILON,
@@ -385,7 +385,9 @@ def loss_refused(
     department, claimant = session.department_of(project), session.department_of(job.project)
     if department == claimant:
         return None
-    if session.pools is not None and project in session.pools.quotas:
+    if session.pools is not None and (
+        project in session.pools.quotas or pool_of(session, job) is not None
+    ):
         where = groups or frozenset(session.pools.groups(project))
         broken = _pool_department_floor(
             session, gain, department, claimant, amount, guaranteed, where
@@ -432,7 +434,6 @@ def _may_lose_any(
     if not pooled and _floor_broken(session, gain, project, job.project, 0.0, guaranteed):
         return False
     claimant = session.department_of(job.project)
-    pooled = session.pools is not None and project in session.pools.quotas
     if (
         department != claimant
         and not pooled
