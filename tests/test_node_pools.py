@@ -23,6 +23,7 @@ from gitops_sched.engine.types import GPU_EPSILON, Decisions, Snapshot
 from gitops_sched.plan.impact import workloads as plan_workloads
 from gitops_sched.scheduler.snapshot import CycleMemory, build_view
 from gitops_sched.scheduler.status import queue_status
+from gitops_sched.sim.explain import explain, to_json, to_text
 from gitops_sched.sim.run import simulate
 from tests.conftest import examples
 from tests.engine_builders import job, jobs, nodes, policy, project, snapshot
@@ -224,3 +225,12 @@ def test_simulate_plan_and_the_scheduler_agree_on_the_shares_per_pool() -> None:
         "allocated": 2,
         "queued": 0,
     }
+
+
+def test_explain_shows_the_fair_share_per_pool() -> None:
+    diagnostics = Diagnostics()
+    repo = build_repo(load_repo(NODE_POOLS, diagnostics))
+    explanation = explain(repo, None, "nlp-a100")
+    text = to_text(explanation)
+    assert "a100: deserved 2, fair share 2, holds 2, asks for 2 more" in text
+    assert to_json(explanation)["fairShare"]["nodeGroups"]["h100"]["fairShare"] == 2
