@@ -311,21 +311,32 @@ def guaranteed_quota_snapshots(draw: st.DrawFn, max_jobs: int = 25) -> Snapshot:
             for d in departments
         )
     policy = Policy(departments, tuple(projects))
+    return draw(warm_or_cold(policy, nodes, one_gpu_train_jobs(draw, policy, max_jobs)))
+
+
+def one_gpu_train_jobs(
+    draw: st.DrawFn,
+    policy: Policy,
+    max_jobs: int,
+    node_groups: Sequence[tuple[str, ...]] = ((),),
+) -> tuple[Job, ...]:
+    """0-`max_jobs` pending 1-GPU preemptible train jobs of the policy's projects, in a
+    random submission order, each on one of `node_groups`."""
     count = draw(st.integers(0, max_jobs))
     order = draw(st.permutations(range(count)))
-    jobs = tuple(
+    return tuple(
         Job(
             name=f"job-{i:02d}",
-            project=draw(st.sampled_from([p.name for p in projects])),
+            project=draw(st.sampled_from([p.name for p in policy.projects])),
             type="train",
             priority=draw(st.sampled_from(PRIORITIES)),
             preemptible=True,
             request=GpuRequest(RequestKind.WHOLE, count=1),
+            node_groups=draw(st.sampled_from(node_groups)),
             submitted=order[i],
         )
         for i in range(count)
     )
-    return draw(warm_or_cold(policy, nodes, jobs))
 
 
 # -- quotas per node group ------------------------------------------------------------------
@@ -373,19 +384,5 @@ def pool_quota_snapshots(draw: st.DrawFn, max_jobs: int = 25) -> Snapshot:
         for i, d in enumerate(names)
     )
     policy = Policy(departments, tuple(projects))
-    count = draw(st.integers(0, max_jobs))
-    order = draw(st.permutations(range(count)))
-    jobs = tuple(
-        Job(
-            name=f"job-{i:02d}",
-            project=draw(st.sampled_from([p.name for p in projects])),
-            type="train",
-            priority=draw(st.sampled_from(PRIORITIES)),
-            preemptible=True,
-            request=GpuRequest(RequestKind.WHOLE, count=1),
-            node_groups=draw(st.sampled_from([(), ("pool-0",), ("pool-1",)])),
-            submitted=order[i],
-        )
-        for i in range(count)
-    )
+    jobs = one_gpu_train_jobs(draw, policy, max_jobs, [(), (groups[0],), (groups[1],)])
     return draw(warm_or_cold(policy, tuple(nodes), jobs))
