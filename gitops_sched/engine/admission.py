@@ -44,8 +44,7 @@ def bounds(session: Session, job: Job) -> list[Bound]:
     if not project.over_quota_allowed:
         rule = "project may not go over quota"
         found.append(Bound(session.allocated[project.name], project.deserved, rule, project.name))
-    group = pool_of(session, job)
-    if group is not None:
+    if session.pools is not None and (group := pool_of(session, job)) is not None:
         found.extend(_pool_bounds(session, job, group))
     return found
 
@@ -114,10 +113,9 @@ def may_reclaim(session: Session, job: Job) -> bool:
     project = session.projects[job.project]
     allocated = session.allocated[job.project]
     deserved, share = project.deserved, session.fair_share.get(job.project, 0.0)
-    group = pool_of(session, job)
-    if group is not None:  # judged in the node group it is tried in (engine.pools)
-        pools = session.pools
-        assert pools is not None
+    pools = session.pools
+    if pools is not None and (group := pool_of(session, job)) is not None:
+        # judged in the node group it is tried in (engine.pools)
         allocated = pools.held(job.project, (group,))
         deserved = pools.deserved(job.project, (group,))
         share = pools.share(job.project, (group,))

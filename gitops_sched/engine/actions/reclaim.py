@@ -86,10 +86,8 @@ def within_deserved(session: Session, job: Job, gain: float) -> bool:
     it may take any work of projects over their own deserved quota (see module doc). A
     project with per-group quotas is judged in the group the job is tried in."""
     project = session.projects[job.project]
-    group = pool_of(session, job)
-    if group is not None:
-        pools = session.pools
-        assert pools is not None
+    pools = session.pools
+    if pools is not None and (group := pool_of(session, job)) is not None:
         held = pools.held(project.name, (group,))
         return held + gain <= pools.deserved(project.name, (group,)) + GPU_EPSILON
     return session.allocated[project.name] + gain <= project.deserved + GPU_EPSILON
