@@ -24,13 +24,34 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from gitops_sched.engine.fairshare import Claim, split
 from gitops_sched.engine.types import GPU_EPSILON, Job, PodPlacement, QueueSpec, QueueStatus
+from gitops_sched.engine.usage import NodeUse
 
-if TYPE_CHECKING:
-    from gitops_sched.engine.session import Session
+
+class Session(Protocol):
+    """What this module uses of the cycle's `engine.session.Session` (which builds Pools:
+    named here, not imported, so that the engine's modules import in one direction)."""
+
+    projects: dict[str, QueueSpec]
+    nodes: dict[str, NodeUse]
+    jobs: dict[str, Job]
+    fair_share: dict[str, float]
+    pools: Pools | None
+
+    def placed_gpus(self, job: Job, pods: tuple[PodPlacement, ...] | None = None) -> float: ...
+
+    def wanted_gpus(self, job: Job, pods: int | None = None) -> float: ...
+
+    def pending(self) -> list[Job]: ...
+
+    def groups_of(self, job: Job) -> list[str]: ...
+
+    def department_of(self, project: str) -> str: ...
+
+    def put_job(self, job: Job) -> None: ...
 
 
 class Pools:
