@@ -28,13 +28,9 @@ dev-cluster:  # that control plane outside pytest, kwok GPU nodes from $(REPO)'s
 dev-cluster-down:
 	$(PY) -m testkit.control_plane down --dir .dev-cluster
 
-thorough:  # the property tests with ten times the examples (hypothesis profile `thorough`),
-	# the reconciler's seeded fault and chaos tests on the real control plane with five seeds
-	HYPOTHESIS_PROFILE=thorough $(VENV)/bin/pytest tests/test_engine_properties.py \
-		tests/test_engine_live.py tests/test_engine_kai_parity.py tests/test_fairshare.py \
-		tests/test_consolidation_properties.py tests/test_engine_codec.py tests/test_schema.py \
-		tests/test_engine_held.py tests/test_scheduler_snapshot.py \
-		tests/test_reconciler_reliability.py
+thorough:  # the whole suite with ten times each property's examples (hypothesis profile
+	# `thorough`) and five seeds of each seeded fault test on the real control plane
+	HYPOTHESIS_PROFILE=thorough $(VENV)/bin/pytest
 
 CHAOS_SEEDS ?= 1,2,3,4,5,6,7,8,9,10
 CHAOS_KILLS ?= 8

@@ -13,6 +13,13 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, settings
 
+from gitops_sched.agent.cluster import NodeApi
+from gitops_sched.reconciler.sync import Syncer
+from gitops_sched.scheduler.actuate import Actuator
+from gitops_sched.scheduler.loop import Scheduler
+from gitops_sched.scheduler.status import StatusWriter
+from testkit.control_plane.accounts import refuse_admin
+
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 SCALE = {"ci": 1, "thorough": 10}[PROFILE]
 
@@ -35,6 +42,21 @@ def seeds(first: int) -> list[int]:
 # the real control plane (kube-apiserver, etcd, kube-controller-manager, kwok) for the
 # in-cluster tests: see testkit/control_plane
 from testkit.control_plane.fixtures import control_plane, real_client, real_cluster  # noqa: E402, F401
+
+# the classes through which each in-cluster part talks to the API server
+PARTS = (Syncer, Scheduler, Actuator, StatusWriter, NodeApi)
+
+
+@pytest.fixture(autouse=True)
+def parts_run_as_their_service_accounts(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the real control plane the reconciler, the scheduler and the node agent run as
+    their ServiceAccounts, as in a cluster: a test that builds one on the admin's token fails,
+    unless marked `as_admin` (an admin running the part from outside, on a bare cluster)."""
+    if request.node.get_closest_marker("as_admin") is None:
+        for part in PARTS:
+            monkeypatch.setattr(part, "__init__", refuse_admin(part))
 
 
 @pytest.fixture(params=["libyaml", "pure"])

@@ -10,10 +10,12 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
+from gitops_sched.agent.cluster import GPU_OPERATOR
 from gitops_sched.agent.main import run_agent
 from gitops_sched.cli import main
 from gitops_sched.cluster import ObjectRef
 from gitops_sched.contract.pods import NODE_GPUS
+from testkit.control_plane.accounts import AGENT, account_kubeconfig, install_agent, make_namespace
 from testkit.control_plane.nodes import gpu_node
 
 
@@ -51,10 +53,13 @@ def test_publishing_without_a_cluster_configuration_is_a_usage_error(monkeypatch
 
 @pytest.fixture
 def cluster(real_cluster, real_client):
-    """The real control plane with kwok node gpu-7 (two L40S), a client and the path of the
-    cluster's kubeconfig."""
+    """The real control plane with kwok node gpu-7 (two L40S) and the agent's shipped
+    manifests (`kubectl apply -k scheduler/agent/`); a client and the path of a kubeconfig of
+    the agent's ServiceAccount, as its DaemonSet's pods run."""
+    make_namespace(real_client, GPU_OPERATOR.namespace)  # its device plugin Role's
+    install_agent(real_cluster)
     real_client.create(gpu_node("gpu-7", "L40S", 2))
-    return real_client, str(real_cluster.kubeconfig)
+    return real_client, str(account_kubeconfig(real_cluster, *AGENT))
 
 
 def annotations(client):

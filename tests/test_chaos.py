@@ -49,7 +49,7 @@ from gitops_sched.config.model import Repo
 from gitops_sched.contract.labels import WORKLOAD_LABEL
 from gitops_sched.sim.run import simulate
 from gitops_sched.validate import check_repo
-from testkit.control_plane.accounts import RECONCILER, SCHEDULER, token
+from testkit.control_plane.accounts import RECONCILER, SCHEDULER, account_client, token
 from testkit.control_plane.cluster import ControlPlane
 from testkit.control_plane.faultproxy import FaultProxy, Rates
 from testkit.control_plane.nodes import repo_nodes
@@ -273,7 +273,11 @@ def test_reconciler_and_scheduler_killed_at_random_through_random_faults_end_as_
     rng, weather = random.Random(seed), random.Random(-seed)  # kills; outages
     proxy.state.rng.seed(seed)
     chaos = Chaos(real_cluster, repo, proxy, tmp_path)
-    h = Harness(lambda: ClusterClient(real_cluster.configuration()), EXAMPLE)
+    h = Harness(  # the test looks as an admin; its last sync runs as the reconciler's account
+        lambda: ClusterClient(real_cluster.configuration()),
+        EXAMPLE,
+        reconciler=lambda: account_client(real_cluster, *RECONCILER),
+    )
     try:
         client, cluster = chaos.client, chaos.cluster
         chaos.nodes(cordoned=True)

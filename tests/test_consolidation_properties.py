@@ -40,7 +40,7 @@ def fragmented(draw) -> tuple[Snapshot, int]:
     return Snapshot(pol, cluster, (*small, big)), len(free) >= size
 
 
-@settings(max_examples=examples(200), deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(fragmented())
 def test_consolidation_moves_work_without_losing_or_doubling_it(case):
     snapshot, enough_free = case

@@ -13,14 +13,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from gitops_sched.cluster import ClusterClient, ObjectRef
 from gitops_sched.reconciler.sync import Syncer, SyncResult
 from gitops_sched.validate import check_repo
-from testkit.control_plane.accounts import token
+from testkit.control_plane.accounts import (
+    RECONCILER,
+    SCHEDULER,
+    account_client,
+    account_kubeconfig,
+)
 from testkit.control_plane.cluster import ControlPlane
 from testkit.control_plane.fixtures import connect
+from testkit.control_plane.install import apply_kustomization
 from testkit.control_plane.waiting import wait
 from testkit.reconciler_harness import SYSTEM, Harness, commit, config
 from tests.test_scheduler_e2e import EXAMPLE, Cluster
@@ -43,6 +48,7 @@ def harness(real_cluster: ControlPlane, tmp_path: Path) -> Iterator[Harness]:
     made.close()
 
 
+@pytest.mark.as_admin("a bare cluster: no ServiceAccount yet, an admin runs it from outside")
 def test_a_dry_run_on_a_bare_cluster_lists_what_the_first_sync_then_creates(harness: Harness):
     """The reconciler's own namespace (its inventory lives there) is a write of the sync:
     the dry run lists it, as the real sync does, and creates nothing."""
@@ -58,9 +64,14 @@ def test_a_dry_run_on_a_bare_cluster_lists_what_the_first_sync_then_creates(harn
     assert outcome(dry.result) == outcome(real.result)
 
 
-def test_a_dry_run_reports_the_object_the_real_sync_cannot_create(real_client: ClusterClient):
+def test_a_dry_run_reports_the_object_the_real_sync_cannot_create(
+    real_cluster: ControlPlane, real_client: ClusterClient
+):
     """An object in a namespace nobody creates fails in the real sync; the dry run says so,
-    while an object whose namespace the sync creates first is listed as created."""
+    while an object whose namespace the sync creates first is listed as created. The
+    reconciler as its ServiceAccount, installed."""
+    apply_kustomization(real_cluster, "reconciler")
+    reconciler = account_client(real_cluster, *RECONCILER)
 
     def config_map(namespace: str) -> dict[str, Any]:
         meta = {"name": "settings", "namespace": namespace}
@@ -68,7 +79,7 @@ def test_a_dry_run_reports_the_object_the_real_sync_cannot_create(real_client: C
 
     created = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dry-made"}}
     rendered = [created, config_map("dry-made"), config_map("dry-nowhere")]
-    syncer = Syncer(real_client, "dry", SYSTEM, "test")
+    syncer = Syncer(reconciler, "dry", SYSTEM, "test")
 
     dry = syncer.sync(rendered, "r1", dry_run=True)
     assert real_client.get(ObjectRef("v1", "Namespace", "", "dry-made")) is None
@@ -82,6 +93,7 @@ def test_a_dry_run_reports_the_object_the_real_sync_cannot_create(real_client: C
     assert note.startswith(
         "# ConfigMap/dry-made/settings: checked by the server once its namespace dry-made exists"
     )
+    reconciler.close()
 
 
 # --- the scheduler -------------------------------------------------------------------------
@@ -89,7 +101,7 @@ def test_a_dry_run_reports_the_object_the_real_sync_cannot_create(real_client: C
 SCHEDULER_ROLE = ObjectRef(
     "rbac.authorization.k8s.io/v1", "ClusterRole", "", "gitops-sched-scheduler"
 )
-ACCOUNT = ("gitops-sched-system", "gitops-sched-scheduler")
+ACCOUNT = SCHEDULER
 
 
 @pytest.fixture
@@ -102,15 +114,6 @@ def cluster(real_cluster: ControlPlane) -> Iterator[Cluster]:
         yield made
     finally:
         made.close()
-
-
-def account_kubeconfig(plane: ControlPlane, path: Path) -> Path:
-    """A kubeconfig of the scheduler's ServiceAccount: the process runs with exactly the
-    permissions the shipped manifests grant it."""
-    kubeconfig = yaml.safe_load(plane.kubeconfig.read_text())
-    kubeconfig["users"][0]["user"] = {"token": token(plane, *ACCOUNT)}
-    path.write_text(yaml.safe_dump(kubeconfig))
-    return path
 
 
 def may_bind(client: ClusterClient) -> bool:
@@ -171,7 +174,7 @@ def test_a_scheduler_dry_run_prints_what_the_real_cycle_then_does_refusals_inclu
         "spec": {"schedulerName": "gitops-sched", "containers": [{"name": "c", "image": "x"}]},
     }
     cluster.client.create(stray)
-    kubeconfig = account_kubeconfig(cluster.plane, tmp_path / "scheduler.kubeconfig")
+    kubeconfig = account_kubeconfig(cluster.plane, *ACCOUNT)
     set_binding_permission(cluster.client, allowed=False)  # as a stale manifest would leave it
     before = cluster.fingerprint()
 

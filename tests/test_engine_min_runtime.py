@@ -98,7 +98,7 @@ def guarded_waves(draw: st.DrawFn) -> tuple[Snapshot, tuple[Job, ...], float]:
     return replace(first, policy=pol), more, draw(st.sampled_from([0.0, 60.0, 3600.0, 5400.0]))
 
 
-@settings(max_examples=examples(150), deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(guarded_waves())
 def test_a_protected_job_is_never_a_victim_before_its_minimum_runtime(
     case: tuple[Snapshot, tuple[Job, ...], float],

@@ -219,7 +219,7 @@ def assert_decisions_well_formed(before: Snapshot, decisions: Decisions) -> None
 # -- properties -------------------------------------------------------------------------------
 
 
-@settings(max_examples=examples(150), deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(two_waves())
 def test_settling_never_overcommits_a_gpu(case: tuple[Snapshot, tuple[Job, ...]]) -> None:
     _, seen = two_settles(*case)
@@ -227,7 +227,7 @@ def test_settling_never_overcommits_a_gpu(case: tuple[Snapshot, tuple[Job, ...]]
         assert_no_gpu_overcommitted(snapshot)
 
 
-@settings(max_examples=examples(150), deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(two_waves())
 def test_mig_pods_use_their_own_existing_instance_of_a_valid_layout(
     case: tuple[Snapshot, tuple[Job, ...]],
@@ -237,7 +237,7 @@ def test_mig_pods_use_their_own_existing_instance_of_a_valid_layout(
         assert_mig_consistent(snapshot)
 
 
-@settings(max_examples=examples(150), deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(two_waves())
 def test_pods_match_their_request_gang_size_and_node_groups(
     case: tuple[Snapshot, tuple[Job, ...]],
@@ -247,7 +247,7 @@ def test_pods_match_their_request_gang_size_and_node_groups(
         assert_pods_match_requests(snapshot)
 
 
-@settings(max_examples=examples(150), deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(two_waves())
 def test_allocation_stays_within_capacity_hard_limits_and_over_quota_denial(
     case: tuple[Snapshot, tuple[Job, ...]],
@@ -257,7 +257,7 @@ def test_allocation_stays_within_capacity_hard_limits_and_over_quota_denial(
         assert_within_capacity_and_limits(snapshot)
 
 
-@settings(max_examples=examples(150), deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(two_waves())
 def test_non_preemptible_work_never_exceeds_the_deserved_quota(
     case: tuple[Snapshot, tuple[Job, ...]],
@@ -267,7 +267,7 @@ def test_non_preemptible_work_never_exceeds_the_deserved_quota(
         assert_fixed_work_within_deserved(snapshot)
 
 
-@settings(max_examples=examples(150), deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(two_waves())
 def test_non_preemptible_work_is_only_stopped_for_time_limits_or_idleness(
     case: tuple[Snapshot, tuple[Job, ...]],
@@ -279,7 +279,7 @@ def test_non_preemptible_work_is_only_stopped_for_time_limits_or_idleness(
             assert jobs[evict.job].preemptible or evict.reason in STOPPING, evict
 
 
-@settings(max_examples=examples(150), deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(two_waves())
 def test_decisions_evict_running_jobs_and_bind_pending_ones(
     case: tuple[Snapshot, tuple[Job, ...]],
@@ -289,7 +289,7 @@ def test_decisions_evict_running_jobs_and_bind_pending_ones(
         assert_decisions_well_formed(before, decisions)
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(guaranteed_quota_snapshots())
 def test_every_project_gets_its_deserved_quota_when_the_cluster_fits_all_quotas(
     snapshot: Snapshot,
@@ -302,13 +302,13 @@ def test_every_project_gets_its_deserved_quota_when_the_cluster_fits_all_quotas(
         assert held[project.name] >= owed, (project.name, held[project.name], owed)
 
 
-@settings(max_examples=examples(200), deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(snapshots())
 def test_schedule_is_deterministic(snapshot: Snapshot) -> None:
     assert schedule(snapshot) == schedule(snapshot)
 
 
-@settings(max_examples=examples(200), deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(two_waves())
 def test_reclaim_skipping_departments_that_may_lose_nothing_decides_the_same(
     case: tuple[Snapshot, tuple[Job, ...]],
@@ -326,7 +326,7 @@ def test_reclaim_skipping_departments_that_may_lose_nothing_decides_the_same(
         assert schedule(snapshot) == skipping
 
 
-@settings(max_examples=examples(200), deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.data())
 def test_schedule_ignores_the_order_of_jobs_and_nodes(data: st.DataObject) -> None:
     snapshot = data.draw(snapshots())
@@ -348,7 +348,7 @@ def outcome(decisions: Decisions) -> tuple[set, set, set, dict]:
     )
 
 
-@settings(max_examples=examples(150), deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(two_waves())
 def test_settle_reaches_a_fixed_point(case: tuple[Snapshot, tuple[Job, ...]]) -> None:
     snapshot, more = case
@@ -365,7 +365,7 @@ def assert_settles(snapshot: Snapshot) -> Snapshot:
     return settled
 
 
-@settings(max_examples=examples(200), deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(snapshots())
 def test_settled_status_reports_the_placed_gpus_and_shares_within_demand(
     snapshot: Snapshot,
@@ -441,7 +441,7 @@ MEMORY_FITS_THE_QUOTA_ONLY_ON_THE_A100 = Snapshot(
 )
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @example(MEMORY_FITS_THE_QUOTA_ONLY_ON_THE_A100)
 @given(lone_jobs())
 def test_a_lone_job_on_an_empty_cluster_runs_where_some_gpu_fits_it_within_quota(

@@ -75,7 +75,7 @@ def aged(draw: st.DrawFn) -> Snapshot:
     )
 
 
-@settings(max_examples=examples(150), deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.data())
 def test_decisions_with_ages_are_deterministic_whatever_the_order_of_queues_jobs_and_nodes(
     data: st.DataObject,

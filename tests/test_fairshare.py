@@ -218,7 +218,7 @@ any_claims = claims()
 whole_claims = claims(st.integers(0, 8), st.integers(0, 16), st.integers(0, 12))
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.integers(1, 8), st.integers(0, 32))
 def test_spare_splits_3_to_1_in_whole_gpus_between_quotas_3_to_1(unit, extra) -> None:
     """Quota 3k vs k with unbounded demand: whole GPUs, each within one of 75% / 25%."""
@@ -229,7 +229,7 @@ def test_spare_splits_3_to_1_in_whole_gpus_between_quotas_3_to_1(unit, extra) ->
     assert sum(shares) == big + small + extra
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(halves(0, 32), st.lists(st.sampled_from([0.5, 1, 2, 3, 7.5]), min_size=1, max_size=6))
 def test_spare_parts_are_within_one_gpu_of_the_weighted_split(capacity, weights) -> None:
     siblings = [claim(0, 1000, weight=w) for w in weights]
@@ -239,7 +239,7 @@ def test_spare_parts_are_within_one_gpu_of_the_weighted_split(capacity, weights)
     assert close(sum(shares), capacity)
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(halves(0, 32), st.lists(claims(), max_size=6))
 def test_split_stays_within_every_cap_and_the_capacity_when_quotas_fit(capacity, siblings) -> None:
     shares = split(capacity, siblings)
@@ -248,14 +248,14 @@ def test_split_stays_within_every_cap_and_the_capacity_when_quotas_fit(capacity,
         assert -GPU_EPSILON <= share <= cap_of(sibling) + TOLERANCE
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(halves(0, 32), st.lists(claims(), max_size=6))
 def test_split_always_gives_the_deserved_quota_capped_by_demand(capacity, siblings) -> None:
     for share, sibling in zip(split(capacity, siblings), siblings, strict=True):
         assert share >= owed(sibling) - TOLERANCE
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.data(), st.lists(claims(), max_size=6))
 def test_oversubscribed_quotas_are_all_there_is(data, siblings) -> None:
     # a capacity at most what the quotas owe, drawn as such: filtering random capacities
@@ -266,7 +266,7 @@ def test_oversubscribed_quotas_are_all_there_is(data, siblings) -> None:
     assert split(capacity, siblings) == pytest.approx([owed(s) for s in siblings])
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(halves(0, 32), st.lists(claims(), max_size=6))
 def test_split_hands_out_every_gpu_some_queue_may_take(capacity, siblings) -> None:
     """Work conserving: rounding down never leaves a GPU that some queue asks for."""
@@ -275,7 +275,7 @@ def test_split_hands_out_every_gpu_some_queue_may_take(capacity, siblings) -> No
     assert close(sum(split(capacity, siblings)), min(capacity, wanted))
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.integers(0, 32), st.lists(whole_claims, max_size=6))
 def test_whole_gpu_demand_gets_whole_gpu_shares(capacity, siblings) -> None:
     assert all(whole(share) for share in split(capacity, siblings))
@@ -361,7 +361,7 @@ def project_quotas_fit(case, shares) -> bool:
     )
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(hierarchies())
 def test_fair_shares_never_exceed_demand_or_limits(case) -> None:
     capacity, departments, projects, demand = case
@@ -373,7 +373,7 @@ def test_fair_shares_never_exceed_demand_or_limits(case) -> None:
             assert shares[department.name] <= department.limit + TOLERANCE
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(hierarchies())
 def test_department_shares_fit_the_cluster_when_their_quotas_do(case) -> None:
     capacity, departments, projects, demand = case
@@ -382,7 +382,7 @@ def test_department_shares_fit_the_cluster_when_their_quotas_do(case) -> None:
     assert sum(shares[d.name] for d in departments) <= max(capacity, quotas) + TOLERANCE
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(hierarchies())
 def test_a_department_share_is_exactly_what_its_projects_share(case) -> None:
     """No GPU of a department's fair share is left to none of its projects, so none is lost to
@@ -395,7 +395,7 @@ def test_a_department_share_is_exactly_what_its_projects_share(case) -> None:
         assert kids == pytest.approx(shares[department.name], abs=TOLERANCE)
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(hierarchies())
 def test_fair_shares_hand_out_every_gpu_some_project_may_take(case) -> None:
     """Work conserving: the projects' shares add up to the capacity, or to all they may take."""
@@ -408,7 +408,7 @@ def test_fair_shares_hand_out_every_gpu_some_project_may_take(case) -> None:
     assert total == pytest.approx(min(capacity, wanted), abs=TOLERANCE)
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.integers(0, 32), hierarchies(whole_claims))
 def test_whole_gpu_demand_gets_whole_gpu_fair_shares(capacity, case) -> None:
     _, departments, projects, demand = case

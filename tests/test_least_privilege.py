@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import kubernetes.client
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -29,7 +30,7 @@ from hypothesis import strategies as st
 from gitops_sched.agent.fake import FakeBackend, FakeGpuSpec
 from gitops_sched.agent.inventory import node_inventory
 from gitops_sched.agent.node import AgentPolicy
-from gitops_sched.cluster import ObjectRef
+from gitops_sched.cluster import ClusterClient, ObjectRef
 from gitops_sched.cluster.leader import LeaderElector
 from gitops_sched.compiler import render_repo
 from gitops_sched.contract.inventory import encode_inventory
@@ -40,6 +41,7 @@ from gitops_sched.reconciler.sync import OWNER_LABEL, Syncer
 from gitops_sched.scheduler.loop import Scheduler, Settings
 from gitops_sched.scheduler.main import LEASE_NAME
 from gitops_sched.validate import check_repo
+from testkit.control_plane import accounts as accounts_module
 from testkit.control_plane import audit
 from testkit.control_plane.accounts import (
     AGENT,
@@ -53,6 +55,7 @@ from testkit.control_plane.accounts import (
 )
 from testkit.control_plane.audit import Audit, Call
 from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.faultproxy import FaultProxy
 from testkit.control_plane.fixtures import connect, wipe
 from testkit.control_plane.install import apply_kustomization, kustomization
 from testkit.control_plane.nodes import group_nodes
@@ -62,6 +65,7 @@ from testkit.reconciler_harness import API, commit, config, doc
 from tests import test_agent_cluster as agent_test
 from tests import test_mig_e2e as mig_test
 from tests import test_scheduler_e2e as scheduler_test
+from tests import test_scheduler_faults as faults_test
 from tests.conftest import examples
 from tests.readme_blocks import check
 
@@ -204,7 +208,8 @@ def scheduler_scenario(plane: ControlPlane, tmp_path: Path) -> None:
     whose `reserve` runs as their own ServiceAccount), a higher claim that evicts and leaves
     pods waiting (told why), an idle notebook's Job suspended, the claim's and the
     fractions' Jobs deleted (their reservation pods go), a pod bound by the running loop;
-    as the Lease's holder. Then, on the MIG example, a MIG layout requested on a node."""
+    as the Lease's holder. Then, on the MIG example, a MIG layout requested on a node; and,
+    its pod watch silent, the pods its writes are assumed on read back."""
     repo, _ = check_repo(scheduler_test.EXAMPLE)
     assert repo is not None
     cluster = scheduler_test.Cluster(plane, repo)
@@ -257,6 +262,8 @@ def scheduler_scenario(plane: ControlPlane, tmp_path: Path) -> None:
         cluster.close()
     wipe(plane)
     mig_request(plane)
+    wipe(plane)
+    assumed_read_back(plane)
 
 
 def mig_request(plane: ControlPlane) -> None:
@@ -290,6 +297,18 @@ def mig_request(plane: ControlPlane) -> None:
     finally:
         for client in (reconciler, admin, scheduler.client):
             client.close()
+
+
+def assumed_read_back(plane: ControlPlane) -> None:
+    """A pod watch gone silent (and a Binding answered 429): the scheduler reads back the
+    pods its writes are assumed on (`tests/test_scheduler_faults.py`)."""
+    admin = connect(plane)
+    proxy = FaultProxy(plane.server, plane.root / "ca.crt", seed=19).start()
+    try:
+        assert faults_test.silent_watch_and_throttled_binding(plane, admin, proxy)
+    finally:
+        proxy.stop()
+        admin.close()
 
 
 def _bound(pod: dict[str, Any] | None) -> bool:
@@ -382,7 +401,42 @@ def test_the_shipped_roles_grant_exactly_the_calls_the_part_makes(name, request)
     assert not extra, "granted, the code never needs it:\n" + "\n".join(extra)
 
 
-# --- the comparison itself, and the README ----------------------------------------------------
+# --- no part on the admin's token, the comparison itself, and the README ----------------------
+
+
+def admin_token_client(token: str, key: str = "authorization") -> ClusterClient:
+    """A client holding `token` as a kubeconfig (`BearerToken`) or the plane's configuration
+    (`authorization`) holds it; it sends nothing until asked."""
+    configuration = kubernetes.client.Configuration()
+    configuration.host = "https://127.0.0.1:1"
+    configuration.api_key = {key: f"Bearer {token}"}
+    return ClusterClient(configuration)
+
+
+@pytest.mark.parametrize("key", ["authorization", "BearerToken"])
+def test_a_part_built_on_the_admins_token_fails_the_test_unless_marked(monkeypatch, key):
+    monkeypatch.setattr(accounts_module, "ADMIN_TOKENS", {"the-admins"})
+    admin, account = admin_token_client("the-admins", key), admin_token_client("an-account", key)
+    try:
+        with pytest.raises(AssertionError, match="Syncer built on the admin's token"):
+            Syncer(admin, "gitops-sched", "gitops-sched", "test")
+        with pytest.raises(AssertionError, match="Scheduler built on the admin's token"):
+            Scheduler(admin, Settings(namespace="gitops-sched-system"))
+        Syncer(account, "gitops-sched", "gitops-sched", "test")
+        Scheduler(account, Settings(namespace="gitops-sched-system"))
+    finally:
+        admin.close()
+        account.close()
+
+
+@pytest.mark.as_admin("checks the mark itself")
+def test_the_as_admin_mark_lets_a_test_run_a_part_on_the_admins_token(monkeypatch):
+    monkeypatch.setattr(accounts_module, "ADMIN_TOKENS", {"the-admins"})
+    admin = admin_token_client("the-admins")
+    try:
+        Syncer(admin, "gitops-sched", "gitops-sched", "test")
+    finally:
+        admin.close()
 
 
 def test_a_grant_never_called_and_a_call_never_granted_are_both_found():

@@ -181,7 +181,7 @@ def reasons_of(state: Snapshot) -> list[tuple[Job, PendingKind, str]]:
     return found
 
 
-@settings(max_examples=examples(150), deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(snapshots(max_jobs=15))
 def test_every_pending_reason_is_true_of_the_settled_cluster(start: Snapshot) -> None:
     state, _ = settle(start)

@@ -29,7 +29,7 @@ import yaml
 from gitops_sched.cluster import ApiFailure, ObjectRef
 from gitops_sched.cluster.leader import LeaderElector
 from gitops_sched.reconciler import OWNER_LABEL, Reconciler, Settings
-from testkit.control_plane.accounts import RECONCILER, account_client
+from testkit.control_plane.accounts import RECONCILER, account_client, account_kubeconfig
 from testkit.control_plane.cluster import ControlPlane, free_port
 from testkit.control_plane.fixtures import connect
 from testkit.control_plane.install import apply_kustomization, kubectl
@@ -576,7 +576,8 @@ def test_the_reconcilers_own_namespace_is_never_pruned(harness):
 def test_the_reconcile_command_syncs_once(harness, real_cluster):
     h = harness()
     commit(h.repo, config({"vision": 8}))
-    base = ["reconcile", "--repo", str(h.repo), "--kubeconfig", str(real_cluster.kubeconfig)]
+    kubeconfig = account_kubeconfig(real_cluster, *RECONCILER)  # as its Deployment runs it
+    base = ["reconcile", "--repo", str(h.repo), "--kubeconfig", str(kubeconfig)]
     done = run_cli(*base, "--once", "--namespace", SYSTEM)
     assert done.returncode == 0, done.stderr
     assert h.get(API, "Project", "vision") is not None
@@ -588,6 +589,7 @@ def test_the_reconcile_command_syncs_once(harness, real_cluster):
     assert h.get(API, "Project", "vision")["spec"]["quota"]["gpu"] == 8
 
 
+@pytest.mark.as_admin("a bare cluster: no ServiceAccount yet, an admin runs it from outside")
 def test_reconcile_once_on_a_bare_cluster_creates_its_namespace_and_writes_the_inventory(
     harness, real_cluster
 ):
@@ -611,6 +613,7 @@ def test_reconcile_once_on_a_bare_cluster_creates_its_namespace_and_writes_the_i
     assert not h.sync().result.changed and h.writes == 0
 
 
+@pytest.mark.as_admin("a bare cluster: no ServiceAccount yet, an admin runs it from outside")
 def test_the_reconcile_process_on_a_bare_cluster_takes_the_lease_syncs_and_serves_probes(
     harness, real_cluster
 ):
@@ -757,6 +760,7 @@ def test_health_readiness_and_metrics_endpoints(harness):
         server.shutdown()
 
 
+@pytest.mark.as_admin("a bare cluster: no ServiceAccount yet, an admin runs it from outside")
 def test_the_rendered_folder_applies_with_kubectl_crds_first(real_cluster, tmp_path):
     """`render -o DIR` on a bare cluster: `kubectl apply -k DIR/crds`, then (the CRDs
     Established) `kubectl apply -k DIR` applies every object; and the reconciler applies the

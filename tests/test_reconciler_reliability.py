@@ -25,6 +25,12 @@ from gitops_sched.compiler import render_repo
 from gitops_sched.reconciler import OWNER_LABEL
 from gitops_sched.reconciler.loop import RETRY_BASE_S, next_sync_wait
 from gitops_sched.validate import check_repo
+from testkit.control_plane.accounts import (
+    RECONCILER,
+    account_configuration,
+    install_reconciler,
+    token,
+)
 from testkit.control_plane.cluster import ControlPlane
 from testkit.control_plane.faultproxy import INTERNAL, UNAVAILABLE, FaultProxy, Rates, Rule
 from testkit.control_plane.fixtures import FAST_BACKOFF, connect
@@ -42,7 +48,9 @@ CHAOS = Rates(throttle=0.03, error=0.03, drop=0.02, swallow=0.02, garble=0.01)
 
 @pytest.fixture
 def harness(real_cluster: ControlPlane, tmp_path: Path) -> Iterator[Harness]:
-    h = Harness(lambda: connect(real_cluster), tmp_path / "repo")
+    """The reconciler installed, running as its ServiceAccount; the test looks as an admin."""
+    reconciler = install_reconciler(real_cluster)
+    h = Harness(lambda: connect(real_cluster), tmp_path / "repo", reconciler=reconciler)
     yield h
     h.close()
 
@@ -54,7 +62,9 @@ def proxy(real_cluster: ControlPlane) -> Iterator[FaultProxy]:
 
 
 def proxied(plane: ControlPlane, proxy: FaultProxy) -> ClusterClient:
-    return ClusterClient(proxy.configuration(plane.configuration()), backoff=FAST_BACKOFF)
+    """The reconciler's client (its ServiceAccount's) through the proxy."""
+    configuration = account_configuration(plane, *RECONCILER)
+    return ClusterClient(proxy.configuration(configuration), backoff=FAST_BACKOFF)
 
 
 def reconcile(repo: Path, kubeconfig: Path, *args: str) -> subprocess.Popen[str]:
@@ -284,7 +294,7 @@ def test_reconcile_once_survives_a_group_discovery_answering_503_and_version_500
         Rule(UNAVAILABLE, r"^/apis/gitops-sched\.io/v1alpha1$", "GET", times=2),
         Rule(INTERNAL, r"^/version", "GET", times=1, armed_by="gitops-sched.io"),
     )
-    kubeconfig = proxy.write_kubeconfig(tmp_path / "proxied", real_cluster.token)
+    kubeconfig = proxy.write_kubeconfig(tmp_path / "proxied", token(real_cluster, *RECONCILER))
     done = reconcile(h.repo, kubeconfig, "--once")
     _, err = done.communicate(timeout=120)
     assert sorted(proxy.injected) == [
@@ -306,7 +316,10 @@ def test_syncs_through_random_faults_converge_and_touch_nothing_foreign(
     (none raises), they converge to the repo, and what others made is never written."""
     proxy.state.rng.seed(seed)
     h = Harness(
-        lambda: connect(real_cluster), tmp_path / "repo", via=lambda: proxied(real_cluster, proxy)
+        lambda: connect(real_cluster),
+        tmp_path / "repo",
+        reconciler=install_reconciler(real_cluster),
+        via=lambda: proxied(real_cluster, proxy),
     )
     try:
         commit(h.repo, config({"vision": 8, "nlp": 2}))
@@ -452,8 +465,12 @@ def test_chaos_reconcile_processes_killed_at_random_moments_through_random_fault
     that holds someone's Secret), and nothing someone else made was written or deleted."""
     rng = random.Random(seed)
     proxy.state.rng.seed(seed)
-    h = Harness(lambda: connect(real_cluster), tmp_path / "repo")
-    kubeconfig = proxy.write_kubeconfig(tmp_path / "proxied", real_cluster.token)
+    h = Harness(
+        lambda: connect(real_cluster),
+        tmp_path / "repo",
+        reconciler=install_reconciler(real_cluster),
+    )
+    kubeconfig = proxy.write_kubeconfig(tmp_path / "proxied", token(real_cluster, *RECONCILER))
     try:
         foreign = make(
             h.look,

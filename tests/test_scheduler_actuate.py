@@ -60,14 +60,22 @@ from gitops_sched.engine.types import (
 from gitops_sched.hardware.mig import MigInstance
 from gitops_sched.scheduler.actuate import Actuator
 from gitops_sched.scheduler.loop import Scheduler, Settings
-from gitops_sched.scheduler.reservations import SERVICE_ACCOUNT, reservation_name, reservation_pod
+from gitops_sched.scheduler.reservations import reservation_name, reservation_pod
 from gitops_sched.scheduler.reserve import publish
 from gitops_sched.scheduler.status import COMPONENT, StatusWriter
 from gitops_sched.scheduler.view import ClusterView, Ignored, PodRef, Reservation
-from testkit.control_plane.accounts import make_namespace
+from testkit.control_plane.accounts import (
+    RESERVATION,
+    account_client,
+    account_configuration,
+    account_kubeconfig,
+    make_namespace,
+)
+from testkit.control_plane.accounts import SCHEDULER as SCHEDULER_ACCOUNT
 from testkit.control_plane.cluster import ControlPlane
 from testkit.control_plane.faultproxy import FaultProxy
 from testkit.control_plane.fixtures import FAST_BACKOFF
+from testkit.control_plane.install import apply_kustomization
 from testkit.control_plane.nodes import add_settled, gpu_node
 from testkit.control_plane.waiting import wait
 
@@ -163,20 +171,38 @@ def client(real_cluster: ControlPlane, proxy: FaultProxy) -> Iterator[ClusterCli
     made.close()
 
 
-def make_system_namespace(client: ClusterClient) -> None:
-    """The scheduler's namespace with the ServiceAccount its manifests make for reservation
-    pods (the API server refuses a pod whose ServiceAccount does not exist)."""
-    make_namespace(client, SYSTEM)
-    account = {"apiVersion": "v1", "kind": "ServiceAccount"}
-    client.create(account | {"metadata": {"name": SERVICE_ACCOUNT, "namespace": SYSTEM}})
+@pytest.fixture
+def installed(real_cluster: ControlPlane) -> None:
+    """The scheduler's shipped manifests (`kubectl apply -k scheduler/`, its Deployment
+    aside): its namespace, its ServiceAccount and the reservation pods', their RBAC."""
+    apply_kustomization(real_cluster, "scheduler")
 
 
 @pytest.fixture
-def cluster(client: ClusterClient) -> ClusterClient:
-    """The client, on a cluster with the project's and the system namespace and one node of
-    two GPUs, Ready."""
+def scheduler_client(
+    real_cluster: ControlPlane, proxy: FaultProxy, installed: None
+) -> Iterator[ClusterClient]:
+    """The scheduler's own client: its ServiceAccount's token, through the proxy (what
+    `sent` counts)."""
+    configuration = account_configuration(real_cluster, *SCHEDULER_ACCOUNT)
+    made = ClusterClient(proxy.configuration(configuration), backoff=FAST_BACKOFF, timeout=30.0)
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def reservation_client(real_cluster: ControlPlane, installed: None) -> Iterator[ClusterClient]:
+    """What a reservation pod's `gitops-sched reserve` runs as: its ServiceAccount."""
+    made = account_client(real_cluster, *RESERVATION)
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def cluster(client: ClusterClient, installed: None) -> ClusterClient:
+    """The client, on a cluster with the scheduler installed, the project's namespace and
+    one node of two GPUs, Ready."""
     make_namespace(client, NS)
-    make_system_namespace(client)
     add_settled(client, gpu_node("node-a", MODEL, 2))
     return client
 
@@ -274,13 +300,15 @@ def placed(node: str, gpus: tuple[int, ...], index: int, **kw: Any) -> PodPlacem
 # --- binds ------------------------------------------------------------------------------
 
 
-def test_a_gang_is_bound_with_its_placement_annotations_in_one_request_a_pod(sent, cluster):
+def test_a_gang_is_bound_with_its_placement_annotations_in_one_request_a_pod(
+    sent, cluster, scheduler_client
+):
     train = job("train", WHOLE, pods=2)
     add_pods(cluster, "train", 2)
     pods = (placed("node-a", (0,), 0), placed("node-a", (1,), 1))
     sent.reset()
 
-    outcome = Actuator(cluster, POLICY).carry_out(
+    outcome = Actuator(scheduler_client, POLICY).carry_out(
         view(cluster, [train]), Decisions(binds=(Bind(train.key, pods),))
     )
 
@@ -302,13 +330,13 @@ def test_a_gang_is_bound_with_its_placement_annotations_in_one_request_a_pod(sen
     assert sent.writes() == [("POST", f"{base}/train-{index}/binding") for index in (0, 1)]
 
 
-def test_a_gang_with_a_pod_missing_binds_none(sent, cluster):
+def test_a_gang_with_a_pod_missing_binds_none(sent, cluster, scheduler_client):
     train = job("train", WHOLE, pods=4)
     add_pods(cluster, "train", 3)  # pod 3 is not created yet
     pods = tuple(placed("node-a", (i % 2,), i) for i in range(4))
     sent.reset()
 
-    outcome = Actuator(cluster, POLICY).carry_out(
+    outcome = Actuator(scheduler_client, POLICY).carry_out(
         view(cluster, [train]), Decisions(binds=(Bind(train.key, pods),))
     )
 
@@ -317,13 +345,15 @@ def test_a_gang_with_a_pod_missing_binds_none(sent, cluster):
     assert sent.writes() == []
 
 
-def test_a_pipelined_bind_waits_for_its_victims(sent, cluster):
+def test_a_pipelined_bind_waits_for_its_victims(sent, cluster, scheduler_client):
     train = job("train", WHOLE)
     add_pods(cluster, "train", 1)
     bind = Bind(train.key, (placed("node-a", (0,), 0),), waits_for=("team-b/old",))
     sent.reset()
 
-    outcome = Actuator(cluster, POLICY).carry_out(view(cluster, [train]), Decisions(binds=(bind,)))
+    outcome = Actuator(scheduler_client, POLICY).carry_out(
+        view(cluster, [train]), Decisions(binds=(bind,))
+    )
 
     assert outcome.bound == [] and outcome.waiting == 1
     assert (
@@ -333,7 +363,7 @@ def test_a_pipelined_bind_waits_for_its_victims(sent, cluster):
     assert "nodeName" not in live_pod(cluster, "train-0")["spec"]
 
 
-def test_a_pod_bound_meanwhile_is_a_conflict_not_retried(sent, cluster):
+def test_a_pod_bound_meanwhile_is_a_conflict_not_retried(sent, cluster, scheduler_client):
     train = job("train", WHOLE)
     add_pods(cluster, "train", 1)
     stale = view(cluster, [train])  # taken before someone else bound the pod
@@ -346,7 +376,7 @@ def test_a_pod_bound_meanwhile_is_a_conflict_not_retried(sent, cluster):
     cluster.post(ObjectRef("v1", "Pod", NS, "train-0"), "binding", binding)
     sent.reset()
 
-    outcome = Actuator(cluster, POLICY).carry_out(
+    outcome = Actuator(scheduler_client, POLICY).carry_out(
         stale, Decisions(binds=(Bind(train.key, (placed("node-a", (1,), 0),)),))
     )
 
@@ -381,7 +411,9 @@ def run_pods(client: ClusterClient, names: list[str], namespace: str = NS) -> No
         wait(f"{name} running", lambda name=name: running(live_pod(client, name, namespace)))
 
 
-def test_an_eviction_refused_by_a_budget_is_counted_and_never_forced(sent, cluster):
+def test_an_eviction_refused_by_a_budget_is_counted_and_never_forced(
+    sent, cluster, scheduler_client
+):
     train = job("train", WHOLE, pods=2)
     add_pods(cluster, "train", 2)
     run_pods(cluster, ["train-0", "train-1"])
@@ -397,7 +429,7 @@ def test_an_eviction_refused_by_a_budget_is_counted_and_never_forced(sent, clust
         "train", WHOLE, pods=2, placement=(placed("node-a", (0,), 0), placed("node-a", (1,), 1))
     )
     evict = Evict(train.key, EvictReason.RECLAIM, "team-b/big", running.placement)
-    actuator = Actuator(cluster, POLICY)
+    actuator = Actuator(scheduler_client, POLICY)
 
     for _ in range(2):  # refused each cycle, never deleted
         sent.reset()
@@ -420,7 +452,7 @@ def test_an_eviction_refused_by_a_budget_is_counted_and_never_forced(sent, clust
         assert gone_or_terminating(cluster, name)
 
 
-def test_pods_gone_or_already_terminating_are_not_evicted_again(sent, cluster):
+def test_pods_gone_or_already_terminating_are_not_evicted_again(sent, cluster, scheduler_client):
     train = job("train", WHOLE, pods=3)
     add_pods(cluster, "train", 3)
     run_pods(cluster, ["train-0", "train-1", "train-2"])
@@ -434,7 +466,7 @@ def test_pods_gone_or_already_terminating_are_not_evicted_again(sent, cluster):
     gone(cluster, NS, "train-2")  # gone since the view was taken
     sent.reset()
 
-    outcome = Actuator(cluster, POLICY).carry_out(
+    outcome = Actuator(scheduler_client, POLICY).carry_out(
         current, Decisions(evictions=(Evict(train.key, EvictReason.IDLE, "", running.placement),))
     )
 
@@ -448,11 +480,13 @@ def test_pods_gone_or_already_terminating_are_not_evicted_again(sent, cluster):
 # --- fractions and reservation pods -------------------------------------------------------
 
 
-def test_a_fraction_waits_for_its_reservation_pod_then_gets_the_gpu_uuid(sent, cluster):
+def test_a_fraction_waits_for_its_reservation_pod_then_gets_the_gpu_uuid(
+    sent, cluster, scheduler_client, reservation_client
+):
     notebook = job("notebook", HALF)
     add_pods(cluster, "notebook", 1)
     bind = Bind(notebook.key, (placed("node-a", (1,), 0, fraction=0.5),))
-    actuator = Actuator(cluster, POLICY)
+    actuator = Actuator(scheduler_client, POLICY)
 
     first = actuator.carry_out(view(cluster, [notebook]), Decisions(binds=(bind,)))
 
@@ -470,7 +504,7 @@ def test_a_fraction_waits_for_its_reservation_pod_then_gets_the_gpu_uuid(sent, c
     assert second.reservations_created == 0  # the same pod, still starting
 
     env = {"NVIDIA_VISIBLE_DEVICES": "GPU-0d1e2f", "POD_NAME": name, "POD_NAMESPACE": SYSTEM}
-    publish(cluster, env)  # what `gitops-sched reserve` does once the pod runs
+    publish(reservation_client, env)  # what `gitops-sched reserve` does once the pod runs
     third = actuator.carry_out(view(cluster, [notebook]), Decisions(binds=(bind,)))
 
     assert len(third.bound) == 1
@@ -480,7 +514,9 @@ def test_a_fraction_waits_for_its_reservation_pod_then_gets_the_gpu_uuid(sent, c
     assert pod["metadata"]["annotations"][GPU_MEMORY_LIMIT] == str(MEMORY_MIB // 2)
 
 
-def test_two_fractions_share_one_reservation_and_an_unused_one_goes(sent, cluster):
+def test_two_fractions_share_one_reservation_and_an_unused_one_goes(
+    sent, cluster, scheduler_client, reservation_client
+):
     a, b = job("a", HALF), job("b", GpuRequest(RequestKind.MEMORY, memory_mib=20000))
     add_pods(cluster, "a", 1)
     add_pods(cluster, "b", 1)
@@ -488,11 +524,12 @@ def test_two_fractions_share_one_reservation_and_an_unused_one_goes(sent, cluste
         Bind(a.key, (placed("node-a", (0,), 0, fraction=0.5),)),
         Bind(b.key, (placed("node-a", (0,), 0, fraction=20000 / MEMORY_MIB),)),
     )
-    actuator = Actuator(cluster, POLICY)
+    actuator = Actuator(scheduler_client, POLICY)
     actuator.carry_out(view(cluster, [a, b]), Decisions(binds=binds))
     name = reservation_name("node-a", 0)
     publish(
-        cluster, {"NVIDIA_VISIBLE_DEVICES": "GPU-aa", "POD_NAME": name, "POD_NAMESPACE": SYSTEM}
+        reservation_client,
+        {"NVIDIA_VISIBLE_DEVICES": "GPU-aa", "POD_NAME": name, "POD_NAMESPACE": SYSTEM},
     )
 
     outcome = actuator.carry_out(view(cluster, [a, b]), Decisions(binds=binds))
@@ -510,16 +547,18 @@ def test_two_fractions_share_one_reservation_and_an_unused_one_goes(sent, cluste
     outcome = actuator.carry_out(view(cluster, []), Decisions())
     assert outcome.reservations_deleted == 1
     assert live_pod(cluster, name, SYSTEM)["metadata"]["deletionTimestamp"]  # its grace period
-    for deleter in (actuator, Actuator(cluster, POLICY)):  # this one, or a restarted one
+    for deleter in (actuator, Actuator(scheduler_client, POLICY)):  # this one, or a restarted one
         again = deleter.carry_out(view(cluster, []), Decisions())
         assert again.reservations_deleted == 0  # not deleted again while it terminates
 
 
-def test_a_whole_gpu_pod_is_not_bound_to_a_gpu_a_reservation_pod_holds(sent, cluster):
+def test_a_whole_gpu_pod_is_not_bound_to_a_gpu_a_reservation_pod_holds(
+    sent, cluster, scheduler_client
+):
     notebook, train = job("notebook", HALF), job("train", WHOLE)
     add_pods(cluster, "notebook", 1)
     add_pods(cluster, "train", 1)
-    actuator = Actuator(cluster, POLICY)
+    actuator = Actuator(scheduler_client, POLICY)
     share = Bind(notebook.key, (placed("node-a", (1,), 0, fraction=0.5),))
     actuator.carry_out(view(cluster, [notebook, train]), Decisions(binds=(share,)))
 
@@ -556,18 +595,14 @@ def test_a_reservation_pod_is_a_valid_pod():
 
 
 def test_reserve_publishes_the_uuid_of_its_gpu(real_cluster, cluster):
-    cluster.create(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "holder", "namespace": SYSTEM},
-            "spec": {"containers": [{"name": "reserve", "image": "gitops-sched"}]},
-        }
-    )
+    """`gitops-sched reserve` in a reservation pod (one the system namespace's restricted
+    Pod Security admits), as the reservation pods' ServiceAccount."""
+    holder = cluster.create(reservation_pod("node-a", 0, SYSTEM, SCHEDULER, "img:1"))
+    name = holder["metadata"]["name"]
     env = {
-        "POD_NAME": "holder",
+        "POD_NAME": name,
         "POD_NAMESPACE": SYSTEM,
-        "KUBECONFIG": str(real_cluster.kubeconfig),
+        "KUBECONFIG": str(account_kubeconfig(real_cluster, *RESERVATION)),
     }
     runner = CliRunner()
 
@@ -575,7 +610,7 @@ def test_reserve_publishes_the_uuid_of_its_gpu(real_cluster, cluster):
         main, ["reserve", "--once"], env={**env, "NVIDIA_VISIBLE_DEVICES": "GPU-12ab"}
     )
     assert result.exit_code == 0, result.output
-    assert live_pod(cluster, "holder", SYSTEM)["metadata"]["annotations"][GPU_UUID] == "GPU-12ab"
+    assert live_pod(cluster, name, SYSTEM)["metadata"]["annotations"][GPU_UUID] == "GPU-12ab"
 
     for devices in ("", "all", "0,1", "GPU-1,GPU-2"):
         result = runner.invoke(
@@ -587,14 +622,16 @@ def test_reserve_publishes_the_uuid_of_its_gpu(real_cluster, cluster):
 # --- MIG --------------------------------------------------------------------------------
 
 
-def test_mig_request_written_and_the_bind_waits_until_the_profile_is_advertised(sent, cluster):
+def test_mig_request_written_and_the_bind_waits_until_the_profile_is_advertised(
+    sent, cluster, scheduler_client
+):
     existing = (MigInstance("3g.40gb", 4),)
     nodes = (engine_node("node-a", mig=existing),)
     infer = job("infer", MIG_1G)
     add_pods(cluster, "infer", 1)
     create = MigChange("node-a", 0, MigInstance("1g.10gb", 0), create=True)
     pod = placed("node-a", (0,), 0, mig=MigInstance("1g.10gb", 0))
-    actuator = Actuator(cluster, POLICY)
+    actuator = Actuator(scheduler_client, POLICY)
 
     outcome = actuator.carry_out(
         view(cluster, [infer], nodes),
@@ -661,7 +698,7 @@ def test_mig_request_written_and_the_bind_waits_until_the_profile_is_advertised(
     assert len(bound.bound) == 1 and live_pod(cluster, "infer-0")["spec"]["nodeName"] == "node-a"
 
 
-def test_an_agent_error_is_the_waiting_pods_reason(sent, cluster):
+def test_an_agent_error_is_the_waiting_pods_reason(sent, cluster, scheduler_client):
     nodes = (engine_node("node-a", mig=(MigInstance("3g.40gb", 4),)),)
     infer = job("infer", MIG_1G)
     add_pods(cluster, "infer", 1)
@@ -670,7 +707,7 @@ def test_an_agent_error_is_the_waiting_pods_reason(sent, cluster):
         infer.key, (placed("node-a", (0,), 0, mig=create.instance),), waits_for_mig=(create,)
     )
     decisions = Decisions(binds=(bind,), mig_changes=(create,))
-    actuator = Actuator(cluster, POLICY)
+    actuator = Actuator(scheduler_client, POLICY)
     actuator.carry_out(view(cluster, [infer], nodes), decisions)
     request = live_pod_node(cluster)["metadata"]["annotations"][NODE_MIG_REQUEST]
     status = {
@@ -688,7 +725,7 @@ def test_an_agent_error_is_the_waiting_pods_reason(sent, cluster):
     assert outcome.waiting_reasons[infer.key].endswith("(failed: NVML: insufficient resources)")
 
 
-def test_mig_changes_waiting_for_victims_are_not_requested_yet(sent, cluster):
+def test_mig_changes_waiting_for_victims_are_not_requested_yet(sent, cluster, scheduler_client):
     nodes = (engine_node("node-a", mig=(MigInstance("7g.80gb", 0),)),)
     destroy = MigChange(
         "node-a", 0, MigInstance("7g.80gb", 0), create=False, waits_for=("team-b/old",)
@@ -696,7 +733,7 @@ def test_mig_changes_waiting_for_victims_are_not_requested_yet(sent, cluster):
     create = MigChange("node-a", 0, MigInstance("1g.10gb", 0), create=True)
     sent.reset()
 
-    outcome = Actuator(cluster, POLICY).carry_out(
+    outcome = Actuator(scheduler_client, POLICY).carry_out(
         view(cluster, [], nodes), Decisions(mig_changes=(destroy, create))
     )
 
@@ -731,13 +768,13 @@ def install_queues(client: ClusterClient) -> None:
         )
 
 
-def test_queue_status_written_once_and_not_rewritten_on_a_no_op(sent, cluster):
+def test_queue_status_written_once_and_not_rewritten_on_a_no_op(sent, cluster, scheduler_client):
     install_queues(cluster)
     decisions = Decisions(
         departments=(QueueStatus("research", 8, 8, 3, 0),),
         projects=(QueueStatus("team-a", 8, 8 / 3, 2.5, 1.0),),
     )
-    writer = StatusWriter(cluster)
+    writer = StatusWriter(scheduler_client)
     sent.reset()
 
     report = writer.write(view(cluster, []), decisions)
@@ -752,7 +789,9 @@ def test_queue_status_written_once_and_not_rewritten_on_a_no_op(sent, cluster):
     assert len(sent.writes()) == 2
 
     sent.reset()
-    again = StatusWriter(cluster).write(view(cluster, []), decisions)  # a restarted writer too
+    again = StatusWriter(scheduler_client).write(
+        view(cluster, []), decisions
+    )  # a restarted writer too
     assert again.queues == 0 and sent.writes() == []
 
 
@@ -779,7 +818,7 @@ def events_of(client: ClusterClient, name: str) -> list[tuple[str, str, str]]:
     return [(e["type"], e["reason"], e["message"]) for e in events]
 
 
-def test_a_pending_pod_gets_one_condition_and_one_event_per_reason(sent, cluster):
+def test_a_pending_pod_gets_one_condition_and_one_event_per_reason(sent, cluster, scheduler_client):
     train = job("train", WHOLE, pods=2)
     add_pods(cluster, "train", 2)
     add_pods(cluster, "stray", 2)  # pods the snapshot ignored; stray-1 is bound already
@@ -788,7 +827,7 @@ def test_a_pending_pod_gets_one_condition_and_one_event_per_reason(sent, cluster
         Ignored(NS, f"stray-{i}", live_pod(cluster, f"stray-{i}")["metadata"]["uid"], why, i == 1)
         for i, why in enumerate(("an unreadable annotation", "its placement names no GPU"))
     )
-    writer = StatusWriter(cluster)
+    writer = StatusWriter(scheduler_client)
     quota = Decisions(pending_reasons=((train.key, "over department quota"),))
 
     writer.write(view(cluster, [train], ignored=strays), quota)
@@ -815,7 +854,9 @@ def test_a_pending_pod_gets_one_condition_and_one_event_per_reason(sent, cluster
     assert len(events_of(cluster, "train-0")) == 2
 
 
-def test_a_bound_pod_gets_no_pending_reason_and_a_waiting_one_says_why(sent, cluster):
+def test_a_bound_pod_gets_no_pending_reason_and_a_waiting_one_says_why(
+    sent, cluster, scheduler_client
+):
     train, other = job("train", WHOLE), job("other", WHOLE)
     add_pods(cluster, "train", 1)
     add_pods(cluster, "other", 1)
@@ -826,9 +867,9 @@ def test_a_bound_pod_gets_no_pending_reason_and_a_waiting_one_says_why(sent, clu
         )
     )
     current = view(cluster, [train, other])
-    outcome = Actuator(cluster, POLICY).carry_out(current, decisions)
+    outcome = Actuator(scheduler_client, POLICY).carry_out(current, decisions)
 
-    StatusWriter(cluster).write(current, decisions, outcome)
+    StatusWriter(scheduler_client).write(current, decisions, outcome)
 
     assert "conditions" not in live_pod(cluster, "train-0").get("status", {}) or all(
         c["status"] == "True" for c in live_pod(cluster, "train-0")["status"]["conditions"]
@@ -840,7 +881,9 @@ def test_a_bound_pod_gets_no_pending_reason_and_a_waiting_one_says_why(sent, clu
 # --- dry run ----------------------------------------------------------------------------
 
 
-def test_a_dry_run_sends_every_write_as_a_server_dry_run_and_stores_nothing(sent, cluster):
+def test_a_dry_run_sends_every_write_as_a_server_dry_run_and_stores_nothing(
+    sent, cluster, scheduler_client
+):
     install_queues(cluster)
     train, notebook = job("train", WHOLE, pods=2), job("notebook", HALF)
     add_pods(cluster, "train", 2)
@@ -863,8 +906,8 @@ def test_a_dry_run_sends_every_write_as_a_server_dry_run_and_stores_nothing(sent
     sent.reset()
     stored = stored_state(cluster)
 
-    outcome = Actuator(cluster, POLICY, dry_run=True).carry_out(current, decisions)
-    report = StatusWriter(cluster, dry_run=True).write(current, decisions, outcome)
+    outcome = Actuator(scheduler_client, POLICY, dry_run=True).carry_out(current, decisions)
+    report = StatusWriter(scheduler_client, dry_run=True).write(current, decisions, outcome)
 
     writes = [(method, query) for method, _, query in sent.requests() if method != "GET"]
     # the eviction, the MIG request, the reservation pod, the binds, the queue's status
@@ -936,15 +979,16 @@ def one_dgx(client: ClusterClient) -> ClusterClient:
     """The cluster with the example's policy, its namespaces and one Ready DGX-1 of its node
     group (`dgx-0`, 8 V100s, as GFD and the device plugin show it)."""
     make_namespace(client, TEAM_A)
-    make_system_namespace(client)
     client.create(example_policy())
     add_settled(client, gpu_node("dgx-0", "V100-SXM2-32GB", 8))
     return client
 
 
-def test_in_the_loop_fractions_share_a_reserved_gpu_and_whole_gpu_pods_stay_off_it(sent, client):
+def test_in_the_loop_fractions_share_a_reserved_gpu_and_whole_gpu_pods_stay_off_it(
+    sent, client, scheduler_client, reservation_client
+):
     one_dgx(client)
-    scheduler = Scheduler(client, Settings(namespace=SYSTEM))
+    scheduler = Scheduler(scheduler_client, Settings(namespace=SYSTEM))
     client.create(user_pod("notebook-a", fraction="0.5"))
 
     for _ in range(2):  # the reservation pod starts: the notebook keeps its GPU meanwhile
@@ -961,7 +1005,8 @@ def test_in_the_loop_fractions_share_a_reserved_gpu_and_whole_gpu_pods_stay_off_
         int(reservation["metadata"]["labels"][RESERVATION_LABEL]),
     )
     publish(
-        client, {"NVIDIA_VISIBLE_DEVICES": "GPU-5e7a", "POD_NAME": name, "POD_NAMESPACE": SYSTEM}
+        reservation_client,
+        {"NVIDIA_VISIBLE_DEVICES": "GPU-5e7a", "POD_NAME": name, "POD_NAMESPACE": SYSTEM},
     )
     report = scheduler.sync_once()
 
@@ -1006,7 +1051,9 @@ def test_a_reservation_pod_starts_on_its_node_whatever_the_nodes_taints(sent, cl
     assert not started["metadata"].get("deletionTimestamp")
 
 
-def test_a_reservation_left_behind_is_used_by_the_next_fraction_or_released(sent, client):
+def test_a_reservation_left_behind_is_used_by_the_next_fraction_or_released(
+    sent, client, scheduler_client
+):
     """A restart or a failed bind can leave a reservation pod holding a GPU no fraction
     uses. The next fraction takes it (no second GPU reserved, none deleted and made again),
     as one does a half-used GPU; one nobody takes is released."""
@@ -1019,7 +1066,7 @@ def test_a_reservation_left_behind_is_used_by_the_next_fraction_or_released(sent
         left.append(client.create(pod)["metadata"]["name"])
     for name in left:
         wait(f"{name} running", lambda name=name: running(live_pod(client, name, SYSTEM)))
-    scheduler = Scheduler(client, Settings(namespace=SYSTEM))
+    scheduler = Scheduler(scheduler_client, Settings(namespace=SYSTEM))
     client.create(user_pod("notebook-a", fraction="0.5"))
     sent.reset()
 

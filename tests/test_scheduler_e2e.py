@@ -361,8 +361,8 @@ def assert_restarts_change_nothing(cluster: Cluster) -> None:
     from the live pods with nothing remembered: on a settled cluster they bind and evict
     nothing."""
     settled = cluster.fingerprint()
-    elector = LeaderElector(
-        connect(cluster.plane), cluster.system, "gitops-sched-scheduler", "new-leader"
+    elector = LeaderElector(  # another replica: the same ServiceAccount
+        cluster.scheduler_client(), cluster.system, "gitops-sched-scheduler", "new-leader"
     )
     assert elector.try_acquire_or_renew()
     for scheduler in (cluster.new_scheduler(), cluster.new_scheduler(elector)):

@@ -27,12 +27,18 @@ from gitops_sched.contract.pods import GPU_FRACTION, GPU_UUID, PLACEMENT, RESERV
 from gitops_sched.engine.codec import pod_from_dict
 from gitops_sched.scheduler.assumed import ASSUME_FOR_S
 from gitops_sched.scheduler.loop import Scheduler, Settings
-from gitops_sched.scheduler.reservations import SERVICE_ACCOUNT
 from gitops_sched.validate import check_repo
+from testkit.control_plane.accounts import (
+    RESERVATION,
+    SCHEDULER,
+    account_configuration,
+    account_kubeconfig,
+)
 from testkit.control_plane.cluster import ControlPlane
 from testkit.control_plane.devices import DevicePlugin, gpus_asked
 from testkit.control_plane.faultproxy import THROTTLED, FaultProxy, Rule
 from testkit.control_plane.fixtures import FAST_BACKOFF, connect
+from testkit.control_plane.install import apply_kustomization
 from testkit.control_plane.nodes import gpu_node
 from testkit.control_plane.waiting import wait
 from tests.cluster_standins import Kubelet
@@ -66,12 +72,13 @@ def user_pod(name: str, gpus: int = 0, fraction: str = "", namespace: str = TEAM
     }
 
 
-def install(client: ClusterClient) -> None:
-    """netapp-dgx's policy, the reservation pods' ServiceAccount, one DGX-1 of 8 GPUs."""
-    for name in (SYSTEM, TEAM_A, TEAM_B):
+def install(plane: ControlPlane, client: ClusterClient) -> None:
+    """The scheduler's shipped manifests (`kubectl apply -k scheduler/`: its namespace,
+    ServiceAccounts and RBAC), netapp-dgx's policy and projects' namespaces, one DGX-1 of 8
+    GPUs."""
+    apply_kustomization(plane, "scheduler")
+    for name in (TEAM_A, TEAM_B):
         client.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
-    account = {"name": SERVICE_ACCOUNT, "namespace": SYSTEM}
-    client.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": account})
     repo, diagnostics = check_repo(EXAMPLE)
     assert repo is not None, diagnostics
     (policy,) = [o for o in render_repo(repo) if o["kind"] == "ConfigMap"]
@@ -120,25 +127,34 @@ def reservation_uuid(client: ClusterClient) -> str:
 def test_a_silent_pod_watch_and_a_throttled_binding_never_give_a_gpu_twice(
     real_cluster: ControlPlane, proxied: tuple[ClusterClient, FaultProxy]
 ):
+    bound = silent_watch_and_throttled_binding(real_cluster, *proxied)
+    assert "notebook" in bound  # on the GPU its reservation pod holds
+    assert sum(name.startswith("train-") for name in bound) == 7
+    assert sum(name.startswith("gpu-reservation-") for name in bound) == 1
+
+
+def silent_watch_and_throttled_binding(
+    real_cluster: ControlPlane, client: ClusterClient, proxy: FaultProxy
+) -> dict[str, str]:
     """The first cycle puts team-b's notebook on a GPU among team-a's eight trains (the
     fair share takes turns), creates and binds that GPU's reservation pod, and has one
     train's Binding answered 429. The next cycle, the watch silent, gives the notebook the
     lowest free GPU and the throttled train the next: the one the reservation pod already
     holds, unless that pod is in the assumed state. On the scheduler before every write was
-    assumed (e246abd's parent) that bind made it 9 GPUs asked of 8 at the second check."""
-    client, proxy = proxied
-    install(client)
+    assumed (e246abd's parent) that bind made it 9 GPUs asked of 8 at the second check.
+    The scheduler reads its writes back as its ServiceAccount. The pods bound, by name."""
+    install(real_cluster, client)
     client.create(user_pod("notebook", fraction="0.5", namespace=TEAM_B))
     for i in range(8):  # one more whole GPU than the node has beside the shared one
         client.create(user_pod(f"train-{i}", gpus=1))
-    configuration = proxy.configuration(real_cluster.configuration())
+    configuration = proxy.configuration(account_configuration(real_cluster, *SCHEDULER))
     clock = Clock()
     scheduler = Scheduler(
         ClusterClient(configuration, backoff=FAST_BACKOFF),
         Settings(namespace=SYSTEM),
         clock=clock,
     )
-    devices = DevicePlugin(client, real_cluster.kubeconfig)
+    devices = DevicePlugin(client, account_kubeconfig(real_cluster, *RESERVATION))
     proxy.add(Rule(THROTTLED, path=f"/namespaces/{TEAM_A}/pods/[^/]+/binding", method="POST"))
 
     def quiet() -> bool:
@@ -165,11 +181,7 @@ def test_a_silent_pod_watch_and_a_throttled_binding_never_give_a_gpu_twice(
     finally:
         devices.close()
         scheduler.client.close()
-
-    bound = bound_pods(client)
-    assert "notebook" in bound  # on the GPU its reservation pod holds
-    assert sum(name.startswith("train-") for name in bound) == 7
-    assert sum(name.startswith("gpu-reservation-") for name in bound) == 1
+    return bound_pods(client)
 
 
 # --- the property: under any faults, never a GPU given twice ------------------------------

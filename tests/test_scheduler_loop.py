@@ -25,9 +25,14 @@ from gitops_sched.scheduler.loop import SHOWN_IGNORED, Scheduler, Settings, igno
 from gitops_sched.scheduler.status import COMPONENT
 from gitops_sched.scheduler.view import Ignored
 from gitops_sched.validate import check_repo
-from testkit.control_plane.accounts import make_namespace
+from testkit.control_plane.accounts import (
+    SCHEDULER,
+    account_client,
+    account_kubeconfig,
+    make_namespace,
+)
 from testkit.control_plane.cluster import ControlPlane
-from testkit.control_plane.fixtures import connect
+from testkit.control_plane.install import apply_kustomization
 from testkit.control_plane.nodes import add_settled, gpu_node
 from testkit.control_plane.waiting import wait
 from tests.kube_emulator.fixtures import connect as connect_emulator
@@ -232,9 +237,11 @@ def dgx(name: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
     return node
 
 
-def install_example(cluster: ClusterClient) -> None:
-    """netapp-dgx's policy ConfigMap and one DGX-1 node of its group, Ready."""
-    for name in (SYSTEM, TEAM_A, SCRATCH):
+def install_example(plane: ControlPlane, cluster: ClusterClient) -> None:
+    """The scheduler's shipped manifests (`kubectl apply -k scheduler/`: it runs as its
+    ServiceAccount), netapp-dgx's policy ConfigMap and one DGX-1 node of its group, Ready."""
+    apply_kustomization(plane, "scheduler")
+    for name in (TEAM_A, SCRATCH):
         make_namespace(cluster, name)
     repo, diagnostics = check_repo(EXAMPLE)
     assert repo is not None, diagnostics
@@ -243,17 +250,21 @@ def install_example(cluster: ClusterClient) -> None:
     add_settled(cluster, dgx("dgx-0"))
 
 
+def scheduler_client(plane: ControlPlane) -> ClusterClient:
+    return account_client(plane, *SCHEDULER)
+
+
 def test_scheduler_once_lists_the_pods_it_cannot_take_with_why_and_counts_them(
     real_cluster: ControlPlane, real_client: ClusterClient
 ):
     client = real_client
-    install_example(client)
+    install_example(real_cluster, client)
     client.create(our_pod("train"))  # one it takes, and binds
     client.create(our_pod("ghost", labels={PROJECT_LABEL: "nobody"}))
     client.create(our_pod("on-h100", node_selector={"nvidia.com/gpu.product": "H100-SXM5-80GB"}))
     for i in range(22):  # more than a report lists by name
         client.create(our_pod(f"stray-{i:02}", namespace=SCRATCH))
-    kubeconfig = real_cluster.kubeconfig
+    kubeconfig = account_kubeconfig(real_cluster, *SCHEDULER)
 
     result = CliRunner().invoke(
         main, ["scheduler", "--once", "--kubeconfig", str(kubeconfig), "--namespace", SYSTEM]
@@ -284,9 +295,11 @@ def test_the_loop_logs_an_ignored_pod_once_and_again_when_its_reason_changes(
     real_cluster: ControlPlane, real_client: ClusterClient, caplog
 ):
     client = real_client
-    install_example(client)
+    install_example(real_cluster, client)
     client.create(our_pod("ghost", labels={PROJECT_LABEL: "nobody"}))
-    scheduler = Scheduler(connect(real_cluster), Settings(namespace=SYSTEM, cycle_period=0.02))
+    scheduler = Scheduler(
+        scheduler_client(real_cluster), Settings(namespace=SYSTEM, cycle_period=0.02)
+    )
     stop = threading.Event()
     thread = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
 
@@ -371,9 +384,11 @@ def test_the_loop_survives_a_cycle_that_raises_and_binds_on_a_later_one(
     real_cluster: ControlPlane, real_client: ClusterClient
 ):
     client = real_client
-    install_example(client)
+    install_example(real_cluster, client)
     client.create(our_pod("train"))
-    scheduler = Scheduler(connect(real_cluster), Settings(namespace=SYSTEM, cycle_period=0.02))
+    scheduler = Scheduler(
+        scheduler_client(real_cluster), Settings(namespace=SYSTEM, cycle_period=0.02)
+    )
     failed = fail_first(scheduler.client, 2, "POST", "/binding")
     stop = threading.Event()
     thread = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
@@ -392,10 +407,10 @@ def test_a_node_with_garbage_annotations_is_skipped_with_an_event_and_a_metric(
     real_cluster: ControlPlane, real_client: ClusterClient
 ):
     client = real_client
-    install_example(client)
+    install_example(real_cluster, client)
     garbage = add_settled(client, dgx("dgx-1", {NODE_GPUS: "[" * 5000}))
     client.create(our_pod("train"))
-    scheduler = Scheduler(connect(real_cluster), Settings(namespace=SYSTEM))
+    scheduler = Scheduler(scheduler_client(real_cluster), Settings(namespace=SYSTEM))
     try:
         report = scheduler.sync_once()
         assert report is not None and len(report.outcome.bound) == 1  # on dgx-0

@@ -68,7 +68,11 @@ ACTIONS = [
     Action("delete a pod in their project", "delete", "pods", OWN),
     Action("read secrets in their project", "get", "secrets", OWN),
     Action("read pods of a sibling project (same department)", "get", "pods", SIBLING, admin=True),
+    Action("list pods of a sibling project (same department)", "list", "pods", SIBLING, admin=True),
     Action("read pods of another department's project", "get", "pods", OTHER),
+    Action("list pods of another department's project", "list", "pods", OTHER),
+    Action("list pods in every namespace", "list", "pods"),
+    Action("list namespaces", "list", "namespaces"),
     Action(
         "read their department's Project objects",
         "get",
@@ -80,9 +84,11 @@ ACTIONS = [
     ),
     Action("read another department's Project objects", "get", "projects", "", "vision", GROUP),
     Action("list every Project", "list", "projects", group=GROUP),
+    Action("change their Project object", "patch", "projects", "", "assistant", GROUP),
     Action("read their Department object", "get", "departments", "", "product", GROUP, admin=True),
     Action("read another Department object", "get", "departments", "", "research", GROUP),
     Action("read pods in the system namespace", "get", "pods", SYSTEM),
+    Action("create a pod in the system namespace", "create", "pods", SYSTEM),
     Action("read the policy ConfigMap", "get", "configmaps", SYSTEM, "gitops-sched-policy"),
     Action("change the policy ConfigMap", "patch", "configmaps", SYSTEM, "gitops-sched-policy"),
 ]

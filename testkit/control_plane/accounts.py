@@ -8,16 +8,24 @@
   ServiceAccount (TokenRequest), so a part of the product runs with exactly the permissions
   its manifests grant, as it would in its pod; `account_client`: a client made from it the
   way the CLI makes its own (`load_configuration`).
+- `refuse_admin`: a part of the product (its class) that fails to be built on a control
+  plane's admin token, so a test cannot run a part with more than its manifests grant
+  without saying why (the `as_admin` mark: an admin running it from outside).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import yaml
+from kubernetes.client import Configuration
 
 from gitops_sched.cluster import ClusterClient, ObjectRef, load_configuration
-from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.cluster import ADMIN_TOKENS, ControlPlane
 from testkit.control_plane.fixtures import FAST_BACKOFF, connect
 from testkit.control_plane.install import apply_kustomization
 from testkit.control_plane.waiting import wait
@@ -39,6 +47,13 @@ def make_namespace(client: ClusterClient, name: str) -> None:
 def install_agent(plane: ControlPlane) -> None:
     """The agent's manifests; its device plugin Role needs `gpu-operator` to exist."""
     apply_kustomization(plane, "scheduler/agent")
+
+
+def install_reconciler(plane: ControlPlane) -> Callable[[], ClusterClient]:
+    """The reconciler's manifests (`kubectl apply -k reconciler/`, its Deployment aside); a
+    maker of clients of its ServiceAccount."""
+    apply_kustomization(plane, "reconciler")
+    return lambda: account_client(plane, *RECONCILER)
 
 
 def token(plane: ControlPlane, namespace: str, account: str) -> str:
@@ -69,8 +84,40 @@ def account_kubeconfig(plane: ControlPlane, namespace: str, account: str) -> Pat
     return path
 
 
+def account_configuration(plane: ControlPlane, namespace: str, account: str) -> Configuration:
+    """The ServiceAccount's client configuration (through a proxy: `FaultProxy.configuration`)."""
+    return load_configuration(account_kubeconfig(plane, namespace, account))
+
+
 def account_client(
     plane: ControlPlane, namespace: str = AGENT_NAMESPACE, account: str = AGENT_ACCOUNT
 ) -> ClusterClient:
-    configuration = load_configuration(account_kubeconfig(plane, namespace, account))
+    configuration = account_configuration(plane, namespace, account)
     return ClusterClient(configuration, backoff=FAST_BACKOFF, timeout=30.0)
+
+
+def is_admin(client: object) -> bool:
+    """Whether a client holds a control plane's admin token (group `system:masters`)."""
+    configuration = getattr(getattr(client, "api_client", None), "configuration", None)
+    keys = getattr(configuration, "api_key", None) or {}  # `authorization`, or a kubeconfig's
+    return any(str(key).removeprefix("Bearer ") in ADMIN_TOKENS for key in keys.values())
+
+
+def refuse_admin(part: type) -> Callable[..., None]:
+    """`part.__init__`, failing when its `client` is an admin's: the part must run as its
+    ServiceAccount (`account_client`), as its manifests make it run in a cluster."""
+    init: Callable[..., None] = vars(part)["__init__"]  # each part defines its own
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def checked(self: Any, *args: Any, **kw: Any) -> None:
+        client = signature.bind(self, *args, **kw).arguments.get("client")
+        if is_admin(client):
+            raise AssertionError(
+                f"{part.__name__} built on the admin's token (system:masters): give it its "
+                "ServiceAccount's client (account_client), or mark the test "
+                "@pytest.mark.as_admin(why)"
+            )
+        init(self, *args, **kw)
+
+    return checked

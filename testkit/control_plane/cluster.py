@@ -36,6 +36,8 @@ from testkit.control_plane.audit import POLICY as AUDIT_POLICY
 
 STAGES = Path(__file__).with_name("stages.yaml")
 ADMIN = "gitops-sched-admin"
+# the admin token (`system:masters`) of every control plane started in this process
+ADMIN_TOKENS: set[str] = set()
 
 
 class StartFailed(RuntimeError):
@@ -89,6 +91,7 @@ class ControlPlane:
         try:
             self._certificates()
             self.token = secrets.token_hex(16)
+            ADMIN_TOKENS.add(self.token)
             (self.root / "tokens.csv").write_text(f"{self.token},{ADMIN},{ADMIN},system:masters\n")
             self._etcd()
             self._apiserver()
