@@ -270,8 +270,8 @@ def tries(session: Session, job: Job) -> list[tuple[str, ...] | None]:
     if pools is None or job.project not in pools.quotas:
         return [None]
     groups = session.groups_of(job)
-    if len(groups) == 1 and tuple(groups) == job.node_groups:
-        return [None]
+    if not groups or (len(groups) == 1 and tuple(groups) == job.node_groups):
+        return [None]  # one group to try (or none with nodes: the job says why as it is)
     order = {g: i for i, g in enumerate(job.node_groups or groups)}
 
     def left(group: str) -> float:
