@@ -238,7 +238,7 @@ def _fairness(plan: Plan) -> list[str]:
     lines += _moved("Could start", work.started)
     lines += _chart(full)
     every = [line for row in full.projects for line in _fair_rows(row, by_name.get(row.name))]
-    lines += [f"<details><summary>Every project ({len(every)})</summary>", ""]
+    lines += [f"<details><summary>Every project ({len(full.projects)})</summary>", ""]
     lines += _table(
         ["Project", "Guaranteed", "Fair share, full demand", "Fair share, now", "Allocated, now"],
         every,
