@@ -81,7 +81,7 @@ class _Commands(click.Group):
             if exc.errno != errno.EPIPE:
                 why = exc.strerror or exc
                 where = exc.filename or "cannot write the output"
-                click.echo(f"gitops-sched: {where}: {why}", err=True)
+                click.echo(printable(f"gitops-sched: {where}: {why}"), err=True)
             _discard_stdout()
             sys.exit(EXIT_USAGE)
         except Exception as exc:
@@ -90,7 +90,9 @@ class _Commands(click.Group):
                 raise
             # validate rendered every expression; a render past the template time budget
             # (the checks spent most of it) still ends with a message, not a traceback
-            click.echo(f"gitops-sched: cannot render a template expression: {exc}", err=True)
+            click.echo(
+                printable(f"gitops-sched: cannot render a template expression: {exc}"), err=True
+            )
             _discard_stdout()
             sys.exit(EXIT_INVALID)
 
@@ -120,11 +122,9 @@ def validate(path: Path, fmt: str, excludes: tuple[str, ...]) -> None:
     if repo is None:
         sys.exit(EXIT_INVALID)
     if fmt == "text":
-        click.echo(
-            f"{path}: valid ({len(repo.projects)} projects, {len(repo.workloads)} workloads, "
-            f"{repo.gpu_capacity} GPUs{_simulations(repo)})",
-            err=True,
-        )
+        counts = f"{len(repo.projects)} projects, {len(repo.workloads)} workloads"
+        summary = f"{path}: valid ({counts}, {repo.gpu_capacity} GPUs{_simulations(repo)})"
+        click.echo(printable(summary), err=True)
 
 
 def _simulations(repo: Repo) -> str:
@@ -155,8 +155,11 @@ def render(path: Path, output: str, target: str, excludes: tuple[str, ...]) -> N
     if inside is not None:  # rendered objects share our apiVersion: they would load as config
         ignore = "" if inside == "." else f", or add `/{inside}/` to {path / IGNORE_FILE}"
         raise click.UsageError(
-            f"the output folder {output} is inside the config folder {path}: validate, plan "
-            f"and render would read the rendered files as config; render elsewhere{ignore}"
+            printable(
+                f"the output folder {output} is inside the config folder {path}: validate, "
+                f"plan and render would read the rendered files as config; render "
+                f"elsewhere{ignore}"
+            )
         )
     from gitops_sched.compiler.targets import render_target
 
@@ -175,11 +178,11 @@ def render(path: Path, output: str, target: str, excludes: tuple[str, ...]) -> N
     try:
         write_directory(objects, Path(output))
     except ValueError as exc:  # an output path render must not replace
-        raise click.UsageError(str(exc)) from exc
+        raise click.UsageError(printable(str(exc))) from exc
     except OSError as exc:  # full disk, a file where a folder goes, no permission, ...
-        click.echo(f"render: cannot write {output}: {exc.strerror or exc}", err=True)
+        click.echo(printable(f"render: cannot write {output}: {exc.strerror or exc}"), err=True)
         sys.exit(EXIT_USAGE)
-    click.echo(f"{output}: {len(objects)} objects written", err=True)
+    click.echo(printable(f"{output}: {len(objects)} objects written"), err=True)
 
 
 def _discard_stdout() -> None:
@@ -274,7 +277,7 @@ def explain(
     try:
         explanation = explain_workload(repo, _simulation_or_exit(events, repo), workload)
     except ExplainError as exc:
-        raise click.UsageError(str(exc)) from exc
+        raise click.UsageError(printable(str(exc))) from exc
     if fmt == "json":
         click.echo(json.dumps(to_json(explanation), indent=2))
     else:
@@ -285,7 +288,7 @@ def explain(
 @repo_path
 @click.option(
     "--junit",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(dir_okay=False),
     help="Also write the results as JUnit XML, for CI test reports.",
 )
 @click.option(
@@ -296,7 +299,7 @@ def explain(
     help="PASS/FAIL per scenario and per expect: step, or JSON with the same content.",
 )
 @exclude_option
-def run_tests(path: Path, junit: Path | None, fmt: str, excludes: tuple[str, ...]) -> None:
+def run_tests(path: Path, junit: str | None, fmt: str, excludes: tuple[str, ...]) -> None:
     """Run the repo's Simulation documents and check their `expect:` steps.
 
     Exits 0 when every expectation is met (or the repo has no Simulation documents), 1 when
@@ -307,13 +310,15 @@ def run_tests(path: Path, junit: Path | None, fmt: str, excludes: tuple[str, ...
     from gitops_sched.sim.junit import junit_xml
     from gitops_sched.sim.scenarios import json_report, run_scenarios, text_report
 
+    if junit == "":  # Path("") is the current folder
+        raise click.UsageError("--junit is empty: name the report file")
     repo = load_or_exit(path, excludes)
     diagnostics = Diagnostics()
     results = run_scenarios(repo, diagnostics)
     if diagnostics.has_errors:  # none expected: validating the repo parsed each Simulation
         _print_diagnostics(diagnostics)
     if not repo.simulations:
-        click.echo(f"{path}: no Simulation documents found (nothing to test)", err=True)
+        click.echo(printable(f"{path}: no Simulation documents found (nothing to test)"), err=True)
     elif fmt == "json":
         click.echo(json.dumps(json_report(results), indent=2))
     else:
@@ -322,12 +327,12 @@ def run_tests(path: Path, junit: Path | None, fmt: str, excludes: tuple[str, ...
         from gitops_sched.compiler.writing import write_report
 
         try:
-            write_report(junit, junit_xml(results))
+            write_report(Path(junit), junit_xml(results))
         except ValueError as exc:
-            click.echo(f"Error: {exc}", err=True)
+            click.echo(printable(f"Error: {exc}"), err=True)
             sys.exit(EXIT_USAGE)
         except OSError as exc:
-            click.echo(f"Error: cannot write {junit}: {exc.strerror or exc}", err=True)
+            click.echo(printable(f"Error: cannot write {junit}: {exc.strerror or exc}"), err=True)
             sys.exit(EXIT_USAGE)
     failed = diagnostics.has_errors or not all(result.passed for result in results)
     sys.exit(EXIT_INVALID if failed else 0)
@@ -378,7 +383,7 @@ def plan(
     try:
         result = make_plan(path, base_ref, head_ref, state, excludes, target)
     except PlanInputError as exc:
-        click.echo(f"Error: {exc}", err=True)
+        click.echo(printable(f"Error: {exc}"), err=True)
         sys.exit(EXIT_USAGE)
     if not result.head.valid:
         _print_diagnostics(result.head.diagnostics)

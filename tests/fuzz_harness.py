@@ -3,9 +3,10 @@
 The command runs in a child Python with `resource.setrlimit` on its address space and its
 CPU time, and the parent waits for it with a wall-clock limit (`os.wait4`, which also gives
 the child's own peak memory). A case passes when the command ended by itself within the
-limits, with exit code 0, 1 or 2 and no traceback: a hang, a crash, a kill by a limit or
-memory past `MAX_RSS_MIB` fails it. The bounds are generous for a loaded CI machine; what
-they catch is minutes and gigabytes, not a slow second.
+limits, with exit code 0, 1 or 2, no traceback and no raw control character in its output: a
+hang, a crash, a kill by a limit, memory past `MAX_RSS_MIB` or an ESC echoed raw fails it.
+The bounds are generous for a loaded CI machine; what they catch is minutes and gigabytes,
+not a slow second.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ MAX_SECONDS = 60  # wall clock, per case
 MAX_CPU_SECONDS = 30
 MAX_RSS_MIB = 1024  # peak resident memory of the command
 ADDRESS_SPACE = 4 << 30  # the child's RLIMIT_AS: an allocation past it fails at once
+RAW_CONTROLS = "\x1b\x07\x9b"  # what a terminal acts on: messages show them escaped
 
 RUNNER = """
 import resource, sys
@@ -51,6 +53,8 @@ class Outcome:
             found.append("a traceback")
         if self.rss_mib > MAX_RSS_MIB:
             found.append(f"{self.rss_mib:.0f} MiB of memory (bound {MAX_RSS_MIB})")
+        if any(c in self.stdout or c in self.stderr for c in RAW_CONTROLS):
+            found.append("a raw control character (ESC, BEL or CSI) reached the output")
         return found
 
 

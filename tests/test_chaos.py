@@ -50,7 +50,7 @@ from gitops_sched.contract.labels import WORKLOAD_LABEL
 from gitops_sched.sim.run import simulate
 from gitops_sched.validate import check_repo
 from testkit.control_plane.accounts import RECONCILER, SCHEDULER, account_client, token
-from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.cluster import ControlPlane, end
 from testkit.control_plane.faultproxy import FaultProxy, Rates
 from testkit.control_plane.nodes import repo_nodes
 from testkit.control_plane.waiting import wait
@@ -99,13 +99,8 @@ class Part:
         self.process.wait(30)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
+        if self.process is not None:
+            end(self.process)
         if self._out is not None:
             self._out.close()
 

@@ -267,3 +267,52 @@ def test_an_empty_list_for_its_type_is_not_named_as_the_setting(tmp_path: Path) 
         "  node groups it may use: dgx1 (no setting: every node group that runs workloads)"
         in result.output.splitlines()
     )
+
+
+FAIRNESS_REPO = Path(__file__).parent / "scenarios" / "repos" / "fairness-over-time"
+
+
+def test_explain_shows_past_usage_and_the_split_it_changed(tmp_path: Path) -> None:
+    """With fairness over time, explain gives each queue's past usage, and the rounds it
+    shows are the ones the engine took: team-a, which held the node for an hour, gets the
+    smaller part of the spare GPUs."""
+
+    def workload(name: str, project: str) -> dict[str, Any]:
+        return {
+            "apiVersion": API,
+            "kind": "Workload",
+            "metadata": {"name": name},
+            "spec": {"project": project, "gpu": 8},
+        }
+
+    events = {
+        "apiVersion": API,
+        "kind": "Simulation",
+        "metadata": {"name": "turns"},
+        "steps": [
+            {"submit": [workload("a", "team-a")]},
+            {"advance": "1m"},
+            {"submit": [workload("b", "team-b")]},
+            {"advance": "1h"},
+        ],
+    }
+    path = tmp_path / "events.yaml"
+    path.write_text(yaml.safe_dump(events))
+    args = ["explain", str(FAIRNESS_REPO), "b", "--events", str(path)]
+    text = CliRunner().invoke(main, args).output
+    assert (
+        "fairness over time (historyWeight 2, window 4h, half-life 1h): past usage, a share "
+        "of what the cluster gave in the window: lab 0.54, team-a 0.54, team-b 0.00"
+    ) in text
+    assert "team-a +1 (part 1.7529: whole GPUs only), team-b +6 (part 6.2471" in text
+    data = json.loads(CliRunner().invoke(main, [*args, "--format", "json"]).output)
+    fairness = data["fairShare"]["fairness"]
+    assert (fairness["historyWeight"], fairness["windowSeconds"]) == (2, 14400)
+    assert fairness["usage"]["team-b"] == 0
+    assert 0.5 < fairness["usage"]["team-a"] < 0.6
+    assert data["fairShare"]["fairShare"] == 6
+
+
+def test_explain_says_nothing_of_past_usage_without_fairness() -> None:
+    data = json.loads(explain(NETAPP, "resnet50-ddp", "--format", "json").output)
+    assert data["fairShare"]["fairness"] is None

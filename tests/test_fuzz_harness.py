@@ -23,4 +23,5 @@ def test_a_usage_error_passes_and_a_crash_or_memory_past_the_bound_does_not() ->
     crash = Outcome(1, "", "Traceback (most recent call last):\n", 1.0, 50)
     killed = Outcome(-9, "", "", 1.0, 50)
     fat = Outcome(0, "", "", 1.0, MAX_RSS_MIB + 1)
-    assert [len(o.problems()) for o in (crash, killed, fat)] == [1, 1, 1]
+    raw = Outcome(1, "", "x.yaml: \x1b[2J\n", 1.0, 50)
+    assert [len(o.problems()) for o in (crash, killed, fat, raw)] == [1, 1, 1, 1]

@@ -43,6 +43,9 @@ HOSTILE_FILES = [
     "a: &a [" + ", ".join(["x"] * 50) + "]\n" + "b: [" + ", ".join(["*a"] * 50_000) + "]\n",
     "k: \x1b[31m\x07\n",
     'k: "' + "\\x1b" * 100_000 + '"\n',
+    "x: 1" + ":59" * 500 + ".5\n",  # a base-60 float past the largest
+    "[" + "1," * 1_900_000 + "]\n",
+    "a: 1\n",  # a document of no kind (a Simulation file of another shape)
 ]
 TEMPLATES = [
     "{{ 5 | round(-100000000) }}",
@@ -50,6 +53,11 @@ TEMPLATES = [
     '{{ "\\ud800" }}',
     "{{ 1 }}" * 60_000,
     "{% for i in range(10000) %}{% for j in range(10) %}{{ i }}{% endfor %}{% endfor %}",
+    '{{ range(9999) | map("string") | join("x" * 99999) }}',
+    '{{ ("{a}" * 33333).format(a="x" * 99999) }}',
+    '{{ ("\\t" * 99999).expandtabs(99999) }}',
+    "{{ {" + "1: 1, " * 20_000 + "} }}",
+    "{{ 2.0 ** 10000 }}{{ (2 ** 4000) | filesizeformat }}",
 ]
 
 
@@ -114,15 +122,20 @@ CATASTROPHIC = [
     ),
     st.integers(0, 2_000),
     st.lists(st.sampled_from(CATASTROPHIC), max_size=2),
+    st.booleans(),
 )
-def test_fuzz_the_ignore_file(patterns: list[str], copies: int, excludes: list[str]) -> None:
-    """Patterns (repeated up to thousands of lines) against long and deep file names."""
+def test_fuzz_the_ignore_file(
+    patterns: list[str], copies: int, excludes: list[str], no_file: bool
+) -> None:
+    """Patterns (repeated up to thousands of lines) against long and deep file names; or no
+    ignore file, only `--exclude` patterns."""
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "repo"
         texts: dict[str, str | bytes] = {
             name: yaml.safe_dump_all(docs) for name, docs in REPOS["oci-a100"].items()
         }
-        texts[".gitops-schedignore"] = "\n".join(patterns * max(1, copies // 10)) + "\n"
+        if not no_file:
+            texts[".gitops-schedignore"] = "\n".join(patterns * max(1, copies // 10)) + "\n"
         texts["a" * 200 + ".yaml"] = "a: 1\n"
         texts["/".join(["ab"] * 60) + "/x.yaml"] = "a: 1\n"
         _write(repo, texts)
@@ -179,6 +192,9 @@ STATE_TEXTS = [
     '{"workloads": [], "x": ' + "9" * 100_000 + "}",
     '{"workloads": [{"name": "a", "pods": NaN}]}',
     "\xff\xfe{",
+    '{"workloads": [{"name": "\\u001b]0;title\\u0007\\u009b", "pods": 1}]}',
+    '{"workloads": [' + ", ".join(['{"name": "w", "pods": 1}'] * 300_000) + "]}",
+    '{"workloads": [' + ", ".join(["{}"] * 2_000_000) + "]}",
 ]
 
 
@@ -203,13 +219,27 @@ def test_fuzz_the_state(state: str | bytes) -> None:
         assert_bounded("plan", "cfg", "--base", "main", "--state", "state.json", cwd=root)
 
 
+def _env_bomb() -> bytes:
+    """A Workload whose env value is a YAML alias bomb: plan compares it as a string."""
+    bomb = 'a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]\n'
+    for level in "bcdefghi":
+        bomb += f"{level}: &{level} [{', '.join(['*' + chr(ord(level) - 1)] * 10)}]\n"
+    workload = yaml.safe_load(_template_workload("run", "llm-pretrain"))
+    workload["spec"]["env"] = {"X": bomb}
+    return yaml.safe_dump(workload).encode()
+
+
+ENV_BOMB = _env_bomb()
 NAME_BYTES = st.binary(min_size=1, max_size=12).filter(lambda b: b"/" not in b and b"\0" not in b)
 
 
 @TARGET
 @given(
     st.lists(
-        st.tuples(NAME_BYTES, st.sampled_from([b"a: 1\n", b"", b"\xff", b"---\n" * 50_000])),
+        st.tuples(
+            NAME_BYTES,
+            st.sampled_from([b"a: 1\n", b"", b"\xff", b"---\n" * 50_000, ENV_BOMB]),
+        ),
         max_size=4,
     ),
     st.sampled_from([b"", b"[z-a]\n", b"*.yaml\n!keep.yaml\n", b"**/" * 80 + b"x\n"]),

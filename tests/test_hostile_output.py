@@ -183,3 +183,68 @@ def test_junit_through_a_link_replaces_the_file_it_names_and_keeps_the_link(
     assert run("test", str(EXAMPLE), "--junit", str(link))[0] == 0
     assert link.is_symlink()
     assert target.read_text().startswith("<?xml")
+
+
+def test_an_empty_junit_is_a_usage_error_not_the_current_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, output = run("test", str(EXAMPLE), "--junit", "")
+    assert code == 2
+    assert "--junit is empty" in output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_junit_to_a_socket_is_refused(tmp_path: Path) -> None:
+    import socket
+
+    path = tmp_path / "sock"
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind(str(path))
+        code, output = run("test", str(EXAMPLE), "--junit", str(path))
+    assert code == 2
+    assert "not a regular file, character device or FIFO: not written" in output
+    assert stat.S_ISSOCK(os.lstat(path).st_mode)
+
+
+def test_junit_to_a_full_device_is_a_message(tmp_path: Path) -> None:
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    code, output = run("test", str(EXAMPLE), "--junit", "/dev/full")
+    assert code == 2
+    assert "cannot write /dev/full: No space left on device" in output
+    assert stat.S_ISCHR(os.lstat("/dev/full").st_mode)
+
+
+def test_a_list_of_more_files_than_any_render_writes_is_refused(
+    rendered: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gitops_sched.compiler import output
+
+    monkeypatch.setattr(output, "MAX_LISTED_FILES", 1_000)
+    with (rendered / output.MANIFEST).open("a") as manifest:
+        manifest.writelines(f"x{i}/y.yaml\n" for i in range(1_000))
+    before = snapshot(rendered)
+    code, out = run("render", str(EXAMPLE), "-o", str(rendered))
+    assert code == 2
+    assert "lists more than 1,000 files, more than any render writes" in out
+    assert snapshot(rendered) == before
+
+
+def test_stale_paths_below_folders_that_are_gone_are_dropped_from_the_list(
+    rendered: Path,
+) -> None:
+    """Each listed path is looked up by its folder: 50,000 in a thousand folders that are
+    gone cost a thousand lookups; those in a folder that is there are deleted."""
+    from gitops_sched.compiler.output import MANIFEST
+
+    (rendered / "_cluster" / "old").mkdir()
+    (rendered / "_cluster" / "old" / "x.yaml").write_text("stale\n")
+    with (rendered / MANIFEST).open("a") as manifest:
+        manifest.writelines(f"gone{i % 1000}/y{i}.yaml\n" for i in range(50_000))
+        manifest.write("_cluster/old/x.yaml\n")
+    code, _ = run("render", str(EXAMPLE), "-o", str(rendered))
+    assert code == 0
+    listed = (rendered / MANIFEST).read_text().splitlines()
+    assert not any(p.startswith(("gone", "_cluster/old")) for p in listed)
+    assert not (rendered / "_cluster" / "old").exists()

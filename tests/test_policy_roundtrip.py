@@ -133,6 +133,8 @@ def repos(draw: st.DrawFn) -> Repo:
     }
     if min_runtime := draw(min_runtimes()):
         policy["minRuntime"] = min_runtime
+    if fairness := draw(st.one_of(st.none(), fairnesses())):
+        policy["fairness"] = fairness
     documents = [doc("Cluster", "lab", namespacePrefix="ns-", policy=policy)]
     departments = draw(st.lists(st.sampled_from("abcd"), min_size=1, max_size=3, unique=True))
     for name in departments:
@@ -162,6 +164,18 @@ def min_runtimes() -> st.SearchStrategy[dict[str, str]]:
     """A `minRuntime:` setting nothing, one or both of its durations."""
     durations = st.sampled_from(["0s", "90s", "30m"])
     return st.fixed_dictionaries({}, optional={"preempt": durations, "reclaim": durations})
+
+
+def fairnesses() -> st.SearchStrategy[dict[str, Any]]:
+    """A `fairness:` setting any of its values, or none (its defaults)."""
+    return st.fixed_dictionaries(
+        {},
+        optional={
+            "historyWeight": st.sampled_from([0, 0.5, 1, 4]),
+            "window": st.sampled_from(["1h", "8h", "7d", 600]),
+            "halfLife": st.sampled_from(["0s", "30m", "2h"]),
+        },
+    )
 
 
 def queue_fields(draw: st.DrawFn) -> dict[str, Any]:
@@ -324,3 +338,24 @@ def test_the_configmap_carries_each_projects_quota_per_node_group() -> None:
     assert queues["pooled"].pool_quotas == (("a100", 4.0), ("h100", 8.0))
     assert queues["pooled"].deserved == 12
     assert queues["single"].pool_quotas == ()
+
+
+def test_every_fairness_field_the_document_carries_is_read() -> None:
+    """Fairness over time reaches the scheduler: each of its values, changed in the
+    document, changes the engine's policy; without it the document carries none."""
+    fairness = {"historyWeight": 2, "window": "8h", "halfLife": "1h"}
+    repo = repo_of(
+        doc("Cluster", "lab", policy={"fairness": fairness}),
+        doc("Department", "d", quota={"gpu": 4}),
+        doc("Project", "a", department="d", quota={"gpu": 1}),
+    )
+    data = yaml.safe_load(dump_object(policy_document(repo)))
+    assert data["fairness"] == {"historyWeight": 2, "windowSeconds": 28800, "halfLifeSeconds": 3600}
+    before = read_policy_document(data)
+    assert before.policy == policy_from_repo(repo)
+    for key in data["fairness"]:
+        changed = read_policy_document(changed_at(data, ("fairness", key), _other))
+        assert changed.policy.fairness != before.policy.fairness, key
+    plain = repo_of(doc("Cluster", "lab"), doc("Department", "d", quota={"gpu": 4}))
+    assert "fairness" not in policy_document(plain)
+    assert read_back(plain).policy.fairness is None

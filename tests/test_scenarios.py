@@ -144,3 +144,31 @@ def test_a_pool_quota_is_reclaimed_in_its_pool_and_buys_nothing_in_another():
         "allocated": 2,
         "queued": 2,
     }
+
+
+def test_two_teams_that_each_want_the_whole_cluster_take_turns():
+    """Fairness over time: the node goes back and forth by reclaim, never to one team for
+    ever (tests/scenarios/fairness-over-time.yaml)."""
+    output = run_scenario("fairness-over-time")
+    evictions = decisions(output, "evict")
+    assert [(e["workload"], e["reason"], e["by"]) for e in evictions] == [
+        ("train-a", "reclaim", "train-b"),
+        ("train-b", "reclaim", "train-a"),
+        ("train-a", "reclaim", "train-b"),
+    ]
+    assert [e["workload"] for e in decisions(output, "bind")] == ["train-a", "train-b"] * 2
+
+
+def test_without_fairness_over_time_the_first_team_keeps_the_cluster(tmp_path: Path):
+    """The same repo and steps with no `fairness:`: team-a's run is never reclaimed."""
+    text = (SCENARIOS / "repos" / "fairness-over-time" / "cluster.yaml").read_text()
+    assert "fairness:" in text
+    (tmp_path / "cluster.yaml").write_text(re.sub(r"\n  policy:\n    fairness: .*\n", "\n", text))
+    events = str(SCENARIOS / "fairness-over-time.yaml")
+    result = CliRunner().invoke(
+        main, ["simulate", str(tmp_path), "--events", events, "--format", "json"]
+    )
+    output = json.loads(result.stdout)
+    assert decisions(output, "evict") == []
+    assert [e["workload"] for e in decisions(output, "bind")] == ["train-a"]
+    assert output["expectations"]["failed"]  # the turns the scenario expects never come

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ from gitops_sched.engine.types import (
     Decisions,
     Evict,
     EvictReason,
+    Fairness,
     Gpu,
     GpuRequest,
     Job,
@@ -56,6 +58,7 @@ from gitops_sched.engine.types import (
     QueueStatus,
     RequestKind,
     Snapshot,
+    UsageHistory,
 )
 from gitops_sched.hardware.mig import MigInstance
 from gitops_sched.scheduler.actuate import Actuator
@@ -63,6 +66,7 @@ from gitops_sched.scheduler.loop import Scheduler, Settings
 from gitops_sched.scheduler.reservations import reservation_name, reservation_pod
 from gitops_sched.scheduler.reserve import publish
 from gitops_sched.scheduler.status import COMPONENT, StatusWriter
+from gitops_sched.scheduler.usage import UsageKeeper, usage_status
 from gitops_sched.scheduler.view import ClusterView, Ignored, PodRef, Reservation
 from testkit.control_plane.accounts import (
     RESERVATION,
@@ -789,7 +793,8 @@ def test_queue_status_written_once_and_not_rewritten_on_a_no_op(sent, cluster, s
     assert project is not None
     numbers = {"deserved": 8, "fairShare": 2.6667, "allocated": 2.5, "queued": 1}
     assert project["status"] == {**numbers, "nodeGroups": {"a100": numbers}}
-    assert set(project["status"]) == set(STATUS_FIELDS["Project"])
+    # every field but the past usage, kept only with fairness over time (scheduler.usage)
+    assert set(project["status"]) == set(STATUS_FIELDS["Project"]) - {"usage"}
     department = cluster.get(ObjectRef(API_VERSION, "Department", "", "research"))
     assert department is not None and department["status"]["allocated"] == 3
     assert len(sent.writes()) == 2
@@ -1096,3 +1101,40 @@ def test_a_reservation_left_behind_is_used_by_the_next_fraction_or_released(
         live_pod(client, "notebook-b", TEAM_A)["metadata"]["annotations"][PLACEMENT]
     )
     assert placed["gpus"] == [3]
+
+
+def test_past_usage_is_kept_in_project_status_and_read_back_after_a_restart(
+    sent, cluster, scheduler_client
+):
+    """Fairness over time: the closed buckets of a project's usage go into its status
+    (the CRD keeps them), once; a restarted scheduler reads them back from there."""
+    install_queues(cluster)
+    fairness = Fairness(history_weight=1, window_s=1200)  # buckets of 100s
+    history = UsageHistory((("team-a", ((0.0, 800.0), (100.0, 400.0), (200.0, 50.0))),))
+    decisions = Decisions(projects=(QueueStatus("team-a", 8, 8, 4, 0, usage=0.2),))
+    live = view(cluster, [])
+    policy = replace(live.snapshot.policy, fairness=fairness)
+    live = replace(live, snapshot=replace(live.snapshot, policy=policy, history=history, now=250))
+
+    usage = usage_status(live.snapshot)
+    assert StatusWriter(scheduler_client).write(live, decisions, usage=usage).queues == 1
+    project = cluster.get(ObjectRef(API_VERSION, "Project", "", "team-a"))
+    assert project is not None
+    assert project["status"]["usage"] == {  # the bucket still open (200s) is not written
+        "buckets": [{"start": 0, "gpuSeconds": 800}, {"start": 100, "gpuSeconds": 400}]
+    }
+    sent.reset()
+    again = StatusWriter(scheduler_client).write(live, decisions, usage=usage)
+    assert again.queues == 0  # unchanged: not written again
+    assert sent.writes() == []
+
+    keeper = UsageKeeper()
+    assert keeper.status(live.snapshot) == {}  # nothing to write before it has read
+    assert keeper.history_at(scheduler_client, fairness, 300.0) == UsageHistory(
+        (("team-a", ((0.0, 800.0), (100.0, 400.0))),)
+    )
+    assert keeper.status(live.snapshot) == usage
+    keeper.held(300.0, decisions)  # team-a holds 4 GPUs from 300s
+    assert keeper.history_at(scheduler_client, fairness, 350.0) == UsageHistory(
+        (("team-a", ((0.0, 800.0), (100.0, 400.0), (300.0, 200.0))),)
+    )

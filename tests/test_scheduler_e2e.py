@@ -15,8 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,7 +52,7 @@ from testkit.control_plane.accounts import (
     account_client,
     account_kubeconfig,
 )
-from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.cluster import ControlPlane, end, free_port
 from testkit.control_plane.devices import DevicePlugin, PodLog
 from testkit.control_plane.fixtures import connect, wipe
 from testkit.control_plane.install import apply_kustomization
@@ -55,6 +60,14 @@ from testkit.control_plane.nodes import repo_nodes
 from testkit.control_plane.waiting import wait
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "clusters" / "netapp-dgx"
+CLI = str(Path(sys.executable).with_name("gitops-sched"))
+# team-d claiming its quota once the example runs: a reclaim, its victims' pods pending
+CLAIM = {
+    "apiVersion": "gitops-sched.io/v1alpha1",
+    "kind": "Workload",
+    "metadata": {"name": "d-train"},
+    "spec": {"project": "team-d", "type": "train", "gpu": 4},
+}
 WORKLOAD_KINDS = ("Job", "Deployment")
 Obj = dict[str, Any]
 
@@ -374,6 +387,88 @@ def assert_restarts_change_nothing(cluster: Cluster) -> None:
         assert cluster.fingerprint() == settled
 
 
+class Replica:
+    """A `gitops-sched scheduler` process as the shipped Deployment runs it (leader election
+    on, the shipped Lease timings), as the scheduler's ServiceAccount, its metrics and probes
+    on a port of its own."""
+
+    def __init__(self, cluster: Cluster, name: str, log: Path):
+        self.name, self.port = name, free_port()
+        kubeconfig = account_kubeconfig(cluster.plane, *SCHEDULER)
+        args = [CLI, "scheduler", "--kubeconfig", str(kubeconfig), "--namespace", cluster.system]
+        args += ["--cycle-period", "0.5s", "--listen", f"127.0.0.1:{self.port}"]
+        with log.open("ab") as out:
+            self.process = subprocess.Popen(
+                args, env={**os.environ, "POD_NAME": name}, stdout=out, stderr=subprocess.STDOUT
+            )
+
+    def get(self, path: str) -> str | None:
+        try:
+            url = f"http://127.0.0.1:{self.port}{path}"
+            with urllib.request.urlopen(url, timeout=2) as answer:
+                return str(answer.read().decode())
+        except OSError:
+            return None
+
+    def metric(self, name: str) -> float:
+        """The sum of a metric's samples (every label), 0 before the process serves."""
+        text = self.get("/metrics") or ""
+        return sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith((f"{name} ", f"{name}{{"))
+        )
+
+    def led(self, cycles: int) -> bool:
+        """It holds the Lease and has run `cycles` cycles as leader."""
+        leading = self.metric("gitops_sched_leader") == 1
+        return leading and self.metric("gitops_sched_cycle_duration_seconds_count") >= cycles
+
+    def acted(self) -> tuple[float, float]:
+        """Pods it bound and evicted."""
+        binds = self.metric("gitops_sched_binds_total")
+        return binds, self.metric("gitops_sched_evictions_total")
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(30)
+
+    def stop(self) -> None:
+        end(self.process)
+
+
+def test_a_restarted_scheduler_process_and_a_failed_over_leader_bind_and_evict_nothing(
+    cluster: Cluster, tmp_path: Path
+):
+    # settled with work waiting: team-d's claim has reclaimed, its victims' pods pending
+    cluster.submit_repo_workloads()
+    cluster.settle()
+    cluster.submit(next(o for o in render_claim(CLAIM, tmp_path) if o["kind"] == "Job"))
+    cluster.settle()
+    settled, evicted = cluster.fingerprint(), cluster.evicted_workloads()
+    assert evicted and [p for p in cluster.pods() if not p["spec"].get("nodeName")]
+    # the scheduler restarted: a new process, nothing remembered, its view from live pods
+    first = Replica(cluster, "replica-a", tmp_path / "scheduler.log")
+    second = None
+    try:
+        cluster.wait("replica-a to lead 3 cycles", lambda: first.led(3))
+        second = Replica(cluster, "replica-b", tmp_path / "scheduler.log")
+        cluster.wait("replica-b a ready standby", lambda: second.get("/readyz") is not None)
+        assert second.metric("gitops_sched_leader") == 0
+        assert first.acted() == (0, 0)
+        # the leader killed (it gives nothing back): the standby takes the Lease over
+        first.kill()
+        cluster.wait("replica-b to lead 3 cycles", lambda: second.led(3))
+        assert second.acted() == (0, 0)
+    finally:
+        for replica in (first, second):
+            if replica is not None:
+                replica.stop()
+    assert cluster.fingerprint() == settled
+    assert cluster.evicted_workloads() == evicted
+    assert cluster.failed() == []
+
+
 def claim_simulation(repo: Repo, tmp_path: Path, workload: Obj):
     """`simulate`'s answer to `workload` arriving once the repo's workloads run."""
     settled = to_json(simulate(repo))
@@ -398,12 +493,7 @@ def test_a_higher_claim_evicts_exactly_the_victims_simulate_names(
 ):
     cluster.submit_repo_workloads()
     cluster.settle()
-    claim = {
-        "apiVersion": "gitops-sched.io/v1alpha1",
-        "kind": "Workload",
-        "metadata": {"name": "d-train"},
-        "spec": {"project": "team-d", "type": "train", "gpu": 4},
-    }
+    claim = CLAIM
     predicted = claim_simulation(repo, tmp_path, claim)
     victims = sorted({e.workload for e in predicted.log if e.action == "evict"})
     assert victims  # the scenario is one of reclaim

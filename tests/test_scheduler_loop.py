@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+import yaml
 from click.testing import CliRunner
 
 from gitops_sched.cli import main
@@ -20,6 +22,7 @@ from gitops_sched.compiler import render_repo
 from gitops_sched.contract.labels import PROJECT_LABEL
 from gitops_sched.contract.pods import GPU_RESOURCE as GPU
 from gitops_sched.contract.pods import NODE_GPUS
+from gitops_sched.contract.policy import POLICY_CONFIGMAP, POLICY_KEY
 from gitops_sched.scheduler.assumed import ASSUME_FOR_S, Assumed
 from gitops_sched.scheduler.loop import SHOWN_IGNORED, Scheduler, Settings, ignored_lines
 from gitops_sched.scheduler.status import COMPONENT
@@ -435,3 +438,33 @@ def test_a_node_with_garbage_annotations_is_skipped_with_an_event_and_a_metric(
             "more than 16",
         )
     ]
+
+
+def test_with_fairness_over_time_the_loop_adds_what_each_project_held_between_cycles(
+    real_cluster: ControlPlane, real_client: ClusterClient
+):
+    """The policy's fairness reaches the loop: the GPU team-a held from one cycle to the
+    next is its past usage, exported per queue (a share of the window's capacity)."""
+    client = real_client
+    install_example(real_cluster, client)
+    ref = ObjectRef("v1", "ConfigMap", SYSTEM, POLICY_CONFIGMAP)
+    config_map = client.get(ref)
+    document = yaml.safe_load(config_map["data"][POLICY_KEY])
+    document["fairness"] = {"historyWeight": 1, "windowSeconds": 1200, "halfLifeSeconds": 0}
+    client.patch(ref, {"data": {POLICY_KEY: yaml.safe_dump(document)}})
+    client.create(our_pod("train"))
+    now = [1200.0]
+    scheduler = Scheduler(
+        scheduler_client(real_cluster), Settings(namespace=SYSTEM), clock=lambda: now[0]
+    )
+    usage = {"level": "project", "queue": "team-a"}
+    name = "gitops_sched_queue_usage_ratio"
+    try:
+        report = scheduler.sync_once()
+        assert report is not None and len(report.outcome.bound) == 1
+        assert metric(scheduler, name, **usage) == 0
+        now[0] += 600  # half the window with 1 of the node's 8 GPUs
+        scheduler.sync_once()
+    finally:
+        scheduler.client.close()
+    assert metric(scheduler, name, **usage) == pytest.approx(600 / (8 * 1200))

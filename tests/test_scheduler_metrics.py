@@ -31,6 +31,7 @@ EXPORTED = {
     "gitops_sched_queue_fair_share_gpus",
     "gitops_sched_queue_allocated_gpus",
     "gitops_sched_queue_pending_gpus",
+    "gitops_sched_queue_usage_ratio",
     "gitops_sched_cycle_duration_seconds",
     "gitops_sched_binds_total",
     "gitops_sched_evictions_total",
@@ -200,3 +201,15 @@ def test_ignored_pods_are_counted_by_namespace_and_a_namespace_with_none_left_dr
 
     metrics.set_leader(False)  # the leader counts them now
     assert "gitops_sched_ignored_pods{" not in generate_latest(metrics.registry).decode()
+
+
+def test_past_usage_is_exported_per_queue_and_leaves_with_it() -> None:
+    """Fairness over time: each queue's decayed past usage, a share of the window."""
+    metrics = SchedulerMetrics()
+    used = QueueStatus("vision", 0, 2, 8, 8, usage=0.625)
+    metrics.record_queues(decisions(used, QueueStatus("nlp", 0, 6, 0, 8)))
+    project = {"level": "project", "queue": "vision"}
+    assert value(metrics, "gitops_sched_queue_usage_ratio", **project) == 0.625
+    assert value(metrics, "gitops_sched_queue_usage_ratio", level="project", queue="nlp") == 0
+    metrics.record_queues(decisions(used))
+    assert value(metrics, "gitops_sched_queue_usage_ratio", level="project", queue="nlp") is None

@@ -274,7 +274,7 @@ def test_unknown_field_in_a_nested_block_mapping(tmp_path: Path) -> None:
     assert problems(tmp_path, text_of("Cluster", spec, name="c")) == [
         "repo.yaml:8:5: Cluster/c: unknown field 'spec.policy.preemption' (allowed: "
         "cyclePeriod, reclaimThreshold, consolidation, staleGangGrace, defaultOverQuotaWeight, "
-        "allowOversubscription, minRuntime)"
+        "allowOversubscription, minRuntime, fairness)"
     ]
 
 

@@ -1,5 +1,6 @@
-"""A settled state stays settled: continued under the same config from what it wrote out
-(`simulate --format json` fed back as `running:`), the engine decides nothing; and a plan
+"""A settled state stays settled: one more cycle (on the engine's snapshot written out and read
+back by its codec), or continued under the same config from what it wrote out (`simulate
+--format json` fed back as `running:`), the engine decides nothing; and a plan
 blames a change only for what it causes, so a change that changes nothing moves nothing.
 
 The repos are the benchmarks' generated ones (`benchmarks/compile_scale.py`: whole GPUs,
@@ -40,7 +41,7 @@ from gitops_sched.contract.inventory import encode_inventory
 from gitops_sched.contract.labels import API_VERSION as API
 from gitops_sched.contract.pods import COMPLETION_INDEX, NODE_GPUS, PLACEMENT
 from gitops_sched.engine import schedule, settle
-from gitops_sched.engine.codec import pod_to_dict
+from gitops_sched.engine.codec import pod_to_dict, snapshot_from_dict, snapshot_to_dict
 from gitops_sched.engine.types import Node, Snapshot
 from gitops_sched.hardware.gpus import MIB
 from gitops_sched.plan.build import Plan, make_plan
@@ -49,7 +50,7 @@ from gitops_sched.scheduler.snapshot import CycleMemory, build_view
 from gitops_sched.scheduler.view import ClusterView
 from gitops_sched.sim.events import load_simulation
 from gitops_sched.sim.report import to_json
-from gitops_sched.sim.run import simulate
+from gitops_sched.sim.run import SimulationResult, simulate
 from gitops_sched.validate import check_repo
 from testkit.control_plane.nodes import repo_nodes
 from tests.conftest import examples
@@ -101,8 +102,8 @@ def steps(repo: Repo, order: random.Random, arrivals: int, advance: str, deleted
     return [*made, {"delete": names[:deleted]}] if deleted else made
 
 
-def run(repo: Repo, steps: list, running: list | None = None) -> dict[str, Any]:
-    """`simulate --events` of a Simulation with these steps (and `running:`), as JSON."""
+def run_result(repo: Repo, steps: list, running: list | None = None) -> SimulationResult:
+    """`simulate --events` of a Simulation with these steps (and `running:`)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "events.yaml"
         document = {"apiVersion": API, "kind": "Simulation", "metadata": {"name": "waves"}}
@@ -111,7 +112,17 @@ def run(repo: Repo, steps: list, running: list | None = None) -> dict[str, Any]:
         diagnostics = Diagnostics()
         simulation = load_simulation(path, repo, diagnostics)
         assert simulation is not None, [d.text() for d in diagnostics.items]
-        return json.loads(json.dumps(to_json(simulate(repo, simulation))))
+        return simulate(repo, simulation)
+
+
+def as_json(result: SimulationResult) -> dict[str, Any]:
+    """What `simulate --format json` prints of it, read back."""
+    return json.loads(json.dumps(to_json(result)))
+
+
+def run(repo: Repo, steps: list, running: list | None = None) -> dict[str, Any]:
+    """`simulate --events --format json` of a Simulation with these steps (and `running:`)."""
+    return as_json(run_result(repo, steps, running))
 
 
 def active(workloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -142,9 +153,13 @@ def test_a_settled_state_fed_back_as_running_decides_nothing(
     assume(repo is not None)
     assert repo is not None
     if arrivals == 1 and not deleted:  # the repo arriving at once: simulate without events
-        settled = json.loads(json.dumps(to_json(simulate(repo))))
+        result = simulate(repo)
     else:
-        settled = run(repo, steps(repo, order, arrivals, advance, deleted))
+        result = run_result(repo, steps(repo, order, arrivals, advance, deleted))
+    settled = as_json(result)
+    # one more cycle, on the engine's snapshot written out and read back by its codec
+    snapshot = snapshot_from_dict(json.loads(json.dumps(snapshot_to_dict(result.snapshot))))
+    assert not schedule(snapshot).changed
     # fed back, as `plan --state` reads it and as a Simulation's `running:`
     again = simulate(repo, state_simulation(repo, settled, "state.json"))
     assert [(e.action, e.workload, e.reason) for e in again.log] == []

@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Protocol
 
 from gitops_sched.config.model import (
+    FairnessSettings,
     NodeGroup,
     Repo,
     Resources,
@@ -21,7 +22,16 @@ from gitops_sched.config.model import (
     over_quota_weight,
     queue_ages,
 )
-from gitops_sched.engine.types import Gpu, GpuRequest, Job, Node, Policy, QueueSpec, RequestKind
+from gitops_sched.engine.types import (
+    Fairness,
+    Gpu,
+    GpuRequest,
+    Job,
+    Node,
+    Policy,
+    QueueSpec,
+    RequestKind,
+)
 from gitops_sched.hardware.gfd import gfd_labels
 from gitops_sched.hardware.gpus import MIB, gpu_memory_mib, lookup_gpu_model
 from gitops_sched.hardware.mig import MigInstance, in_layout_order
@@ -80,6 +90,19 @@ def engine_policy(
         reclaim_threshold=settings.reclaim_threshold,
         consolidation=settings.consolidation,
         stale_gang_grace_s=float(settings.stale_gang_grace_s),
+        fairness=engine_fairness(settings.fairness),
+    )
+
+
+def engine_fairness(settings: FairnessSettings | None) -> Fairness | None:
+    """The engine's fairness over time; None where it is not configured or its window is
+    empty (the schema refuses 0s, but 0m0s is 0 too: nothing would be kept)."""
+    if settings is None or settings.window_s <= 0:
+        return None
+    return Fairness(
+        history_weight=settings.history_weight,
+        window_s=float(settings.window_s),
+        half_life_s=float(settings.half_life_s),
     )
 
 

@@ -13,7 +13,14 @@ from typing import Any, ClassVar
 import yaml
 
 from gitops_sched.bridge.build import engine_policy, group_gpu_quotas
-from gitops_sched.config.model import MigLayout, NodeGroup, Project, Resources, SchedulerPolicy
+from gitops_sched.config.model import (
+    FairnessSettings,
+    MigLayout,
+    NodeGroup,
+    Project,
+    Resources,
+    SchedulerPolicy,
+)
 from gitops_sched.contract.policy import POLICY_KEY, PolicyFields, PolicyFormatError
 from gitops_sched.engine.types import Policy, QueueSpec
 from gitops_sched.hardware.mig import MigInstance
@@ -93,6 +100,7 @@ def read_policy_document(data: Any) -> ClusterPolicy:
         reclaim_threshold=float(doc.number("reclaimThreshold", 0)),
         consolidation=doc.flag("consolidation", True),
         stale_gang_grace_s=doc.integer("staleGangGraceSeconds", SchedulerPolicy.stale_gang_grace_s),
+        fairness=_read_fairness(doc),
     )
     departments, queues, projects = [], [], {}
     for department in doc.items("departments"):
@@ -125,6 +133,18 @@ def read_policy_document(data: Any) -> ClusterPolicy:
         projects=projects,
         namespaces={p.namespace: p.name for p in projects.values()},
         node_groups=tuple(groups),
+    )
+
+
+def _read_fairness(doc: PolicyFields) -> FairnessSettings | None:
+    """Fairness over time as the writer wrote it (in seconds); None where it is left out."""
+    if doc.data.get("fairness") is None:
+        return None
+    fairness = doc.mapping("fairness")
+    return FairnessSettings(
+        history_weight=float(fairness.number("historyWeight", 1)),
+        window_s=fairness.integer("windowSeconds", FairnessSettings().window_s),
+        half_life_s=fairness.integer("halfLifeSeconds", 0),
     )
 
 

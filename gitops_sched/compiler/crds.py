@@ -121,6 +121,28 @@ STATUS_FIELDS: dict[str, dict[str, Any]] = {
     },
 }
 
+# fairness over time: a Project's past usage, kept here by the scheduler (scheduler.usage)
+STATUS_FIELDS["Project"] = {
+    **STATUS_FIELDS["Project"],
+    "usage": {
+        "type": "object",
+        "description": "Past GPU usage in the policy's fairness window (fairness over time): "
+        "GPU-seconds per closed bucket of the window, oldest first, kept by the scheduler.",
+        "properties": {
+            "buckets": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "start": _number("When the bucket starts (Unix seconds)."),
+                        "gpuSeconds": _number("GPU-seconds the project's pods held in it."),
+                    },
+                },
+            }
+        },
+    },
+}
+
 _AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
 
 

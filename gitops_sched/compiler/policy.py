@@ -22,6 +22,7 @@ from gitops_sched.compiler.meta import object_meta
 from gitops_sched.compiler.yamltext import dump_object
 from gitops_sched.config.model import (
     Department,
+    FairnessSettings,
     MigLayout,
     NodeGroup,
     Project,
@@ -69,11 +70,26 @@ def policy_document(repo: Repo) -> dict[str, Any]:
         "reclaimThreshold": policy_number(policy.reclaim_threshold),
         "consolidation": policy.consolidation,
         "staleGangGraceSeconds": policy.stale_gang_grace_s,
+        **_fairness(policy.fairness),
         "departments": [
             _department(repo, d, projects.get(d.name, []))
             for d in sorted(repo.departments, key=lambda d: d.name)
         ],
         "nodeGroups": [_node_group(g) for g in sorted(repo.node_groups, key=lambda g: g.name)],
+    }
+
+
+def _fairness(fairness: FairnessSettings | None) -> dict[str, Any]:
+    """`fairness:` in seconds, or nothing where it is not configured (the documents of
+    repos without it stay as they were)."""
+    if fairness is None:
+        return {}
+    return {
+        "fairness": {
+            "historyWeight": policy_number(fairness.history_weight),
+            "windowSeconds": fairness.window_s,
+            "halfLifeSeconds": fairness.half_life_s,
+        }
     }
 
 

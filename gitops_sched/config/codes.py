@@ -133,8 +133,9 @@ NO_NODE_SELECTOR = _code(
 )
 RESERVED_NAMESPACE = _code(
     "GS310",
-    "project namespace taken",
-    "rename the project (or change namespacePrefix): not the system namespace, `default` or kube-*",
+    "namespace taken",
+    "rename the project (or change namespacePrefix or systemNamespace): not the system "
+    "namespace, `default`, kube-*, crds, kueue-system or kai-scheduler",
 )
 
 # --- GS4xx: quotas and capacity ---------------------------------------------------------------

@@ -141,8 +141,14 @@ class IgnoreRules:
     def of(cls, ignore_text: str = "", excludes: Iterable[str] = ()) -> IgnoreRules:
         """Raises BadPattern for a malformed pattern or past the bounds."""
         patterns, chars = [], 0
-        for line in [*ignore_text.splitlines(), *excludes]:
-            pattern = _compile(line)
+        lines = ignore_text.splitlines()
+        for number, line in enumerate([*lines, *excludes]):
+            try:
+                pattern = _compile(line)
+            except BadPattern as exc:
+                if number < len(lines):
+                    raise
+                raise BadPattern(f"--exclude {exc}") from None
             if pattern is None:
                 continue
             patterns.append(pattern)

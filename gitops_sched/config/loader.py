@@ -115,13 +115,17 @@ could not be read comes with an `Unreadable` (the reason) instead of its bytes."
 
 
 def folder_rules(root: Path, excludes: Iterable[str] = ()) -> IgnoreRules | Unreadable:
-    """The root's `.gitops-schedignore` (if any) plus `excludes`, or why the file is unreadable."""
+    """The root's `.gitops-schedignore` (if any) plus `excludes`, or why the file is unreadable
+    or a pattern (of the file, or an `--exclude`) is malformed."""
     path = root / IGNORE_FILE
-    if not os.path.lexists(path):
-        return IgnoreRules.of("", excludes)
-    raw = read_capped(path, root.resolve())
+    raw = read_capped(path, root.resolve()) if os.path.lexists(path) else b""
     if isinstance(raw, Unreadable):
         return raw
+    return ignore_rules(raw, excludes)
+
+
+def ignore_rules(raw: bytes, excludes: Iterable[str]) -> IgnoreRules | Unreadable:
+    """The ignore file's bytes plus `excludes` as rules, or why they are none (GS103)."""
     try:
         return IgnoreRules.of(raw.decode("utf-8"), excludes)
     except UnicodeDecodeError:

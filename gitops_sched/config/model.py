@@ -93,6 +93,25 @@ class MinRuntime:
 
 
 @dataclass(frozen=True)
+class FairnessSettings:
+    """The Cluster's `fairness:` (fairness over time), in seconds; see engine.history."""
+
+    history_weight: float = 1.0
+    window_s: int = 86400
+    half_life_s: int = 0
+
+    @staticmethod
+    def of(spec: dict[str, Any] | None) -> FairnessSettings | None:
+        if spec is None:
+            return None
+        return FairnessSettings(
+            history_weight=float(spec.get("historyWeight", 1)),
+            window_s=duration_seconds(spec.get("window", "24h")) or 0,
+            half_life_s=duration_seconds(spec.get("halfLife")) or 0,
+        )
+
+
+@dataclass(frozen=True)
 class SchedulerPolicy:
     cycle_period_s: int = 10
     # A project reclaims only when it is below its fair share by more than this many GPUs.
@@ -105,6 +124,7 @@ class SchedulerPolicy:
     # Department quotas may add up to more than the cluster has (a warning, not an error).
     allow_oversubscription: bool = False
     min_runtime: MinRuntime = MinRuntime()  # the default of every project
+    fairness: FairnessSettings | None = None  # fairness over time; None: not configured
 
 
 @dataclass(frozen=True)
@@ -492,6 +512,7 @@ def build_cluster(doc: Document) -> Cluster:
             over_quota_weight=policy.get("defaultOverQuotaWeight", "quota"),
             allow_oversubscription=bool(policy.get("allowOversubscription", False)),
             min_runtime=MinRuntime.of(policy.get("minRuntime")),
+            fairness=FairnessSettings.of(policy.get("fairness")),
         ),
         allowed_namespaces=tuple(spec.get("network", {}).get("allowedNamespaces", ())),
         doc=doc,

@@ -24,9 +24,19 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import lru_cache
+from itertools import islice
+from string import Formatter
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateError, TemplateRuntimeError, meta, nodes, pass_context
+from jinja2 import (
+    StrictUndefined,
+    TemplateError,
+    TemplateRuntimeError,
+    TemplateSyntaxError,
+    meta,
+    nodes,
+    pass_context,
+)
 from jinja2.environment import Template
 from jinja2.runtime import Context
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -42,10 +52,16 @@ MAX_SIZE = 100_000  # a string or list a single operation makes (`'a' * 10**9`, 
 MAX_RANGE = 10_000  # items in one `range(...)`
 MAX_LOOP_ITERATIONS = 100_000  # `{% for %}` iterations in one render, all loops together
 MAX_OUTPUT = 100_000  # characters one render prints, captured blocks and macros included
-# wall-clock time of every parse and render of one run together (`time_budget`), checked at
-# each loop step and operation: an expression at the limit is not paid again per workload
+# CPU seconds this thread spends parsing, compiling and rendering templates in one run, all
+# of them together (`time_budget`), checked at each loop step and operation: an expression at
+# the limit is not paid again per workload. Only template time counts, and only CPU time: the
+# checks around the templates, or a busy machine, never fail a valid repo.
 MAX_SECONDS = 2.0
 MAX_SOURCE = 100_000  # characters of one templated string
+# Lexer tokens (spaces included) of one templated string: parsing and compiling cost time
+# by the token, not the character (100,000 characters of `{1:1,...}` take a minute to
+# compile; plain text around the expressions is one token however long)
+MAX_TOKENS = 5_000
 
 
 class TemplateLimitError(TemplateError):
@@ -60,31 +76,58 @@ def _limit(what: str) -> TemplateLimitError:
     return TemplateLimitError(f"template expression exceeds a limit: {what}")
 
 
-# When the run's templates must be done by (time.monotonic()); None outside `time_budget`
-_DEADLINE: ContextVar[float | None] = ContextVar("gitops_sched_template_deadline", default=None)
+class _Clock:
+    """The CPU time this thread has spent in templates so far (see MAX_SECONDS)."""
+
+    __slots__ = ("since", "spent")
+
+    def __init__(self) -> None:
+        self.spent = 0.0
+        self.since: float | None = None  # thread_time() when the running template began
+
+    def used(self) -> float:
+        running = 0.0 if self.since is None else time.thread_time() - self.since
+        return self.spent + running
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """Count the time inside (a template nested in another is counted once)."""
+        if self.since is not None:
+            yield
+            return
+        self.since = time.thread_time()
+        try:
+            yield
+        finally:
+            self.spent += time.thread_time() - self.since
+            self.since = None
+
+
+# The run's template clock; None outside `time_budget`
+_CLOCK: ContextVar[_Clock | None] = ContextVar("gitops_sched_template_clock", default=None)
 
 
 @contextmanager
 def time_budget() -> Iterator[None]:
     """Every template parsed or rendered inside shares one MAX_SECONDS (a nested budget
     is the outer one's). Outside any, each render has MAX_SECONDS of its own."""
-    if _DEADLINE.get() is not None:
+    if _CLOCK.get() is not None:
         yield
         return
-    token = _DEADLINE.set(time.monotonic() + MAX_SECONDS)
+    token = _CLOCK.set(_Clock())
     try:
         yield
     finally:
-        _DEADLINE.reset(token)
+        _CLOCK.reset(token)
 
 
-def _deadline() -> float:
-    return _DEADLINE.get() or time.monotonic() + MAX_SECONDS
+def _clock() -> _Clock:
+    return _CLOCK.get() or _Clock()
 
 
-def spend(deadline: float | None = None) -> None:
-    """Raise TemplateLimitError once the run's (or `deadline`'s) time is spent."""
-    if time.monotonic() > (deadline or _DEADLINE.get() or float("inf")):
+def spend(clock: _Clock | None = None) -> None:
+    """Raise TemplateLimitError once the run's (or `clock`'s) template time is spent."""
+    if (clock or _CLOCK.get() or _Clock()).used() >= MAX_SECONDS:
         raise TemplateTimeError(
             f"template expression exceeds a limit: rendering took more than {MAX_SECONDS:g} "
             "seconds (the limit for every expression of a run together)"
@@ -95,13 +138,13 @@ class _Budget:
     """What one render has spent so far."""
 
     def __init__(self) -> None:
-        self.deadline = _deadline()
+        self.clock = _clock()
         self.iterations = 0
         self.output = 0
         self.sizes: dict[int, tuple[Any, int]] = {}  # see _size; each value kept alive
 
     def tick(self) -> None:
-        spend(self.deadline)
+        spend(self.clock)
 
 
 _BUDGET: ContextVar[_Budget | None] = ContextVar("gitops_sched_template_budget", default=None)
@@ -155,10 +198,18 @@ _PERCENT_SPEC = re.compile(r"%(?:\([^)]*\))?[#0 +-]*(\*|\d+)?(?:\.(\*|\d+))?")
 _BRACE_SPEC = re.compile(r"\{[^{}:]*:([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}")
 
 
-def _check_format(fmt: Any, args: Iterable[Any], what: str) -> None:
-    """Widths and precisions of `%`-formatting and `str.format` (`'%999999999d'`)."""
+def _check_format(fmt: Any, args: Iterable[Any], what: str, reused: bool = True) -> None:
+    """Widths and precisions of `%`-formatting and `str.format` (`'%999999999d'`), and what
+    the fields print: each argument once (`'%s%s' % (a, b)`), or, where a field may name an
+    argument again (`'{0}{0}'`, `'%(a)s%(a)s'`: `reused`), the largest at every field."""
     if not isinstance(fmt, str):
         return
+    args = tuple(args)
+    fields = _format_fields(fmt)
+    largest = max(map(_size, args), default=0)
+    printed = fields * largest if reused else sum(map(_size, args))
+    if len(fmt) + printed > MAX_SIZE:
+        raise _limit(f"{what} makes a string longer than {MAX_SIZE:,}")
     indirect = False
     widths = []  # each width and precision written in the format
     for width, precision in _PERCENT_SPEC.findall(fmt):
@@ -174,6 +225,28 @@ def _check_format(fmt: Any, args: Iterable[Any], what: str) -> None:
         _check_width(width, f"{what} width")
     if sum(map(abs, widths)) > MAX_SIZE:  # `'%99999s' * 100` written out
         raise _limit(f"{what} widths add up to more than {MAX_SIZE:,}")
+
+
+def _format_fields(fmt: str) -> int:
+    """How many fields a format string has, `%` and `{}` alike (an over-count is safe)."""
+    braces = 0
+    if "{" in fmt:
+        try:
+            braces = sum(field is not None for _, field, _, _ in Formatter().parse(fmt))
+        except ValueError:  # no str.format string: the call raises, or it is `%` only
+            braces = 0
+    return max(fmt.count("%"), braces)
+
+
+def _materialized(value: Any) -> Any:
+    """An iterator (`range(9) | map('string')`) as a list, so that its size is known before
+    a filter or method builds from it; a list of more than MAX_SIZE items is refused."""
+    if not isinstance(value, Iterator):
+        return value
+    items = list(islice(value, MAX_SIZE + 1))
+    if len(items) > MAX_SIZE:
+        raise _limit(f"an iterable of more than {MAX_SIZE:,} items")
+    return items
 
 
 def _check_indent(value: Any, width: Any) -> None:
@@ -196,28 +269,33 @@ class _LimitedTemplate(Template):
     def render(self, *args: Any, **kwargs: Any) -> str:
         """Template.render, with a fresh budget and the output counted as it comes."""
         ctx = self.new_context(dict(*args, **kwargs))
-        token = _BUDGET.set(_Budget())
+        budget = _Budget()
+        token = _BUDGET.set(budget)
         try:
-            out: list[str] = []
-            size = 0
-            for chunk in self.root_render_func(ctx):
-                size += len(chunk)
-                if size > MAX_OUTPUT:
-                    raise _limit(f"output longer than {MAX_OUTPUT:,} characters")
-                out.append(chunk)
-            text = self.environment.concat(out)
-            if _SURROGATE.search(text):  # no UTF-8 writer can write it
-                raise TemplateRuntimeError(
-                    "template expression makes a lone surrogate (\\ud800-\\udfff), which is "
-                    "no character"
-                )
-            return text
+            with budget.clock.running():
+                return self._limited_render(ctx)
         except (RecursionError, MemoryError):
             raise _limit("calls nested too deeply (a macro or loop calling itself)") from None
         except Exception:
             self.environment.handle_exception()
         finally:
             _BUDGET.reset(token)
+
+    def _limited_render(self, ctx: Context) -> str:
+        out: list[str] = []
+        size = 0
+        for chunk in self.root_render_func(ctx):
+            size += len(chunk)
+            if size > MAX_OUTPUT:
+                raise _limit(f"output longer than {MAX_OUTPUT:,} characters")
+            out.append(chunk)
+        text = self.environment.concat(out)
+        if _SURROGATE.search(text):  # no UTF-8 writer can write it
+            raise TemplateRuntimeError(
+                "template expression makes a lone surrogate (\\ud800-\\udfff), which is "
+                "no character"
+            )
+        return str(text)
 
 
 def _finalize(value: Any) -> Any:
@@ -265,7 +343,10 @@ def _guard_filter(env: ImmutableSandboxedEnvironment, name: str, check: Callable
     original = env.filters[name]
 
     def guarded(*args: Any, **kwargs: Any) -> Any:
-        check(*args[1:] if _takes_env(original) else args, **kwargs)
+        first = 1 if _takes_env(original) else 0  # the value after the environment or context
+        if len(args) > first:
+            args = (*args[:first], _materialized(args[first]), *args[first + 1 :])
+        check(*args[first:], **kwargs)
         return _check_size(original(*args, **kwargs), f"'{name}'")
 
     for attr in ("jinja_pass_arg",):  # keep pass_environment / pass_eval_context
@@ -293,7 +374,7 @@ _FILTER_CHECKS: dict[str, Callable[..., None]] = {
     "slice": lambda value, slices, *a: _check_width(slices, "'slice' count"),
     "batch": lambda value, linecount, *a: _check_width(linecount, "'batch' size"),
     "format": lambda value, *args, **kwargs: _check_format(
-        value, (*args, *kwargs.values()), "'format'"
+        value, (*args, *kwargs.values()), "'format'", reused=bool(kwargs)
     ),
     "replace": lambda value, old, new, count=None: _check_replace(value, old, new, count),
     "join": lambda value, d="", attribute=None: _check_join(value, d),
@@ -363,12 +444,15 @@ class _LimitedEnvironment(ImmutableSandboxedEnvironment):
         if isinstance(string, str | bytes | bytearray | int) and name in _WIDTH_METHODS:
             for arg in (*args, *kwargs.values()):
                 _check_width(arg, f"'{name}' width")
+            if name == "expandtabs" and not isinstance(string, int):
+                _check_tabs(string, (*args, *kwargs.values(), 8)[0])
         elif isinstance(string, str):
             if name in ("format", "format_map"):
                 _check_format(string, (*args, *kwargs.values()), "'format'")
             elif name == "replace" and len(args) >= 2:
                 _check_replace(string, *args[:3])
             elif name == "join" and len(args) == 1:
+                args = (_materialized(args[0]),)
                 _check_join(args[0], string)
         result = super().call(__context, __obj, *args, **kwargs)
         return _check_size(result, f"'{name or 'call'}'")
@@ -413,7 +497,14 @@ def _check_binop(operator: str, left: Any, right: Any) -> None:
         if _size(left) + _size(right) > MAX_SIZE:
             raise too_long
     elif operator == "%" and isinstance(left, str):
-        _check_format(left, _args(right), "'%' format")
+        _check_format(left, _args(right), "'%' format", reused=isinstance(right, dict))
+
+
+def _check_tabs(value: str | bytes | bytearray, width: Any) -> None:
+    """`expandtabs`: each tab may become `width` spaces."""
+    tabs = value.count("\t") if isinstance(value, str) else value.count(b"\t")
+    if isinstance(width, int) and len(value) + tabs * width > MAX_SIZE:
+        raise _limit(f"'expandtabs' makes a string longer than {MAX_SIZE:,}")
 
 
 def _sized(value: Any) -> bool:
@@ -481,10 +572,27 @@ def is_templated(value: Any) -> bool:
 
 def _compile(source: str) -> Render:
     """The source's render function: compiled once (cached), within the run's time."""
+    with _clock().running():
+        _check_source(source)
+        return _compiled(source)
+
+
+def _check_source(source: str) -> None:
+    """Raise TemplateLimitError once the run's time is spent, or for a source too long to
+    parse and compile in a fraction of a second."""
     spend()
     if len(source) > MAX_SOURCE:
         raise _limit(f"a templated string longer than {MAX_SOURCE:,} characters")
-    return _compiled(source)
+    if _too_many_tokens(source):
+        raise _limit(f"a templated string of more than {MAX_TOKENS:,} tokens")
+
+
+@lru_cache(maxsize=4096)
+def _too_many_tokens(source: str) -> bool:
+    try:
+        return next(islice(_ENV.lex(source), MAX_TOKENS, None), None) is not None
+    except TemplateSyntaxError:
+        return False  # parsing reports it
 
 
 @lru_cache(maxsize=4096)
@@ -566,9 +674,7 @@ def _always_defined(chain: tuple[str, ...]) -> bool:
 def unknown_names(source: str) -> tuple[str, ...]:
     """Top-level names an expression uses that the context will not have (raises
     TemplateLimitError once the run's time is spent, or for a source past MAX_SOURCE)."""
-    spend()
-    if len(source) > MAX_SOURCE:
-        raise _limit(f"a templated string longer than {MAX_SOURCE:,} characters")
+    _check_source(source)
     return _unknown_names(source)
 
 

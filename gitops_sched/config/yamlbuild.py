@@ -58,11 +58,22 @@ def _bounded_int(node: yaml.ScalarNode) -> int:
     return int(_CONSTRUCTOR.construct_yaml_int(node))
 
 
+def _bounded_float(node: yaml.ScalarNode) -> float:
+    """A float; YAML 1.1's base-60 form (`1:30.5`) past the largest float is an error, not
+    PyYAML's OverflowError (each `:` multiplies by 60: 174 of them are past 1e308)."""
+    if len(node.value) > MAX_INT_CHARS and ":" in node.value:
+        raise ValueError(f"base-60 number longer than {MAX_INT_CHARS} characters")
+    try:
+        return float(_CONSTRUCTOR.construct_yaml_float(node))
+    except OverflowError as exc:
+        raise ValueError("number past the largest float") from exc
+
+
 _SCALAR_TYPES: dict[str, Callable[[yaml.ScalarNode], Any] | None] = {
     _STR_TAG: None,
     "tag:yaml.org,2002:timestamp": None,  # keep dates as written: the schema wants strings
     "tag:yaml.org,2002:int": _bounded_int,
-    "tag:yaml.org,2002:float": _CONSTRUCTOR.construct_yaml_float,
+    "tag:yaml.org,2002:float": _bounded_float,
     "tag:yaml.org,2002:bool": _CONSTRUCTOR.construct_yaml_bool,
     "tag:yaml.org,2002:null": _CONSTRUCTOR.construct_yaml_null,
 }

@@ -49,6 +49,7 @@ from typing import Any, TypeVar
 
 from gitops_sched.engine.types import (
     STALE_GANG_GRACE_S,
+    Fairness,
     Gpu,
     GpuRequest,
     Job,
@@ -59,6 +60,7 @@ from gitops_sched.engine.types import (
     ReleasingPod,
     RequestKind,
     Snapshot,
+    UsageHistory,
 )
 from gitops_sched.hardware.mig import MigInstance
 
@@ -296,13 +298,47 @@ def queue_from_dict(data: dict[str, Any]) -> QueueSpec:
 
 
 def policy_to_dict(policy: Policy) -> dict[str, Any]:
-    return {
+    data = {
         "reclaimThreshold": policy.reclaim_threshold,
         "consolidation": policy.consolidation,
         "staleGangGraceSeconds": policy.stale_gang_grace_s,
         "departments": [queue_to_dict(queue) for queue in policy.departments],
         "projects": [queue_to_dict(queue) for queue in policy.projects],
     }
+    if policy.fairness is not None:  # left out unset: older snapshots read the same
+        data["fairness"] = fairness_to_dict(policy.fairness)
+    return data
+
+
+def fairness_to_dict(fairness: Fairness) -> dict[str, Any]:
+    return {
+        "historyWeight": fairness.history_weight,
+        "windowSeconds": fairness.window_s,
+        "halfLifeSeconds": fairness.half_life_s,
+    }
+
+
+def fairness_from_dict(data: dict[str, Any]) -> Fairness:
+    default = Fairness()
+    return Fairness(
+        history_weight=data.get("historyWeight", default.history_weight),
+        window_s=data.get("windowSeconds", default.window_s),
+        half_life_s=data.get("halfLifeSeconds", default.half_life_s),
+    )
+
+
+def history_to_dict(history: UsageHistory) -> dict[str, Any]:
+    """Past usage by project: [[bucket start, GPU-seconds], ...] oldest first."""
+    return {name: [[start, used] for start, used in buckets] for name, buckets in history.projects}
+
+
+def history_from_dict(data: dict[str, Any]) -> UsageHistory:
+    return UsageHistory(
+        tuple(
+            (str(name), tuple((float(start), float(used)) for start, used in buckets))
+            for name, buckets in sorted(data.items())
+        )
+    )
 
 
 def policy_from_dict(data: dict[str, Any]) -> Policy:
@@ -312,6 +348,9 @@ def policy_from_dict(data: dict[str, Any]) -> Policy:
         reclaim_threshold=data.get("reclaimThreshold", 0.0),
         consolidation=data.get("consolidation", True),
         stale_gang_grace_s=data.get("staleGangGraceSeconds", STALE_GANG_GRACE_S),
+        fairness=_part(data["fairness"], fairness_from_dict, "fairness")
+        if data.get("fairness") is not None
+        else None,
     )
 
 
@@ -327,6 +366,7 @@ def snapshot_to_dict(snapshot: Snapshot) -> dict[str, Any]:
         "nodes": [node_to_dict(node) for node in snapshot.nodes],
         "jobs": [job_to_dict(job) for job in snapshot.jobs],
         "releasing": [releasing_to_dict(pod) for pod in snapshot.releasing],
+        **({"history": history_to_dict(snapshot.history)} if snapshot.history.projects else {}),
     }
 
 
@@ -348,6 +388,7 @@ def snapshot_from_dict(data: dict[str, Any]) -> Snapshot:
         jobs=_each(data.get("jobs") or (), job_from_dict, "jobs"),
         now=data.get("now", 0.0),
         releasing=_each(data.get("releasing") or (), releasing_from_dict, "releasing"),
+        history=_part(data.get("history") or {}, history_from_dict, "history"),
     )
 
 

@@ -77,6 +77,7 @@ def schedule(snapshot: Snapshot) -> Decisions:
             allocated=session.allocated.get(spec.name, 0.0),
             queued=queued.get(spec.name, 0.0),
             pools=pools.statuses(spec.name, pool_queued) if pools is not None else (),
+            usage=session.usage_of(spec.name),
         )
 
     evictions, binds = net_changes(snapshot, session)

@@ -31,9 +31,10 @@ part, each round, the remainder) is recorded as data; the results do not depend 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from gitops_sched.engine.history import share_weights
 from gitops_sched.engine.types import GPU_EPSILON, Node, QueueSpec
 
 
@@ -43,6 +44,7 @@ class Claim:
 
     spec: QueueSpec
     demand: float
+    usage: float = 0.0  # decayed past usage, a share of the window (engine.history)
 
 
 @dataclass(frozen=True)
@@ -79,8 +81,14 @@ class Trace:
             self.steps.append(Step(self.level, kind, rank, offer, tuple(gives)))
 
 
-def split(capacity: float, claims: Sequence[Claim], trace: Trace | None = None) -> list[float]:
-    """Fair shares of `capacity` among sibling queues (one level of the hierarchy)."""
+def split(
+    capacity: float,
+    claims: Sequence[Claim],
+    trace: Trace | None = None,
+    history_weight: float = 0.0,
+) -> list[float]:
+    """Fair shares of `capacity` among sibling queues (one level of the hierarchy);
+    `history_weight` above 0: past usage lowers the spare GPUs' parts (engine.history)."""
     caps = [_cap(c) for c in claims]
     shares = [min(c.spec.deserved, cap) for c, cap in zip(claims, caps)]
     if trace is not None:
@@ -95,7 +103,8 @@ def split(capacity: float, claims: Sequence[Claim], trace: Trace | None = None) 
     fractions: dict[int, dict[int, float]] = {}
     for rank in ranks:
         members = [i for i, c in enumerate(claims) if c.spec.over_quota_rank == rank]
-        left, fractions[rank] = _rounds(left, members, claims, caps, shares, _Log(trace, rank))
+        log = _Log(trace, rank, history_weight=history_weight)
+        left, fractions[rank] = _rounds(left, members, claims, caps, shares, log)
     for rank in ranks:
         left = _remainder(left, fractions[rank], claims, caps, shares, _Log(trace, rank))
     return shares
@@ -108,6 +117,7 @@ class _Log:
     trace: Trace | None
     rank: int
     gives: list[Give] = field(default_factory=list)
+    history_weight: float = 0.0  # fairness over time: the rounds' weights (see _weights)
 
     def give(self, claim: Claim, offered: float, given: float, asks: float) -> None:
         """Record a give; a queue that asked for nothing more and got nothing is left out."""
@@ -147,13 +157,14 @@ def _rounds(
             for i in members
             if claims[i].spec.over_quota_weight > 0 and caps[i] - shares[i] > GPU_EPSILON
         ]
-        total_weight = sum(claims[i].spec.over_quota_weight for i in asking)
+        weights = _weights(asking, claims, log.history_weight)
+        total_weight = sum(weights.values())
         if not asking or total_weight <= 0:
             break
         offer = left
         slack = False  # some queue needed less than its part: its rest goes round again
         for i in asking:
-            part = offer * claims[i].spec.over_quota_weight / total_weight
+            part = offer * weights[i] / total_weight
             wants = caps[i] - shares[i]
             if wants <= part + GPU_EPSILON:
                 give = wants
@@ -170,6 +181,15 @@ def _rounds(
         if not slack:
             break
     return left, fractions
+
+
+def _weights(asking: list[int], claims: Sequence[Claim], k: float) -> dict[int, float]:
+    """The round's weights of the queues asking: their over-quota weights, or with
+    fairness over time KAI's share weights (engine.history.share_weights)."""
+    weights = [claims[i].spec.over_quota_weight for i in asking]
+    if k > 0:
+        weights = share_weights(weights, [claims[i].usage for i in asking], k)
+    return dict(zip(asking, weights))
 
 
 def _remainder(
@@ -218,12 +238,17 @@ def fair_shares(
     projects: Sequence[QueueSpec],
     demand: dict[str, float],
     trace: Trace | None = None,
+    usage: Mapping[str, float] | None = None,
+    history_weight: float = 0.0,
 ) -> dict[str, float]:
     """Fair share of every department and project, given each project's total demand.
 
     A department asks for what its projects may take (capped by its own hard limit), so
     no GPU of its share is left to none of its projects. `trace` records every step.
+    `usage`: each project's past usage (engine.history.past_usage), a department's the
+    sum of its projects'; it counts `history_weight` times in the split of spare GPUs.
     """
+    usage = usage or {}
     result: dict[str, float] = {}
     children: dict[str, list[QueueSpec]] = {d.name: [] for d in departments}
     for project in projects:
@@ -235,17 +260,19 @@ def fair_shares(
                 sum(_cap(Claim(p, demand.get(p.name, 0.0))) for p in children[d.name]),
                 d.limit if d.limit is not None else float("inf"),
             ),
+            sum(usage.get(p.name, 0.0) for p in children[d.name]),
         )
         for d in departments
     ]
     if trace is not None:
         trace.level = ""
-    for claim, share in zip(dept_claims, split(capacity, dept_claims, trace)):
+    for claim, share in zip(dept_claims, split(capacity, dept_claims, trace, history_weight)):
         result[claim.spec.name] = share
         kids = children[claim.spec.name]
-        project_claims = [Claim(p, demand.get(p.name, 0.0)) for p in kids]
+        project_claims = [Claim(p, demand.get(p.name, 0.0), usage.get(p.name, 0.0)) for p in kids]
         if trace is not None:
             trace.level = claim.spec.name
-        for p_claim, p_share in zip(project_claims, split(share, project_claims, trace)):
+        shares = split(share, project_claims, trace, history_weight)
+        for p_claim, p_share in zip(project_claims, shares):
             result[p_claim.spec.name] = p_share
     return result

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from gitops_sched.engine.fairshare import fair_shares, nodes_capacity
+from gitops_sched.engine.history import past_usage
 from gitops_sched.engine.pools import Pools
 from gitops_sched.engine.requests import placed_pod_gpus, pod_gpus
 from gitops_sched.engine.types import (
@@ -125,7 +126,20 @@ class Session:
             if job.project in demand:
                 demand[job.project] += self.wanted_gpus(job, job.missing)
         self.demand = demand  # GPUs each project holds and asks for: what fair share splits
-        self.fair_share = fair_shares(self.capacity, policy.departments, policy.projects, demand)
+        # fairness over time: each project's decayed past usage, a share of the window
+        self.past_usage: dict[str, float] = {}
+        history_weight = 0.0
+        if policy.fairness is not None:
+            history_weight = policy.fairness.history_weight
+            self.past_usage = past_usage(snapshot.history, policy.fairness, self.now, self.capacity)
+        self.fair_share = fair_shares(
+            self.capacity,
+            policy.departments,
+            policy.projects,
+            demand,
+            usage=self.past_usage,
+            history_weight=history_weight,
+        )
         self._queue_facts: dict[str, tuple[float, int, float, float]] = {}  # see _facts
         if any(p.pool_quotas for p in policy.projects):
             self.pools = Pools(self)
@@ -299,6 +313,15 @@ class Session:
 
     def department_of(self, project: str) -> str:
         return self._parent.get(project, "")
+
+    def usage_of(self, queue: str) -> float:
+        """A queue's decayed past usage (fairness over time); a department's is the sum
+        of its projects'."""
+        if not self.past_usage:
+            return 0.0
+        if queue in self.past_usage or queue in self.projects:
+            return self.past_usage.get(queue, 0.0)
+        return sum(u for p, u in self.past_usage.items() if self._parent.get(p) == queue)
 
     def ratio(self, queue: str, gain: float = 0.0) -> float:
         """Allocated (plus `gain`) over fair share: what reclaim compares between a

@@ -202,6 +202,7 @@ class Policy:
     reclaim_threshold: float = 0.0
     consolidation: bool = True
     stale_gang_grace_s: float = STALE_GANG_GRACE_S
+    fairness: Fairness | None = None  # fairness over time; None: past usage counts for nothing
 
 
 @dataclass(frozen=True)
@@ -226,6 +227,7 @@ class Snapshot:
     jobs: tuple[Job, ...]
     now: float = 0.0
     releasing: tuple[ReleasingPod, ...] = ()
+    history: UsageHistory = field(default_factory=lambda: UsageHistory())  # see Fairness
 
 
 class EvictReason(StrEnum):
@@ -279,6 +281,7 @@ class QueueStatus:
     queued: float  # GPUs asked by pending work
     # a project with per-node-group quotas: the same per node group (name = the group)
     pools: tuple[QueueStatus, ...] = ()
+    usage: float = 0.0  # decayed past usage over the capacity of the window (see Fairness)
 
 
 @dataclass(frozen=True)
@@ -295,3 +298,32 @@ class Decisions:
     @property
     def changed(self) -> bool:
         return bool(self.evictions or self.binds or self.mig_changes)
+
+
+USAGE_BUCKETS = 12  # a fairness window is kept as this many buckets of GPU-seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Fairness:
+    """Fairness over time, KAI's time-aware fairness (its usage parameters windowSize and
+    halfLifePeriod, and the proportion plugin's kValue): a project's past usage, decayed
+    and relative to its weight, lowers its part of the spare GPUs; deserved quota is
+    never touched. The engine reads no clock: usage comes in as `Snapshot.history`."""
+
+    history_weight: float = 1.0  # KAI's kValue: how much past usage counts
+    window_s: float = 86400.0  # usage older than this is forgotten
+    half_life_s: float = 0.0  # usage this old counts half; 0: no decay inside the window
+
+    @property
+    def bucket_s(self) -> float:
+        """The width of one bucket of the window."""
+        return self.window_s / USAGE_BUCKETS
+
+
+@dataclass(frozen=True)
+class UsageHistory:
+    """GPU-seconds each project used, per bucket of the fairness window: by project name,
+    (bucket start, GPU-seconds) oldest first. Buckets start at multiples of the bucket
+    width, so a restarted scheduler adds to the buckets it wrote before."""
+
+    projects: tuple[tuple[str, tuple[tuple[float, float], ...]], ...] = ()

@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 
 from gitops_sched.config import codes
 from gitops_sched.config.ignore import IGNORE_FILE, IgnoreRules
-from gitops_sched.config.loader import MAX_FILE_BYTES, YAML_SUFFIXES, Unreadable
+from gitops_sched.config.loader import MAX_FILE_BYTES, YAML_SUFFIXES, Unreadable, ignore_rules
 
 BLOB_MODES = ("100644", "100755")  # regular files; links and submodules are not config
 
@@ -80,18 +80,13 @@ def _rules(
     """The folder's `.gitops-schedignore` at the ref (if any) plus `excludes`, or why the
     file is unreadable (as `folder_rules` says for a folder)."""
     if blob is None:
-        return IgnoreRules.of("", excludes)
+        return ignore_rules(b"", excludes)
     if blob.size > MAX_FILE_BYTES:
         return Unreadable(f"file is over the {MAX_FILE_BYTES}-byte limit", codes.FILE_TOO_LARGE)
     found = _git(folder.top, "cat-file", "blob", blob.id)
     if found.returncode != 0:
         raise GitError(f"git cat-file {blob.id}: {found.stderr.decode().strip()}")
-    try:
-        return IgnoreRules.of(found.stdout.decode("utf-8"), excludes)
-    except UnicodeDecodeError:
-        return Unreadable("file is not valid UTF-8", codes.BAD_IGNORE_FILE)
-    except ValueError as exc:  # a malformed pattern, or past the bounds on patterns
-        return Unreadable(f"bad pattern: {exc}", codes.BAD_IGNORE_FILE)
+    return ignore_rules(found.stdout, excludes)
 
 
 @dataclass(frozen=True)

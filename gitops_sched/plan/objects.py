@@ -23,8 +23,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
 from gitops_sched.cluster.diff import compared, differences
 from gitops_sched.cluster.replace import immutable_fields, stops_pods
 from gitops_sched.config.model import Repo
@@ -101,22 +99,14 @@ def _changes(old: Any, new: Any, prefix: str, written: Mapping[str, Any]) -> lis
     return changes
 
 
-# libyaml's loader where PyYAML has it (same documents, a tenth of the time): the policy
-# ConfigMap of a large repo is one long YAML string, parsed on both sides
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def _embedded(value: Any, written: Mapping[str, Any]) -> dict | list | None:
-    """The mapping or list a multi-line string holds as YAML (a ConfigMap's policy.yaml);
-    a document in `written` is not parsed again."""
+    """The mapping or list a YAML document the compiler wrote into a string holds (a
+    ConfigMap's policy.yaml), from `written`. Any other string, a user's included (an env
+    value may hold an alias bomb or a number too long to print), is never parsed: it
+    compares as the string it is."""
     if not isinstance(value, str) or "\n" not in value:
         return None
-    if value in written:
-        return written[value]
-    try:
-        data = yaml.load(value, Loader=_SAFE_LOADER)
-    except yaml.YAMLError:
-        return None
+    data = written.get(value)
     return data if isinstance(data, dict | list) else None
 
 

@@ -20,6 +20,10 @@ from gitops_sched.config.yamlbuild import MAX_DEPTH
 
 MAX_STATE_BYTES = 64 * 1024 * 1024  # a state of 100,000 workloads is about 20 MB
 MAX_INT_DIGITS = 100  # no count or size in a state comes near it
+# Workloads a state may list: the most a repo holds (a Workload's replicas and a group's
+# nodes have the same maximum); each is schema-checked and simulated (a third of a
+# millisecond), so 64 MiB of tiny entries would otherwise take minutes
+MAX_STATE_WORKLOADS = 100_000
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -48,6 +52,10 @@ def read_state(path: Path) -> dict[str, Any]:
         raise StateFileError(f"{path}: {problem}")
     if not isinstance(data, dict) or not isinstance(data.get("workloads"), list):
         raise StateFileError(f"{path}: not a `simulate --format json` state (no `workloads` list)")
+    if len(data["workloads"]) > MAX_STATE_WORKLOADS:
+        raise StateFileError(
+            f"{path}: more than {MAX_STATE_WORKLOADS:,} workloads ({len(data['workloads']):,})"
+        )
     return data
 
 

@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gitops_sched.bridge.policy import ClusterPolicy, policy_from_configmap
 from gitops_sched.cluster.client import ClusterClient, ObjectRef
@@ -36,6 +36,7 @@ from gitops_sched.scheduler.assumed import Assumed
 from gitops_sched.scheduler.metrics import SchedulerMetrics
 from gitops_sched.scheduler.snapshot import CycleMemory, build_view
 from gitops_sched.scheduler.status import StatusWriter
+from gitops_sched.scheduler.usage import UsageKeeper
 from gitops_sched.scheduler.view import ClusterView, Ignored
 
 log = logging.getLogger(__name__)
@@ -108,6 +109,7 @@ class Scheduler:
             elector.guard_writes(client)
         self.clock = clock
         self.memory = CycleMemory()
+        self.usage = UsageKeeper()  # fairness over time: past usage, kept in Project status
         self.assumed = Assumed()
         self._wake = threading.Event()
         self.pods = Informer(client, "v1", "Pod", LIVE_PODS, on_change=self._wake.set)
@@ -161,14 +163,19 @@ class Scheduler:
         self._check_assumed(now)
         pods = self.assumed.overlay(self.pods.items(), now)
         view = build_view(pods, self.nodes.items(), policy, now, self.memory)
+        if (fairness := policy.policy.fairness) is not None:
+            history = self.usage.history_at(self.client, fairness, now)
+            view = replace(view, snapshot=replace(view.snapshot, history=history))
         engine_started = time.perf_counter()
         decisions = in_words(view.snapshot, schedule(view.snapshot))
         engine_seconds = time.perf_counter() - engine_started
         self.memory.update(view.snapshot)
+        self.usage.held(now, decisions)
         outcome = self._actuator_for(policy).carry_out(view, decisions, now)
         # the status writes' failures are the cycle's errors too: a dry run meets them as
         # the real cycle would (see StatusWriter)
-        outcome.errors += self.status.write(view, decisions, outcome).errors
+        usage = self.usage.status(view.snapshot)
+        outcome.errors += self.status.write(view, decisions, outcome, usage).errors
         seconds = time.perf_counter() - started
         self.metrics.record_cycle(seconds, view, decisions, outcome)
         return CycleReport(decisions, outcome, view, seconds, engine_seconds)
@@ -226,6 +233,7 @@ class Scheduler:
                 failures = 0 if self._cycle_logged() else failures + 1
             else:
                 self.health.ready = True  # a standby replica is ready: it waits for the Lease
+                self.usage = UsageKeeper()  # past usage is read again once it leads
                 failures = 0
             if failures:
                 stop.wait(min(MAX_PAUSE_S, self.settings.cycle_period * 2**failures))

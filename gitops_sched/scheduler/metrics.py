@@ -67,6 +67,13 @@ class SchedulerMetrics:
             queue,
             registry=r,
         )
+        self.usage = Gauge(
+            "gitops_sched_queue_usage_ratio",
+            "The queue's past GPU usage in the fairness window, decayed, as a share of what "
+            "the cluster could give in it (fairness over time; 0 when not configured).",
+            queue,
+            registry=r,
+        )
         self.cycle_duration = Histogram(
             "gitops_sched_cycle_duration_seconds",
             "Time of one scheduling cycle (decide and carry out).",
@@ -201,8 +208,10 @@ class SchedulerMetrics:
         self.fair_share.labels(level, status.name).set(status.fair_share)
         self.allocated.labels(level, status.name).set(status.allocated)
         self.pending.labels(level, status.name).set(status.queued)
+        self.usage.labels(level, status.name).set(status.usage)
 
     def _remove_queues(self, queues: Iterable[tuple[str, str]]) -> None:
         for labels in queues:
             for gauge in (self.deserved, self.fair_share, self.allocated, self.pending):
                 gauge.remove(*labels)
+            self.usage.remove(*labels)

@@ -69,12 +69,17 @@ class StatusWriter:
         self._skipped: dict[str, str] = {}  # node -> why it was last said to be skipped
 
     def write(
-        self, view: ClusterView, decisions: Decisions, outcome: Outcome | None = None
+        self,
+        view: ClusterView,
+        decisions: Decisions,
+        outcome: Outcome | None = None,
+        usage: dict[str, dict[str, Any]] | None = None,
     ) -> StatusReport:
         """The queues' status and the pending pods' reasons; `outcome` (this cycle's
-        actuation) adds why a bind waits and leaves out the pods it bound."""
+        actuation) adds why a bind waits and leaves out the pods it bound; `usage`: the
+        projects' past usage to keep (scheduler.usage)."""
         report = StatusReport()
-        self.write_queues(decisions, report)
+        self.write_queues(decisions, report, usage)
         self.write_pending(view, decisions, outcome, report)
         self.write_skipped(view, report)
         return report
@@ -100,7 +105,14 @@ class StatusWriter:
 
     # --- queues --------------------------------------------------------------------
 
-    def write_queues(self, decisions: Decisions, report: StatusReport) -> None:
+    def write_queues(
+        self,
+        decisions: Decisions,
+        report: StatusReport,
+        usage: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
+        """Each queue's status where it changed; `usage`: projects' past usage to keep
+        (fairness over time, see scheduler.usage)."""
         for kind, queues in (
             ("Department", decisions.departments),
             ("Project", decisions.projects),
@@ -115,7 +127,9 @@ class StatusWriter:
             by_name = {obj["metadata"]["name"]: obj for obj in live or ()}
             for queue in queues:
                 obj = by_name.get(queue.name)
-                wanted = queue_status(queue)
+                wanted: dict[str, Any] = dict(queue_status(queue))
+                if kind == "Project" and usage and queue.name in usage:
+                    wanted["usage"] = usage[queue.name]
                 if obj is None or _same(obj.get("status") or {}, wanted):
                     continue  # no object to write to (the reconciler makes it), or no change
                 report.queues += 1
@@ -248,11 +262,9 @@ def _event(
 
 
 def _same(have: dict[str, Any], wanted: dict[str, Any]) -> bool:
-    """Whether the object's status already says `wanted` (by value: 4 is 4.0; a map such as
-    `nodeGroups` by each of its values)."""
+    """Whether the object's status already says `wanted` (by value: 4 is 4.0)."""
     return all(
-        _same(have[key], value)
-        if isinstance(value, dict) and isinstance(have.get(key), dict)
-        else isinstance(have.get(key), int | float) and have[key] == value
+        (isinstance(value, dict) or isinstance(have.get(key), int | float))
+        and have.get(key) == value
         for key, value in wanted.items()
     )

@@ -23,6 +23,7 @@ from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import (
     GPU_EPSILON,
     EvictReason,
+    Fairness,
     GpuRequest,
     Job,
     QueueSpec,
@@ -78,6 +79,10 @@ class Explanation:
     steps: tuple[Step, ...]  # the split's steps at the cluster and in its department
     # a project with quotas per node group: its numbers per group (engine.pools)
     pools: tuple[QueueStatus, ...] = ()
+    # fairness over time, if configured: the policy and the decayed past usage of each
+    # queue the steps name (a share of what the cluster could give in the window)
+    fairness: Fairness | None = None
+    usage: tuple[tuple[str, float], ...] = ()
 
 
 def explain(repo: Repo, simulation: Simulation | None, spec: str) -> Explanation:
@@ -88,7 +93,15 @@ def explain(repo: Repo, simulation: Simulation | None, spec: str) -> Explanation
     session = Session(result.snapshot)
     trace = Trace()
     policy = result.snapshot.policy
-    fair_shares(session.capacity, policy.departments, policy.projects, session.demand, trace)
+    fair_shares(
+        session.capacity,
+        policy.departments,
+        policy.projects,
+        session.demand,
+        trace,
+        usage=session.past_usage,
+        history_weight=policy.fairness.history_weight if policy.fairness else 0.0,
+    )
     project = session.projects.get(workload.project)
     department = project.parent if project else ""
     job = next(
@@ -122,7 +135,17 @@ def explain(repo: Repo, simulation: Simulation | None, spec: str) -> Explanation
         capacity=session.capacity,
         steps=tuple(s for s in trace.steps if s.level in ("", department)),
         pools=_pools(session, workload.project),
+        fairness=policy.fairness,
+        usage=_usage(session, trace.steps, department),
     )
+
+
+def _usage(session: Session, steps: list[Step], department: str) -> tuple[tuple[str, float], ...]:
+    """The past usage of the queues the shown split steps name, by name."""
+    if session.snapshot.policy.fairness is None:
+        return ()
+    names = {g.queue for s in steps if s.level in ("", department) for g in s.gives}
+    return tuple((name, session.usage_of(name)) for name in sorted(names))
 
 
 def _pools(session: Session, project: str) -> tuple[QueueStatus, ...]:
@@ -294,6 +317,7 @@ def _share_text(e: Explanation) -> list[str]:
             f"{gpus_text(d.over_quota_weight)}"
             + ("" if d.limit is None else f", hard limit {gpus_text(d.limit)}")
         )
+    lines += _fairness_text(e)
     levels = (
         ("", f"the cluster's {gpus_text(e.capacity)} GPUs among departments"),
         (e.department, f"department {e.department}'s share among its projects"),
@@ -315,6 +339,21 @@ def _share_text(e: Explanation) -> list[str]:
             for pool in e.pools
         ]
     return lines
+
+
+def _fairness_text(e: Explanation) -> list[str]:
+    """Fairness over time: the policy and each queue's past usage the rounds weigh."""
+    f = e.fairness
+    if f is None:
+        return []
+    decay = f"half-life {duration(f.half_life_s)}" if f.half_life_s > 0 else "no decay"
+    used = ", ".join(f"{name} {usage:.2f}" for name, usage in e.usage) or "none"
+    return [
+        f"  fairness over time (historyWeight {f.history_weight:g}, window "
+        f"{duration(f.window_s)}, {decay}): past usage, a share of what the cluster gave in "
+        f"the window: {used}; above its weight's part it lowers a queue's part of the spare "
+        "GPUs in each round (KAI's time-aware fairness)",
+    ]
 
 
 def _step_text(step: Step) -> str:
@@ -373,6 +412,14 @@ def to_json(e: Explanation) -> dict[str, Any]:
             "capacity": rounded_gpus(e.capacity),
             "steps": [_step_json(step) for step in e.steps],
             "nodeGroups": {pool.name: queue_json(pool) for pool in e.pools},
+            "fairness": None
+            if e.fairness is None
+            else {
+                "historyWeight": e.fairness.history_weight,
+                "windowSeconds": e.fairness.window_s,
+                "halfLifeSeconds": e.fairness.half_life_s,
+                "usage": dict(e.usage),
+            },
         },
     }
 

@@ -22,6 +22,8 @@ from gitops_sched.bridge.build import job_from_workload, nodes_from_repo, policy
 from gitops_sched.config.diagnostics import Location
 from gitops_sched.config.model import Repo, Workload
 from gitops_sched.engine.apply import STOPPING, settle
+from gitops_sched.engine.history import record
+from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import (
     Decisions,
     GpuRequest,
@@ -167,13 +169,24 @@ class _Run:
             case SetNodes(names, up):
                 self.set_nodes(step.number, names, up)
             case Advance(seconds):
-                self.snapshot = replace(self.snapshot, now=self.snapshot.now + seconds)
+                self.advance(seconds)
             case Idle(workloads):
                 self.idle(dict(workloads))
             case Expect():
                 self.expect(step, step.action)
                 return  # looks only: nothing to settle
         self.settle(step.number)
+
+    def advance(self, seconds: int) -> None:
+        """Time passes with the cluster as it is: with fairness over time, each project's
+        GPUs held all along are added to its past usage (engine.history)."""
+        now, fairness = self.snapshot.now, self.snapshot.policy.fairness
+        history = self.snapshot.history
+        if fairness is not None:
+            session = Session(self.snapshot)
+            held = {name: session.allocated[name] for name in session.projects}
+            history = record(history, fairness, now, now + seconds, held)
+        self.snapshot = replace(self.snapshot, now=now + seconds, history=history)
 
     def submit(self, arriving: Iterable[Placed]) -> None:
         """Workloads (with the pods they run already, if any, and since when) queued in this

@@ -50,6 +50,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def end(process: subprocess.Popen[bytes]) -> None:
+    """Stop a process the tests started: SIGTERM, then SIGKILL if it has not ended within
+    10 s (a process stuck in its shutdown must not hang the suite)."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
@@ -105,13 +118,7 @@ class ControlPlane:
 
     def stop(self) -> None:
         for name in reversed(list(self.processes)):
-            process = self.processes.pop(name)
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            end(self.processes.pop(name))
 
     def remove(self) -> None:
         """Stop and delete the data folder."""

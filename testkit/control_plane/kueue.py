@@ -36,7 +36,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from testkit.control_plane.cluster import ControlPlane, StartFailed, die_with_parent, free_port
+from testkit.control_plane.cluster import ControlPlane, StartFailed, die_with_parent, end, free_port
 from testkit.control_plane.install import apply_rendered, kubectl
 from testkit.control_plane.waiting import wait
 
@@ -117,12 +117,7 @@ class Kueue:
 
     def stop(self) -> None:
         if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            end(self.process)
             self.process = None
 
     # -- installing -------------------------------------------------------------------

@@ -27,6 +27,12 @@ MAX_NAMESPACE_LENGTH = 63  # a namespace is a DNS-1123 label
 MAX_WORKLOAD_NAME_LENGTH = 52
 MAX_LABEL_VALUE_LENGTH = 63
 KUBERNETES_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+# The folder `render -o` writes the CRDs to (compiler/output.py): a namespace of that name
+# would put its objects in the CRDs' kustomization, applied before the CRDs exist.
+CRD_FOLDER = "crds"
+# Where the schedulers `render --target` compiles for run (their installs' defaults): a
+# project there would grant its members exec into the scheduler, as in our system namespace
+SCHEDULER_NAMESPACES = {"kueue-system": "Kueue", "kai-scheduler": "KAI Scheduler"}
 LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
 
 
@@ -57,15 +63,23 @@ def check_derived_names(repo: Repo) -> Iterator[Diagnostic]:
 
 def _namespaces_taken(cluster: Cluster, projects: Iterable[Project]) -> Iterator[Diagnostic]:
     """A project's namespace is its own: not the system namespace (where its members' Role
-    would grant exec into the scheduler), not one of Kubernetes' (`default`, `kube-*`), and
-    not another project's."""
+    would grant exec into the scheduler), not one of Kubernetes' (`default`, `kube-*`), not
+    render's CRD folder, and not another project's. The system namespace is none of
+    Kubernetes' either (render would own, and may prune, `kube-system`)."""
+    if taken := _reserved(cluster.system_namespace):
+        yield error_at(
+            cluster.doc,
+            ("spec", "systemNamespace"),
+            codes.RESERVED_NAMESPACE,
+            f"the system namespace '{cluster.system_namespace}' is {taken}",
+        )
     owners: dict[str, str] = {}
     for project in projects:
         namespace = cluster.project_namespace(project.name)
         if namespace == cluster.system_namespace:
             taken = "the system namespace (spec.systemNamespace), where the scheduler runs"
-        elif namespace in KUBERNETES_NAMESPACES or namespace.startswith("kube-"):
-            taken = "reserved by Kubernetes (default and kube-*)"
+        elif reserved := _reserved(namespace):
+            taken = reserved
         elif namespace in owners:
             taken = f"Project/{owners[namespace]}'s namespace too"
         else:
@@ -77,6 +91,17 @@ def _namespaces_taken(cluster: Cluster, projects: Iterable[Project]) -> Iterator
             codes.RESERVED_NAMESPACE,
             f"the project's namespace '{namespace}' (namespacePrefix + name) is {taken}",
         )
+
+
+def _reserved(namespace: str) -> str | None:
+    """Why no namespace of ours may be `namespace` (None: it may)."""
+    if namespace in KUBERNETES_NAMESPACES or namespace.startswith("kube-"):
+        return "reserved by Kubernetes (default and kube-*)"
+    if namespace == CRD_FOLDER:
+        return f"the folder `render -o` writes the CRDs to ({CRD_FOLDER}/)"
+    if scheduler := SCHEDULER_NAMESPACES.get(namespace):
+        return f"where {scheduler} runs (render --target)"
+    return None
 
 
 def _valid_label_value(value: Any) -> bool:

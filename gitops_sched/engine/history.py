@@ -1,0 +1,119 @@
+"""Fairness over time: past usage, decayed, lowers a project's part of the spare GPUs.
+
+KAI Scheduler's time-aware fairness: a queue's usage over a window, each GPU-second
+weighted 0.5^(age / halfLife) and normalized to what the cluster could have given in
+that window, changes its over-quota weight in each round of the proportion plugin's
+split (`divideUpToFairShare`) to
+
+    max(0, w + k * (w - usage))     w: its weight over the weights of the queues asking
+
+so a queue that used more than its weight's part gets less of the spare GPUs, one that
+used less gets more; `k` is the policy's `historyWeight` (KAI's kValue). Deserved quota
+is handed out before and is never lowered.
+
+Everything here is a function of its arguments: the callers (`simulate`'s `advance:`
+steps, the in-cluster scheduler between cycles) `record` what each project held over a
+stretch of time and pass the history in the snapshot.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from gitops_sched.engine.types import GPU_EPSILON, USAGE_BUCKETS, Fairness, UsageHistory
+
+Buckets = tuple[tuple[float, float], ...]  # (bucket start, GPU-seconds), oldest first
+
+
+def decay(fairness: Fairness, age: float) -> float:
+    """What a GPU-second `age` seconds old counts for: 1 now, 1/2 one half-life ago."""
+    if fairness.half_life_s <= 0:
+        return 1.0
+    return 0.5 ** (max(age, 0.0) / fairness.half_life_s)
+
+
+def record(
+    history: UsageHistory,
+    fairness: Fairness,
+    start: float,
+    end: float,
+    allocated: Mapping[str, float],
+) -> UsageHistory:
+    """The history with each project holding `allocated` GPUs from `start` to `end`
+    added, and the buckets that ended a window or more before `end` forgotten."""
+    width = fairness.bucket_s
+    start = max(start, end - fairness.window_s)
+    forget = end - fairness.window_s
+    by_project = {name: dict(buckets) for name, buckets in history.projects}
+    for name, gpus in allocated.items():
+        if gpus <= GPU_EPSILON or end <= start:
+            continue
+        buckets = by_project.setdefault(name, {})
+        at = start
+        while at < end:
+            bucket = math.floor(at / width) * width
+            until = min(end, bucket + width)
+            buckets[bucket] = buckets.get(bucket, 0.0) + gpus * (until - at)
+            at = until
+    kept = []
+    for name in sorted(by_project):
+        left = tuple(sorted((b, s) for b, s in by_project[name].items() if b + width > forget))
+        if left:
+            kept.append((name, left))
+    return UsageHistory(tuple(kept))
+
+
+def window_capacity(fairness: Fairness) -> float:
+    """What one GPU held for the whole window counts for, decayed bucket by bucket: the
+    denominator that makes usage a share of what the cluster could give."""
+    width = fairness.bucket_s
+    return sum(width * decay(fairness, (k + 0.5) * width) for k in range(USAGE_BUCKETS))
+
+
+def past_usage(
+    history: UsageHistory, fairness: Fairness, now: float, capacity: float
+) -> dict[str, float]:
+    """Each project's decayed usage over the window at `now`, as a share of what
+    `capacity` GPUs give in the window (1: the whole cluster all the time, no decay)."""
+    if capacity <= GPU_EPSILON:
+        return {}
+    width = fairness.bucket_s
+    since = now - fairness.window_s
+    whole = capacity * window_capacity(fairness)
+    result = {}
+    for name, buckets in history.projects:
+        used = sum(
+            seconds * decay(fairness, now - start - width / 2)
+            for start, seconds in buckets
+            if start + width > since and start <= now
+        )
+        result[name] = used / whole
+    return result
+
+
+def share_weights(weights: Sequence[float], usage: Sequence[float], k: float) -> list[float]:
+    """KAI's share weights of the queues asking in one round: each weight over their sum,
+    raised by `k` times how far its usage is below that, never below 0.
+
+    Usages add up to at most 1 while the cluster keeps its size, and then so do not all
+    share weights vanish; where they would (the cluster shrank), the plain weights are
+    used: KAI would leave the spare GPUs to nobody."""
+    total = sum(weights)
+    if total <= 0:
+        return list(weights)
+    shares = [max(0.0, w / total + k * (w / total - u)) for w, u in zip(weights, usage)]
+    return shares if sum(shares) > 0 else list(weights)
+
+
+def buckets_of(history: UsageHistory, project: str) -> Buckets:
+    """One project's buckets (none if it used nothing in the window)."""
+    return next((buckets for name, buckets in history.projects if name == project), ())
+
+
+def with_buckets(history: UsageHistory, project: str, buckets: Buckets) -> UsageHistory:
+    """The history with one project's buckets set (as a restarted scheduler reads them)."""
+    rest = [(name, b) for name, b in history.projects if name != project]
+    if buckets:
+        rest.append((project, tuple(sorted(buckets))))
+    return UsageHistory(tuple(sorted(rest)))
