@@ -20,7 +20,9 @@ from gitops_sched.engine.codec import (
     snapshot_from_dict,
     snapshot_to_dict,
 )
+from gitops_sched.engine.history import record
 from gitops_sched.engine.types import (
+    Fairness,
     GpuRequest,
     Job,
     PodPlacement,
@@ -28,6 +30,7 @@ from gitops_sched.engine.types import (
     ReleasingPod,
     RequestKind,
     Snapshot,
+    UsageHistory,
 )
 from gitops_sched.hardware.mig import MigInstance
 from tests.conftest import examples
@@ -37,7 +40,8 @@ from tests.strategies import snapshots
 @st.composite
 def live_snapshots(draw: st.DrawFn) -> Snapshot:
     """`strategies.snapshots()` with what a live cluster adds: namespaces and UIDs, gangs in
-    flight, releasing pods, node labels, cordoned nodes, static MIG, a policy's grace."""
+    flight, releasing pods, node labels, cordoned nodes, static MIG, a policy's grace, and
+    fairness over time with each project's past usage."""
     snapshot = draw(snapshots(max_jobs=12))
     jobs = []
     for i, job in enumerate(snapshot.jobs):
@@ -65,13 +69,20 @@ def live_snapshots(draw: st.DrawFn) -> Snapshot:
         ReleasingPod(job.key, job.project, pod)
         for job, pod in draw(st.lists(st.sampled_from(pods), max_size=3) if pods else st.just([]))
     )
+    fairness = draw(st.none() | st.builds(Fairness, st.sampled_from((0.0, 2.5)), st.just(3600.0)))
     policy = replace(
         snapshot.policy,
         stale_gang_grace_s=draw(st.sampled_from((0.0, 60.0, 90.5))),
         reclaim_threshold=draw(st.sampled_from((0.0, 1.5))),
+        fairness=fairness,
     )
     now = draw(st.floats(0, 1e7, allow_nan=False))
-    return Snapshot(policy, tuple(nodes), tuple(jobs), now, releasing)
+    history = UsageHistory()
+    for project in draw(st.lists(st.sampled_from([p.name for p in policy.projects]))):
+        held = {project: draw(st.floats(0.1, 64))}
+        start = draw(st.floats(0, now))
+        history = record(history, fairness or Fairness(), start, now, held)
+    return Snapshot(policy, tuple(nodes), tuple(jobs), now, releasing, history)
 
 
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -9,7 +9,8 @@ several departments, over-quota weights, ranks and denials, limits) at small siz
 23's repo is the smallest found where the order a continuation queued its workloads in
 (by name, not as they were submitted) made a settled state evict and start work; AGES's one
 where a continuation that forgot how long its workloads had run (victims go youngest first)
-did.
+did; USAGE's one where, with fairness over time, a continuation that forgot the projects'
+past usage (the `usage` beside `time` that the output prints) did.
 """
 
 from __future__ import annotations
@@ -61,14 +62,30 @@ ISSUE_23 = {"seed": 2, "departments": 3, "projects": 20, "workloads": 150}
 # (their ages lost) ordered reclaim's victims (youngest first) otherwise, and reclaimed
 # where the settled run had found nothing to take
 AGES = {"seed": 740, "departments": 2, "projects": 3, "workloads": 46}
+# two waves 10 minutes apart under fairness over time: a continuation that forgot the
+# projects' past usage (`usage`) split the spare GPUs otherwise, and reclaimed
+USAGE = {"seed": 8124, "departments": 3, "projects": 4, "workloads": 42, "arrivals": 2}
+USAGE |= {"advance": "10m", "deleted": 3, "order": random.Random(975)}
 NO_OPS = ("comment", "reordered keys", "reformatted")
+# fairness over time (the Cluster's `spec.policy.fairness`) the generated repos may have
+FAIRNESS = (
+    {"historyWeight": 2, "window": "8h", "halfLife": "1h"},
+    {"historyWeight": 10, "window": "1h"},
+)
 
 
-def generated(seed: int, departments: int, projects: int, workloads: int) -> Files:
+def generated(
+    seed: int, departments: int, projects: int, workloads: int, fairness: dict | None = None
+) -> Files:
+    """The benchmark's repo, its Cluster with `fairness` (over time) where given."""
     args = argparse.Namespace(
         seed=seed, departments=departments, projects=projects, workloads=workloads
     )
-    return generate(args)
+    files = generate(args)
+    if fairness is not None:
+        for cluster in (doc for docs in files.values() for doc in docs if doc["kind"] == "Cluster"):
+            cluster["spec"]["policy"]["fairness"] = fairness
+    return files
 
 
 def load(files: Files) -> Repo | None:
@@ -102,12 +119,15 @@ def steps(repo: Repo, order: random.Random, arrivals: int, advance: str, deleted
     return [*made, {"delete": names[:deleted]}] if deleted else made
 
 
-def run_result(repo: Repo, steps: list, running: list | None = None) -> SimulationResult:
-    """`simulate --events` of a Simulation with these steps (and `running:`)."""
+def run_result(
+    repo: Repo, steps: list, running: list | None = None, **more: Any
+) -> SimulationResult:
+    """`simulate --events` of a Simulation with these steps (and `running:`, and `more`
+    keys: `time`, `usage`)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "events.yaml"
         document = {"apiVersion": API, "kind": "Simulation", "metadata": {"name": "waves"}}
-        document |= {"steps": steps, "running": running or []}
+        document |= {"steps": steps, "running": running or [], **more}
         path.write_text(yaml.safe_dump(document), encoding="utf-8")
         diagnostics = Diagnostics()
         simulation = load_simulation(path, repo, diagnostics)
@@ -120,9 +140,16 @@ def as_json(result: SimulationResult) -> dict[str, Any]:
     return json.loads(json.dumps(to_json(result)))
 
 
-def run(repo: Repo, steps: list, running: list | None = None) -> dict[str, Any]:
-    """`simulate --events --format json` of a Simulation with these steps (and `running:`)."""
-    return as_json(run_result(repo, steps, running))
+def run(repo: Repo, steps: list, running: list | None = None, **more: Any) -> dict[str, Any]:
+    """`simulate --events --format json` of a Simulation with these steps (and `running:`,
+    and `more`)."""
+    return as_json(run_result(repo, steps, running, **more))
+
+
+def continued(settled: dict[str, Any]) -> dict[str, Any]:
+    """What a Simulation gives back of a `--format json` output beside `running:`: its
+    clock and, with fairness over time, its past usage."""
+    return {key: settled[key] for key in ("time", "usage") if key in settled}
 
 
 def active(workloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -136,9 +163,11 @@ def active(workloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
     advance=st.sampled_from(("10m", "5h")),
     deleted=st.integers(0, 3),
     order=st.randoms(use_true_random=False),
+    fairness=st.sampled_from((None, *FAIRNESS)),
 )
-@example(**ISSUE_23, arrivals=1, advance="10m", deleted=0, order=random.Random(0))
-@example(**AGES, arrivals=3, advance="10m", deleted=3, order=random.Random(166))
+@example(**ISSUE_23, arrivals=1, advance="10m", deleted=0, order=random.Random(0), fairness=None)
+@example(**AGES, arrivals=3, advance="10m", deleted=3, order=random.Random(166), fairness=None)
+@example(**USAGE, fairness=FAIRNESS[1])
 def test_a_settled_state_fed_back_as_running_decides_nothing(
     seed: int,
     departments: int,
@@ -148,8 +177,9 @@ def test_a_settled_state_fed_back_as_running_decides_nothing(
     advance: str,
     deleted: int,
     order: random.Random,
+    fairness: dict | None,
 ) -> None:
-    repo = load(generated(seed, departments, projects, workloads))
+    repo = load(generated(seed, departments, projects, workloads, fairness))
     assume(repo is not None)
     assert repo is not None
     if arrivals == 1 and not deleted:  # the repo arriving at once: simulate without events
@@ -164,8 +194,9 @@ def test_a_settled_state_fed_back_as_running_decides_nothing(
     again = simulate(repo, state_simulation(repo, settled, "state.json"))
     assert [(e.action, e.workload, e.reason) for e in again.log] == []
     assert active(to_json(again)["workloads"]) == active(settled["workloads"])
-    fed_back = run(repo, [], running=settled["workloads"])
+    fed_back = run(repo, [], running=settled["workloads"], **continued(settled))
     assert fed_back["log"] == []
+    assert fed_back.get("usage") == settled.get("usage")
 
 
 # --- plan: a change that changes nothing ----------------------------------------------------

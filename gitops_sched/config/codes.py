@@ -312,6 +312,11 @@ SIMULATION_RUNNING = _code(
 SIMULATION_UNKNOWN = _code(
     "GS805", "unknown name in a Simulation step", "name a node, project or workload that exists"
 )
+SIMULATION_USAGE = _code(
+    "GS806",
+    "past usage that does not fit",
+    "give the repo's projects' buckets, each once, starting before `time`, as printed",
+)
 
 # --- GS9xx: what another scheduler cannot express (render/plan --target) ---------------------
 

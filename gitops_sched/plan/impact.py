@@ -142,6 +142,8 @@ def state_simulation(repo: Repo, state: dict[str, Any], file: str) -> Simulation
             }
             for entry in entries
         ],
+        # the clock and past usage it printed (fairness over time): the same usage continued
+        **{key: state[key] for key in ("time", "usage") if state.get(key) is not None},
     }
     # positions: each entry on "line" i + 2, so a problem names the entry it is about
     positions: dict[Path_, tuple[int, int]] = {
@@ -167,7 +169,8 @@ def state_simulation(repo: Repo, state: dict[str, Any], file: str) -> Simulation
 def settled_state(result: SimulationResult) -> Simulation:
     """A run's final state as the start of a run that continues from it: its running and
     pending workloads in the order they were submitted, with their pods and how long they
-    have run (and gone idle), on its nodes (with the MIG instances it left) -- what
+    have run (and gone idle), on its nodes (with the MIG instances it left), at its time
+    with its past usage -- what
     `simulate --format json` prints, fed back. Continued under the same config, a settled
     state decides nothing."""
     queued = tuple(
@@ -176,7 +179,8 @@ def settled_state(result: SimulationResult) -> Simulation:
         if state.status in ACTIVE
     )
     ended = frozenset(s.workload.name for s in result.workloads if s.status not in ACTIVE)
-    return Simulation(result.name, result.snapshot.nodes, queued, (), ended)
+    last = result.snapshot
+    return Simulation(result.name, last.nodes, queued, (), ended, last.now, last.history)
 
 
 def _same_gpus(old: Node, new: Node | None) -> bool:
@@ -226,7 +230,8 @@ def carried_over(start: Simulation, base: Repo, head: Repo) -> tuple[Simulation,
                 lost[workload.name], kept = why, Placed(workload, ())
         placed.append(kept)
     name = head.cluster.name if head.cluster else ""
-    return Simulation(name, tuple(nodes.values()), tuple(placed), (), start.ended), lost
+    simulation = Simulation(name, tuple(nodes.values()), tuple(placed), (), start.ended)
+    return replace(simulation, start=start.start, history=start.history), lost
 
 
 def _why_requeued(

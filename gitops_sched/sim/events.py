@@ -28,6 +28,10 @@ entry's `runningFor` (seconds, default 0) is how long it has run, its age as tha
 prints it, so the youngest is still evicted first and time limits still count; `idleFor`
 likewise how long its GPUs have gone unused (never longer than it has run). An entry
 `stopped` or `deleted` (as that output lists ended workloads) is not submitted again.
+
+With fairness over time, that output also prints the clock (`time`) and each project's
+past usage (`usage`: the buckets of GPU-seconds, engine.history): given back next to
+`running:`, a continuation starts at that time with that usage, as the run left it.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from gitops_sched.config.loader import load_repo
 from gitops_sched.config.model import Repo, Workload, build_workload, duration_seconds, quantity
 from gitops_sched.config.schema import schema_problems, validate_documents, validator_for
 from gitops_sched.engine.codec import pod_from_dict
+from gitops_sched.engine.history import with_buckets
 from gitops_sched.engine.requests import gpu_share_held
 from gitops_sched.engine.types import (
     GPU_EPSILON,
@@ -56,6 +61,7 @@ from gitops_sched.engine.types import (
     Node,
     PodPlacement,
     RequestKind,
+    UsageHistory,
 )
 from gitops_sched.hardware.gpus import gpu_memory_mib
 from gitops_sched.hardware.mig import MigInstance, in_layout_order, is_valid_layout
@@ -140,6 +146,9 @@ class Simulation:
     steps: tuple[Step, ...]
     # workloads `running` lists as stopped or deleted (an earlier run's output): they stay so
     ended: frozenset[str] = frozenset()
+    start: float = 0.0  # the clock at the start (`time`): where an earlier run left it
+    # past usage (`usage`), for fairness over time
+    history: UsageHistory = field(default_factory=UsageHistory)
 
 
 def load_simulation(path: Path, repo: Repo, diagnostics: Diagnostics) -> Simulation | None:
@@ -164,6 +173,8 @@ def parse_simulation(doc: Document, repo: Repo, diagnostics: Diagnostics) -> Sim
     nodes = _nodes(doc, repo, problems)
     workloads = repo_workloads(repo)
     running, nodes = _running(doc, repo, workloads, nodes, problems)
+    start = float(doc.data.get("time") or 0)
+    history = _usage(doc, repo, start, problems)
     steps = tuple(_steps(doc, repo, workloads, nodes, running, problems))
     diagnostics.extend(problems.found.items)
     if problems.found.has_errors:
@@ -173,7 +184,7 @@ def parse_simulation(doc: Document, repo: Repo, diagnostics: Diagnostics) -> Sim
         for entry in doc.data.get("running", ())
         if entry.get("status", "running") not in ("running", "pending")
     )
-    return Simulation(doc.name, nodes, running, steps, ended)
+    return Simulation(doc.name, nodes, running, steps, ended, start, history)
 
 
 @dataclass
@@ -315,6 +326,32 @@ def _running(
         running_for = float(entry.get("runningFor") or 0)
         placed.append(Placed(workload, pods, running_for, None if idle is None else float(idle)))
     return tuple(placed), tuple(use.nodes[node.name] for node in nodes)
+
+
+def _usage(doc: Document, repo: Repo, start: float, problems: _Problems) -> UsageHistory:
+    """`usage`: each project's buckets (start, GPU-seconds), as `--format json` prints them;
+    a bucket starts before the simulation's `time` (a bucket after it is usage not yet
+    had), once per project, and the project is the repo's."""
+    projects = {project.name for project in repo.projects}
+    history = UsageHistory()
+    for name, entry in (doc.data.get("usage") or {}).items():
+        if name not in projects:
+            problems.at(("usage", name), codes.SIMULATION_USAGE, f"no project '{name}'")
+            continue
+        buckets = entry.get("buckets") or ()
+        seen: set[float] = set()
+        for i, bucket in enumerate(buckets):
+            where, at = ("usage", name, "buckets", i, "start"), float(bucket["start"])
+            if at > start:
+                message = f"a bucket of past usage starts at {at:g}, after `time` ({start:g})"
+                problems.at(where, codes.SIMULATION_USAGE, message)
+            elif at in seen:
+                message = f"a bucket starting at {at:g} listed twice"
+                problems.at(where, codes.SIMULATION_USAGE, message)
+            seen.add(at)
+        pairs = tuple((float(b["start"]), float(b["gpuSeconds"])) for b in buckets)
+        history = with_buckets(history, name, pairs)
+    return history
 
 
 def _running_workload(

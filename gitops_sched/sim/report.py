@@ -5,7 +5,9 @@ its state (null where a value does not apply), lists are sorted by name but `wor
 GPU numbers are rounded to 4 decimals, and `workloads` is exactly the shape a Simulation
 file's `running:` accepts, in the order the workloads were submitted (the engine's
 tie-breaker, which `running:` queues them in), so one run's output can seed the next and
-a settled state fed back stays settled. Pods (of workloads and of the
+a settled state fed back stays settled; with fairness over time configured, `usage` is
+each project's past usage (`engine.history`, exact, not rounded), the Simulation file's
+`usage:` beside `time:`. Pods (of workloads and of the
 log) are the engine codec's pod placements (`engine.codec.pod_to_dict`), the shape the
 Simulation parser reads back.
 """
@@ -20,8 +22,16 @@ from rich.console import Console
 from rich.table import Table
 
 from gitops_sched.engine.codec import mig_instance_to_dict, pod_to_dict
+from gitops_sched.engine.history import buckets_of
 from gitops_sched.engine.requests import gpu_share_held
-from gitops_sched.engine.types import GpuRequest, Node, PodPlacement, QueueStatus, RequestKind
+from gitops_sched.engine.types import (
+    GpuRequest,
+    Node,
+    PodPlacement,
+    QueueStatus,
+    RequestKind,
+    Snapshot,
+)
 from gitops_sched.hardware.gpus import gpus_text, rounded_gpus
 from gitops_sched.hardware.mig import MigInstance
 from gitops_sched.sim.run import (
@@ -58,6 +68,7 @@ def to_json(result: SimulationResult) -> dict[str, Any]:
             }
             for q in _by_name(result.projects)
         ],
+        **_past_usage(result.snapshot),
         "workloads": [_workload(state) for state in result.queue],
         "nodes": [_node(node, usage) for node in sorted(result.snapshot.nodes, key=_name)],
         "log": [_entry(entry) for entry in result.log],
@@ -65,6 +76,20 @@ def to_json(result: SimulationResult) -> dict[str, Any]:
             "checked": result.expectations,
             "failed": [failure_json(failure) for failure in result.failures],
         },
+    }
+
+
+def _past_usage(snapshot: Snapshot) -> dict[str, Any]:
+    """`usage`: every project's buckets of GPU-seconds (start, oldest first), as a
+    Simulation's `usage:` reads them back; nothing where fairness is not configured."""
+    if snapshot.policy.fairness is None:
+        return {}
+    return {
+        "usage": {
+            name: {"buckets": [{"start": at, "gpuSeconds": used} for at, used in buckets]}
+            for name in sorted(q.name for q in snapshot.policy.projects)
+            for buckets in [buckets_of(snapshot.history, name)]
+        }
     }
 
 

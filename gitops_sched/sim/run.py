@@ -126,7 +126,14 @@ def simulate(repo: Repo, simulation: Simulation | None = None) -> SimulationResu
     if simulation is None:
         name = repo.cluster.name if repo.cluster else ""
         simulation = Simulation(name, nodes_from_repo(repo), running=(), steps=())
-    run = _Run(repo, Snapshot(policy_from_repo(repo), simulation.nodes, ()))
+    start = Snapshot(
+        policy_from_repo(repo),
+        simulation.nodes,
+        (),
+        now=simulation.start,
+        history=simulation.history,
+    )
+    run = _Run(repo, start)
     arriving = list(simulation.running)
     if not simulation.steps:
         listed = {placed.workload.name for placed in simulation.running} | simulation.ended
