@@ -7,7 +7,8 @@ starts either with everything pending or "warm": a prefix of the jobs already se
 engine, with the rest submitted afterwards. `two_waves()` adds a second batch of jobs to submit
 after the first settles. `guaranteed_quota_snapshots()` is the restricted world in which every
 project with demand must reach its deserved quota (1-GPU preemptible train jobs, one node
-group, total deserved within capacity, no limits).
+group, total deserved within capacity, no limits). `pool_quota_snapshots()` is the same
+world over two node groups, where projects give their quota per group.
 """
 
 from __future__ import annotations
@@ -310,18 +311,78 @@ def guaranteed_quota_snapshots(draw: st.DrawFn, max_jobs: int = 25) -> Snapshot:
             for d in departments
         )
     policy = Policy(departments, tuple(projects))
+    return draw(warm_or_cold(policy, nodes, one_gpu_train_jobs(draw, policy, max_jobs)))
+
+
+def one_gpu_train_jobs(
+    draw: st.DrawFn,
+    policy: Policy,
+    max_jobs: int,
+    node_groups: Sequence[tuple[str, ...]] = ((),),
+) -> tuple[Job, ...]:
+    """0-`max_jobs` pending 1-GPU preemptible train jobs of the policy's projects, in a
+    random submission order, each on one of `node_groups`."""
     count = draw(st.integers(0, max_jobs))
     order = draw(st.permutations(range(count)))
-    jobs = tuple(
+    return tuple(
         Job(
             name=f"job-{i:02d}",
-            project=draw(st.sampled_from([p.name for p in projects])),
+            project=draw(st.sampled_from([p.name for p in policy.projects])),
             type="train",
             priority=draw(st.sampled_from(PRIORITIES)),
             preemptible=True,
             request=GpuRequest(RequestKind.WHOLE, count=1),
+            node_groups=draw(st.sampled_from(node_groups)),
             submitted=order[i],
         )
         for i in range(count)
     )
-    return draw(warm_or_cold(policy, nodes, jobs))
+
+
+# -- quotas per node group ------------------------------------------------------------------
+
+
+@st.composite
+def pool_quota_snapshots(draw: st.DrawFn, max_jobs: int = 25) -> Snapshot:
+    """Two node groups of V100s; 1-4 projects in 1-2 departments with quotas per group that
+    fit each group, and 0-2 projects with no quota (over-quota work only); 1-GPU
+    preemptible train jobs, each pinned to one group or free to use both.
+
+    Here nothing but other projects' work over their quota in a group can stand between a
+    project and its deserved quota in that group, and that work is always reclaimable.
+    """
+    groups = ("pool-0", "pool-1")
+    nodes = []
+    for g in groups:
+        for i in range(draw(st.integers(1, 2))):
+            gpus = tuple(Gpu(k, GPU_MEMORY_MIB[V100]) for k in range(draw(st.integers(1, 4))))
+            nodes.append(Node(f"{g}-{i}", g, V100, gpus))
+    left = {g: float(sum(len(n.gpus) for n in nodes if n.node_group == g)) for g in groups}
+    names = [f"dept-{i}" for i in range(draw(st.integers(1, 2)))]
+    projects = []
+    for i in range(draw(st.integers(1, 4))):
+        quotas = []
+        for g in groups:
+            quota = min(float(draw(st.integers(0, 3))), left[g])
+            left[g] -= quota
+            quotas.append((g, quota))
+        projects.append(
+            QueueSpec(
+                f"p{i}",
+                sum(q for _, q in quotas),
+                draw(st.sampled_from([1.0, 2.0])),
+                parent=draw(st.sampled_from(names)),
+                pool_quotas=tuple(quotas),
+                age=float(i),
+            )
+        )
+    for i in range(draw(st.integers(0, 2))):
+        parent = draw(st.sampled_from(names))
+        projects.append(QueueSpec(f"free{i}", 0.0, 1.0, parent=parent, age=10.0 + i))
+    departments = tuple(
+        QueueSpec(d, sum(p.deserved for p in projects if p.parent == d), 1.0, age=float(i))
+        for i, d in enumerate(names)
+    )
+    policy = Policy(departments, tuple(projects))
+    jobs = one_gpu_train_jobs(draw, policy, max_jobs, [(), (groups[0],), (groups[1],)])
+    return draw(warm_or_cold(policy, tuple(nodes), jobs))

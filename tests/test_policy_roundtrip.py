@@ -154,6 +154,8 @@ def repos(draw: st.DrawFn) -> Repo:
                 extra[key] = value
         if min_runtime := draw(min_runtimes()):
             extra["minRuntime"] = min_runtime
+        if groups := draw(st.lists(st.sampled_from(["a100", "h100"]), max_size=2, unique=True)):
+            extra["nodeGroupQuotas"] = {g: {"gpu": draw(GPUS)} for g in groups}
         documents.append(doc("Project", f"proj-{name}", **queue_fields(draw), **extra))
     return repo_of(*draw(st.permutations(documents)))
 
@@ -315,6 +317,29 @@ def test_every_field_the_document_carries_is_read(name: str) -> None:
         if read_policy_document(changed_at(data, path, _other)) == before:
             unread.append(".".join(map(str, path)))
     assert unread == []
+
+
+def test_the_configmap_carries_each_projects_quota_per_node_group() -> None:
+    """The scheduler judges a project's quota per node group (engine.pools) as simulate
+    does, so the document carries it; a project with one quota carries none."""
+    repo = repo_of(
+        doc("Cluster", "lab"),
+        doc("Department", "d", quota={"gpu": 12}),
+        doc(
+            "Project",
+            "pooled",
+            department="d",
+            nodeGroupQuotas={"h100": {"gpu": 8}, "a100": {"gpu": 4}},
+        ),
+        doc("Project", "single", department="d", quota={"gpu": 2}),
+    )
+    projects = {p["name"]: p for p in policy_document(repo)["departments"][0]["projects"]}
+    assert projects["pooled"]["nodeGroupQuotas"] == {"a100": {"gpu": 4}, "h100": {"gpu": 8}}
+    assert "nodeGroupQuotas" not in projects["single"]
+    queues = {q.name: q for q in read_back(repo).policy.projects}
+    assert queues["pooled"].pool_quotas == (("a100", 4.0), ("h100", 8.0))
+    assert queues["pooled"].deserved == 12
+    assert queues["single"].pool_quotas == ()
 
 
 def test_every_fairness_field_the_document_carries_is_read() -> None:

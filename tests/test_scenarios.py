@@ -125,6 +125,27 @@ def test_work_within_its_minimum_runtime_is_not_reclaimed_until_it_has_run_it():
     assert {e["time"] for e in evictions} == {1800.0}
 
 
+def test_a_pool_quota_is_reclaimed_in_its_pool_and_buys_nothing_in_another():
+    output = run_scenario("node-pool-quotas")
+    evictions = decisions(output, "evict")
+    # vision takes back exactly the 2 A100s nlp holds over its A100 quota, and its unused
+    # H100 quota takes no third A100 from nlp
+    assert [(e["workload"], e["reason"], e["by"]) for e in evictions] == [
+        ("nlp-a4", "reclaim", "vision-a1"),
+        ("nlp-a3", "reclaim", "vision-a2"),
+    ]
+    (any_pool,) = [w for w in output["workloads"] if w["name"] == "vision-any"]
+    assert {pod["node"] for pod in any_pool["pods"]} == {"h100-0"}
+    (nlp,) = [p for p in output["projects"] if p["name"] == "nlp"]
+    assert nlp["nodeGroups"]["a100"] == {
+        "name": "a100",
+        "deserved": 2,
+        "fairShare": 2,
+        "allocated": 2,
+        "queued": 2,
+    }
+
+
 def test_two_teams_that_each_want_the_whole_cluster_take_turns():
     """Fairness over time: the node goes back and forth by reclaim, never to one team for
     ever (tests/scenarios/fairness-over-time.yaml)."""

@@ -776,7 +776,12 @@ def test_queue_status_written_once_and_not_rewritten_on_a_no_op(sent, cluster, s
     install_queues(cluster)
     decisions = Decisions(
         departments=(QueueStatus("research", 8, 8, 3, 0),),
-        projects=(QueueStatus("team-a", 8, 8 / 3, 2.5, 1.0),),
+        # quotas per node group: the same numbers per group, under nodeGroups
+        projects=(
+            QueueStatus(
+                "team-a", 8, 8 / 3, 2.5, 1.0, pools=(QueueStatus("a100", 8, 8 / 3, 2.5, 1),)
+            ),
+        ),
     )
     writer = StatusWriter(scheduler_client)
     sent.reset()
@@ -786,7 +791,8 @@ def test_queue_status_written_once_and_not_rewritten_on_a_no_op(sent, cluster, s
     assert report.queues == 2 and not report.errors
     project = cluster.get(ObjectRef(API_VERSION, "Project", "", "team-a"))
     assert project is not None
-    assert project["status"] == {"deserved": 8, "fairShare": 2.6667, "allocated": 2.5, "queued": 1}
+    numbers = {"deserved": 8, "fairShare": 2.6667, "allocated": 2.5, "queued": 1}
+    assert project["status"] == {**numbers, "nodeGroups": {"a100": numbers}}
     # every field but the past usage, kept only with fairness over time (scheduler.usage)
     assert set(project["status"]) == set(STATUS_FIELDS["Project"]) - {"usage"}
     department = cluster.get(ObjectRef(API_VERSION, "Department", "", "research"))

@@ -634,6 +634,7 @@ def test_json_output_has_fixed_keys_and_sorted_lists(here: Path) -> None:
         "allocated",
         "queued",
         "department",
+        "nodeGroups",
     ]
     # the workloads in the order they were submitted (the repo's file order): the order
     # `running:` queues them in when the output is fed back

@@ -52,6 +52,7 @@ def queue_spec(
     preempt_min_runtime_s: int | None = None,
     reclaim_min_runtime_s: int | None = None,
     age: float = 0.0,
+    pool_quotas: dict[str, Resources] | None = None,
 ) -> QueueSpec:
     """A department's or project's queue: its GPU quota is deserved, its weight the explicit
     one or the cluster's rule (the rule the policy document's writer applies too, so the
@@ -69,7 +70,13 @@ def queue_spec(
         preempt_min_runtime_s=float(preempt_min_runtime_s or 0),
         reclaim_min_runtime_s=float(reclaim_min_runtime_s or 0),
         age=age,
+        pool_quotas=group_gpu_quotas(pool_quotas or {}),
     )
+
+
+def group_gpu_quotas(quotas: dict[str, Resources]) -> tuple[tuple[str, float], ...]:
+    """A project's GPU quota per node group, by group name (engine.pools)."""
+    return tuple(sorted((group, float(q.gpu or 0)) for group, q in quotas.items()))
 
 
 def engine_policy(
@@ -123,6 +130,7 @@ def policy_from_repo(repo: Repo) -> Policy:
             preempt_min_runtime_s=repo.min_runtime(p).preempt_s,
             reclaim_min_runtime_s=repo.min_runtime(p).reclaim_s,
             age=ages[p.name],
+            pool_quotas=p.node_group_quotas,
         )
         for ages in [queue_ages(repo.projects)]
         for p in repo.projects

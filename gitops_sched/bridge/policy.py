@@ -12,12 +12,13 @@ from typing import Any, ClassVar
 
 import yaml
 
-from gitops_sched.bridge.build import engine_policy
+from gitops_sched.bridge.build import engine_policy, group_gpu_quotas
 from gitops_sched.config.model import (
     FairnessSettings,
     MigLayout,
     NodeGroup,
     Project,
+    Resources,
     SchedulerPolicy,
 )
 from gitops_sched.contract.policy import POLICY_KEY, PolicyFields, PolicyFormatError
@@ -121,6 +122,7 @@ def read_policy_document(data: Any) -> ClusterPolicy:
                     idle_timeout_s=entry.integer("idleGpuTimeoutSeconds", None),
                     preempt_min_runtime_s=float(entry.integer("preemptMinRuntimeSeconds", 0)),
                     reclaim_min_runtime_s=float(entry.integer("reclaimMinRuntimeSeconds", 0)),
+                    pool_quotas=_read_group_quotas(entry),
                 )
             )
     groups = sorted((_read_node_group(g) for g in doc.items("nodeGroups")), key=lambda g: g.name)
@@ -159,6 +161,13 @@ def _read_queue(entry: PolicyFields, name: str, **project: Any) -> QueueSpec:
         age=entry.integer("age", 0),
         **project,
     )
+
+
+def _read_group_quotas(entry: PolicyFields) -> tuple[tuple[str, float], ...]:
+    """`nodeGroupQuotas`: the project's GPU quota per node group (engine.pools)."""
+    by_group = entry.mapping("nodeGroupQuotas")
+    quotas = {g: Resources(gpu=by_group.mapping(g).number("gpu", 0)) for g in by_group.data}
+    return group_gpu_quotas(quotas)
 
 
 def _read_project(entry: PolicyFields, department: str) -> PolicyProject:

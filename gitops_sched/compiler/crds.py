@@ -104,7 +104,14 @@ STATUS_FIELDS: dict[str, dict[str, Any]] = {
     },
     "NodeGroup": {},
     "Department": _QUEUE_STATUS,
-    "Project": _QUEUE_STATUS,
+    "Project": {
+        **_QUEUE_STATUS,
+        "nodeGroups": {
+            "type": "object",
+            "description": "With quotas per node group: the same numbers per node group.",
+            "additionalProperties": {"type": "object", "properties": _QUEUE_STATUS},
+        },
+    },
     "Template": {},
     "Workload": {
         "phase": _string("Queued, Running, Preempted, Succeeded or Failed."),

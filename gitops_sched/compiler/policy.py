@@ -118,6 +118,7 @@ def _project(repo: Repo, project: Project, age: int) -> dict[str, Any]:
             "age": age,
             "namespace": repo.required_cluster.project_namespace(project.name),
             "quota": _gpus(project.quota),
+            "nodeGroupQuotas": {g: _gpus(q) for g, q in sorted(project.node_group_quotas.items())},
             "overQuotaAllowed": project.over_quota_allowed,
             "overQuotaWeight": _weight(repo, project.over_quota_weight, project.quota),
             "overQuotaRank": project.over_quota_rank,
@@ -171,8 +172,8 @@ def _instances(layout: MigLayout) -> list[dict[str, Any]]:
 
 
 def _gpus(resources: Resources) -> dict[str, Any]:
-    """The GPU part of a quota or limit: all the engine's queues take of them (per-group
-    quotas and cpu/memory are checked by `validate`, not scheduled on)."""
+    """The GPU part of a quota or limit: all the engine's queues take of them (cpu and
+    memory are checked by `validate`, not scheduled on)."""
     return compact({"gpu": policy_number(resources.gpu)})
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gitops_sched.engine.pools import pool_of
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import GPU_EPSILON, Job
 from gitops_sched.hardware.gpus import gpus_text
@@ -43,6 +44,26 @@ def bounds(session: Session, job: Job) -> list[Bound]:
     if not project.over_quota_allowed:
         rule = "project may not go over quota"
         found.append(Bound(session.allocated[project.name], project.deserved, rule, project.name))
+    if session.pools is not None and (group := pool_of(session, job)) is not None:
+        found.extend(_pool_bounds(session, job, group))
+    return found
+
+
+def _pool_bounds(session: Session, job: Job, group: str) -> list[Bound]:
+    """The project's rules in the node group the job is tried in (engine.pools): its
+    deserved quota there bounds non-preemptible work, and all work if over quota is
+    denied."""
+    pools = session.pools
+    assert pools is not None
+    name, key = job.project, (job.project, group)
+    deserved = pools.deserved(name, (group,))
+    found = []
+    if not job.preemptible:
+        rule = f"non-preemptible work must fit in the project's deserved quota in {group}"
+        found.append(Bound(pools.fixed.get(key, 0.0), deserved, rule, name, False))
+    if not session.projects[name].over_quota_allowed:
+        rule = f"project may not go over its quota in {group}"
+        found.append(Bound(pools.allocated.get(key, 0.0), deserved, rule, name))
     return found
 
 
@@ -91,9 +112,15 @@ def may_reclaim(session: Session, job: Job) -> bool:
     """
     project = session.projects[job.project]
     allocated = session.allocated[job.project]
+    deserved, share = project.deserved, session.fair_share.get(job.project, 0.0)
+    pools = session.pools
+    if pools is not None and (group := pool_of(session, job)) is not None:
+        # judged in the node group it is tried in (engine.pools)
+        allocated = pools.held(job.project, (group,))
+        deserved = pools.deserved(job.project, (group,))
+        share = pools.share(job.project, (group,))
     after = allocated + session.wanted_gpus(job)
-    if after <= project.deserved + GPU_EPSILON:
+    if after <= deserved + GPU_EPSILON:
         return True
-    share = session.fair_share.get(job.project, 0.0)
     threshold = session.snapshot.policy.reclaim_threshold
     return allocated < share - threshold - GPU_EPSILON and after <= share + GPU_EPSILON

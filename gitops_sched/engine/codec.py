@@ -23,7 +23,8 @@ scheduler saves and loads) is `snapshot_to_dict` / `snapshot_from_dict`:
     QUEUE = {"name": "team-a", "deserved": 4.0, "overQuotaWeight": 4.0,
              "overQuotaAllowed": true, "overQuotaRank": 0, "limit": null, "parent": "research",
              "interactiveTimeLimitSeconds": null, "idleTimeoutSeconds": null,
-             "preemptMinRuntimeSeconds": 0.0, "reclaimMinRuntimeSeconds": 0.0, "age": 0.0}
+             "preemptMinRuntimeSeconds": 0.0, "reclaimMinRuntimeSeconds": 0.0, "age": 0.0,
+             "nodeGroupQuotas": {}}   # GPUs per node group, where the project gives them
 
 Keys are camelCase, as in the config repo and the JSON report. Pods, nodes and queues
 have the same keys whatever their values (null where a value is unset), so outputs diff
@@ -274,6 +275,7 @@ def queue_to_dict(queue: QueueSpec) -> dict[str, Any]:
         "preemptMinRuntimeSeconds": queue.preempt_min_runtime_s,
         "reclaimMinRuntimeSeconds": queue.reclaim_min_runtime_s,
         "age": queue.age,
+        "nodeGroupQuotas": dict(queue.pool_quotas),
     }
 
 
@@ -291,6 +293,7 @@ def queue_from_dict(data: dict[str, Any]) -> QueueSpec:
         preempt_min_runtime_s=data.get("preemptMinRuntimeSeconds", 0.0),
         reclaim_min_runtime_s=data.get("reclaimMinRuntimeSeconds", 0.0),
         age=data.get("age", 0.0),
+        pool_quotas=tuple(sorted((data.get("nodeGroupQuotas") or {}).items())),
     )
 
 

@@ -8,6 +8,7 @@ from gitops_sched.engine.actions.limits import enforce_limits
 from gitops_sched.engine.actions.preempt import preempt
 from gitops_sched.engine.actions.reclaim import reclaim
 from gitops_sched.engine.actions.stale_gangs import evict_stale_gangs
+from gitops_sched.engine.pools import pool_queues
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import (
     GPU_EPSILON,
@@ -65,6 +66,9 @@ def schedule(snapshot: Snapshot) -> Decisions:
         parent = spec.parent
         queued[parent] = queued.get(parent, 0.0) + queued.get(spec.name, 0.0)
 
+    pools = session.pools
+    pool_queued = pool_queues(session, pending) if pools is not None else {}
+
     def status(spec: QueueSpec) -> QueueStatus:
         return QueueStatus(
             name=spec.name,
@@ -72,6 +76,7 @@ def schedule(snapshot: Snapshot) -> Decisions:
             fair_share=session.fair_share.get(spec.name, 0.0),
             allocated=session.allocated.get(spec.name, 0.0),
             queued=queued.get(spec.name, 0.0),
+            pools=pools.statuses(spec.name, pool_queued) if pools is not None else (),
             usage=session.usage_of(spec.name),
         )
 

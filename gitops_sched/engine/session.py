@@ -15,6 +15,7 @@ from functools import partial
 
 from gitops_sched.engine.fairshare import fair_shares, nodes_capacity
 from gitops_sched.engine.history import past_usage
+from gitops_sched.engine.pools import Pools
 from gitops_sched.engine.requests import placed_pod_gpus, pod_gpus
 from gitops_sched.engine.types import (
     GPU_EPSILON,
@@ -115,6 +116,7 @@ class Session:
         self._placed: dict[str, tuple[Job, float]] = {}
         # job -> (the job as last seen, its victims, its nodes): see actions.victims.VictimPool
         self.victim_cache: dict[str, tuple[Job, list[Victim], tuple[str, ...]]] = {}
+        self.pools: Pools | None = None  # per-node-group quotas, built below where any
         for job in self.jobs.values():
             if job.running:
                 self._account(job, job.placement, +1)
@@ -139,6 +141,8 @@ class Session:
             history_weight=history_weight,
         )
         self._queue_facts: dict[str, tuple[float, int, float, float]] = {}  # see _facts
+        if any(p.pool_quotas for p in policy.projects):
+            self.pools = Pools(self)
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -262,14 +266,20 @@ class Session:
             if first is None or within < entries[first][2]:
                 best[job.project] = at
         projects: dict[str, tuple] = {}  # department -> (its first project's key, entry)
+        pools = self.pools
         for project, at in best.items():
             key = (*self._serve_level(project, entries[at][1]), project)
+            if pools is not None:  # within deserved quota in the job's node groups
+                key = pools.in_groups(key, entries[at][0], entries[at][1], False)
             department = self.department_of(project)
             if department not in projects or key < projects[department][0]:
                 projects[department] = (key, at)
         chosen: tuple | None = None
         for department, (key, at) in projects.items():
-            candidate = (self._serve_level(department, entries[at][1]), department, key, at)
+            level = self._serve_level(department, entries[at][1])
+            if pools is not None:
+                level = pools.in_groups(level, entries[at][0], entries[at][1], True)
+            candidate = (level, department, key, at)
             if chosen is None or candidate < chosen:
                 chosen = candidate
         assert chosen is not None, "no entries"
@@ -516,6 +526,10 @@ class Session:
         self._put(job)
         self._log(lambda: self._put(previous))
 
+    def put_job(self, job: Job) -> None:
+        """Hold `job` in place of the one of its key, unlogged (engine.pools.restricted)."""
+        self._put(job)
+
     def _put(self, job: Job) -> None:
         self.jobs[job.key] = job
         if job.missing > 0:
@@ -545,3 +559,5 @@ class Session:
                 self.allocated[queue] += amount
                 if not job.preemptible:
                     self.fixed[queue] += amount
+        if self.pools is not None:
+            self.pools.account(job, pods, sign)

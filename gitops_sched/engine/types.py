@@ -186,6 +186,10 @@ class QueueSpec:
     # breaks ties between otherwise equal queues: the lower (older) is served first and
     # gives up work last (KAI: the queue's creation time); names only after it
     age: float = 0.0
+    # a project's deserved GPUs per node group (Run:ai's node pools): when set, deserved
+    # quota, fair share, reclaim and preempt are judged per node group, the group of the
+    # node a job lands on; empty = one quota over every group it may use
+    pool_quotas: tuple[tuple[str, float], ...] = ()
 
 
 STALE_GANG_GRACE_S = 60.0  # KAI's default before a gang short of pods is evicted whole
@@ -275,6 +279,8 @@ class QueueStatus:
     fair_share: float
     allocated: float
     queued: float  # GPUs asked by pending work
+    # a project with per-node-group quotas: the same per node group (name = the group)
+    pools: tuple[QueueStatus, ...] = ()
     usage: float = 0.0  # decayed past usage over the capacity of the window (see Fairness)
 
 

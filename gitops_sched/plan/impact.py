@@ -56,6 +56,8 @@ class ProjectImpact:
     deserved: tuple[float | None, float | None]
     fair_share: tuple[float | None, float | None]
     allocated: tuple[float | None, float | None]  # None in the full-demand scenario
+    # a project with quotas per node group: the same per group (simulated scenarios only)
+    node_groups: tuple[ProjectImpact, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -340,6 +342,25 @@ class _WhyStarted:
         return f"was {was.status}" + (f": {was.reason}" if was.reason else "")
 
 
+def _pool_impacts(old: QueueStatus | None, new: QueueStatus | None) -> tuple[ProjectImpact, ...]:
+    """A project's numbers per node group before and after (engine.pools)."""
+    olds = {pool.name: pool for pool in old.pools} if old else {}
+    news = {pool.name: pool for pool in new.pools} if new else {}
+    rows = []
+    for group in sorted(olds.keys() | news.keys()):
+        was, now = olds.get(group), news.get(group)
+        rows.append(
+            ProjectImpact(
+                group,
+                (None, None),
+                (_num(was.deserved) if was else None, _num(now.deserved) if now else None),
+                (_num(was.fair_share) if was else None, _num(now.fair_share) if now else None),
+                (_num(was.allocated) if was else None, _num(now.allocated) if now else None),
+            )
+        )
+    return tuple(rows)
+
+
 def workloads(base: Repo, head: Repo, state: Simulation | None = None) -> Scenario:
     """The base and the head each continued from the same state: the `--state`, else the
     repo's workloads settled under the base. What differs is what the change causes; what
@@ -385,6 +406,7 @@ def workloads(base: Repo, head: Repo, state: Simulation | None = None) -> Scenar
                 (_num(old.deserved) if old else None, _num(new.deserved) if new else None),
                 (_num(old.fair_share) if old else None, _num(new.fair_share) if new else None),
                 (_num(old.allocated) if old else None, _num(new.allocated) if new else None),
+                _pool_impacts(old, new),
             )
         )
     return Scenario(

@@ -27,7 +27,7 @@ def _side(side: Side) -> dict[str, Any]:
 
 
 def _row(row: ProjectImpact, allocated: bool) -> dict[str, Any]:
-    out = {
+    out: dict[str, Any] = {
         "name": row.name,
         "department": pair(row.department),
         "deserved": pair(row.deserved),
@@ -35,6 +35,8 @@ def _row(row: ProjectImpact, allocated: bool) -> dict[str, Any]:
     }
     if allocated:
         out["allocated"] = pair(row.allocated)
+    if row.node_groups:
+        out["nodeGroups"] = [_row(group, allocated) for group in row.node_groups]
     return out
 
 

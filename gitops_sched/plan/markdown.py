@@ -230,21 +230,37 @@ def _fairness(plan: Plan) -> list[str]:
                 "Fair share, now",
                 "Allocated, now",
             ],
-            [_fair_row(row, by_name.get(row.name)) for row in changed],
+            [line for row in changed for line in _fair_rows(row, by_name.get(row.name))],
         )
     else:
         lines += ["No project's fair share or allocation changes.", ""]
     lines += _moved("Would be evicted", work.evicted)
     lines += _moved("Could start", work.started)
     lines += _chart(full)
-    every = [_fair_row(row, by_name.get(row.name)) for row in full.projects]
-    lines += [f"<details><summary>Every project ({len(every)})</summary>", ""]
+    every = [line for row in full.projects for line in _fair_rows(row, by_name.get(row.name))]
+    lines += [f"<details><summary>Every project ({len(full.projects)})</summary>", ""]
     lines += _table(
         ["Project", "Guaranteed", "Fair share, full demand", "Fair share, now", "Allocated, now"],
         every,
     )
     lines += ["</details>", ""]
     return lines
+
+
+def _fair_rows(full: ProjectImpact, now: ProjectImpact | None) -> list[list[str]]:
+    """The project's row, then one per node group it has a quota in (now only)."""
+    rows = [_fair_row(full, now)]
+    for group in now.node_groups if now else ():
+        rows.append(
+            [
+                f"↳ in `{group.name}`",
+                arrow(group.deserved),
+                "",
+                arrow(group.fair_share),
+                arrow(group.allocated),
+            ]
+        )
+    return rows
 
 
 def _fair_row(full: ProjectImpact, now: ProjectImpact | None) -> list[str]:

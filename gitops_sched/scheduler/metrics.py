@@ -1,6 +1,7 @@
 """The scheduler's Prometheus metrics (served with its probes by `cluster.serving`).
 
-Per queue (`level` project or department): GPUs deserved, fair share, allocated and asked by
+Per queue (`level` project or department; `project-node-group`, queue `<project>/<group>`,
+for a project with quotas per node group): GPUs deserved, fair share, allocated and asked by
 pending work, as the last cycle computed them; the cluster's GPUs, nodes and workloads;
 cycle duration; pods bound by request kind; pods evicted by the engine's reason, and
 evictions a PodDisruptionBudget refused; pods with our schedulerName the cycle could not
@@ -14,6 +15,7 @@ the replicas' series never disagree. Counters and the cycle histogram are per re
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 
 PROJECT = "project"
 DEPARTMENT = "department"
+PROJECT_NODE_GROUP = "project-node-group"  # queue "<project>/<group>": a per-group quota
 # the `kind` label of binds: GPU memory requests are fractions once placed
 BIND_KINDS = {
     RequestKind.WHOLE: "whole",
@@ -141,6 +144,11 @@ class SchedulerMetrics:
             for status in statuses:
                 self._set_queue(level, status)
                 current.add((level, status.name))
+        for status in decisions.projects:  # per node group, where a project has quotas there
+            for pool in status.pools:
+                name = f"{status.name}/{pool.name}"
+                self._set_queue(PROJECT_NODE_GROUP, replace(pool, name=name))
+                current.add((PROJECT_NODE_GROUP, name))
         self._remove_queues(self._queues - current)
         self._queues = current
 

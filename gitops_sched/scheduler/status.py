@@ -39,14 +39,18 @@ class StatusReport:
     errors: list[str] = field(default_factory=list)
 
 
-def queue_status(queue: QueueStatus) -> dict[str, float]:
-    """A queue's status as the CRD names its fields, GPUs rounded as reports round them."""
-    return {
+def queue_status(queue: QueueStatus) -> dict[str, Any]:
+    """A queue's status as the CRD names its fields, GPUs rounded as reports round them; a
+    project with quotas per node group has the same per group under `nodeGroups`."""
+    status: dict[str, Any] = {
         "deserved": rounded_gpus(queue.deserved),
         "fairShare": rounded_gpus(queue.fair_share),
         "allocated": rounded_gpus(queue.allocated),
         "queued": rounded_gpus(queue.queued),
     }
+    if queue.pools:
+        status["nodeGroups"] = {pool.name: queue_status(pool) for pool in queue.pools}
+    return status
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,8 @@ class Idle:
 
 @dataclass(frozen=True)
 class Expect:
-    projects: dict[str, dict[str, float]]  # project -> file field (PROJECT_FIELDS) -> GPUs
+    # project -> file field (PROJECT_FIELDS) -> GPUs; "nodeGroups": group -> field -> GPUs
+    projects: dict[str, dict[str, Any]]
     workloads: dict[str, dict[str, str]]  # workload -> status / node / reason -> text
     # (project|workload, name, field) -> where the expected value is written
     locations: dict[tuple[str, str, str], Location] = field(default_factory=dict, compare=False)
@@ -647,6 +648,13 @@ class _StepReader:
             for name, fields in projects.items()
             for key in fields
         }
+        for name, fields in projects.items():  # per node group: "nodeGroups.<group>.<key>"
+            for group, values in (fields.get("nodeGroups") or {}).items():
+                for key in values:
+                    where = (*path, "projects", name, "nodeGroups", group, key)
+                    locations[("project", name, f"nodeGroups.{group}.{key}")] = self.doc.location(
+                        where
+                    )
         expected: dict[str, dict[str, str]] = {}
         for name, want in workloads.items():
             where = (*path, "workloads", name)

@@ -18,6 +18,7 @@ from typing import Any
 from gitops_sched.config.model import Repo, Workload
 from gitops_sched.engine.fairshare import Give, Step, Trace, fair_shares
 from gitops_sched.engine.min_runtime import protected_until
+from gitops_sched.engine.pools import pool_queues
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import (
     GPU_EPSILON,
@@ -26,12 +27,19 @@ from gitops_sched.engine.types import (
     GpuRequest,
     Job,
     QueueSpec,
+    QueueStatus,
     RequestKind,
 )
 from gitops_sched.engine.why import Pending, PendingKind, PendingReasons
 from gitops_sched.hardware.gpus import gpus_text, rounded_gpus
 from gitops_sched.sim.events import Simulation
-from gitops_sched.sim.report import decision_text, duration, pods_text, request_text
+from gitops_sched.sim.report import (
+    decision_text,
+    duration,
+    pods_text,
+    queue_json,
+    request_text,
+)
 from gitops_sched.sim.run import SimulationResult, WorkloadState, simulate
 
 RULES = {
@@ -69,6 +77,8 @@ class Explanation:
     demand: float  # what its project holds and asks for: what the split caps it at
     capacity: float  # GPUs of the schedulable nodes: what the cluster level splits
     steps: tuple[Step, ...]  # the split's steps at the cluster and in its department
+    # a project with quotas per node group: its numbers per group (engine.pools)
+    pools: tuple[QueueStatus, ...] = ()
     # fairness over time, if configured: the policy and the decayed past usage of each
     # queue the steps name (a share of what the cluster could give in the window)
     fairness: Fairness | None = None
@@ -124,6 +134,7 @@ def explain(repo: Repo, simulation: Simulation | None, spec: str) -> Explanation
         demand=session.demand.get(workload.project, 0.0),
         capacity=session.capacity,
         steps=tuple(s for s in trace.steps if s.level in ("", department)),
+        pools=_pools(session, workload.project),
         fairness=policy.fairness,
         usage=_usage(session, trace.steps, department),
     )
@@ -135,6 +146,13 @@ def _usage(session: Session, steps: list[Step], department: str) -> tuple[tuple[
         return ()
     names = {g.queue for s in steps if s.level in ("", department) for g in s.gives}
     return tuple((name, session.usage_of(name)) for name in sorted(names))
+
+
+def _pools(session: Session, project: str) -> tuple[QueueStatus, ...]:
+    """The project's deserved quota, fair share, holdings and queue per node group."""
+    if session.pools is None:
+        return ()
+    return session.pools.statuses(project, pool_queues(session, session.pending()))
 
 
 def find_workload(result: SimulationResult, spec: str) -> WorkloadState:
@@ -309,6 +327,17 @@ def _share_text(e: Explanation) -> list[str]:
         if steps:
             lines.append(f"  split of {title}:")
             lines += [f"    {_step_text(step)}" for step in steps]
+    if e.pools:
+        lines.append(
+            f"  per node group ({p.name} has quotas per node group: each group's GPUs are "
+            "split among such projects, and a job is judged in the group it lands on):"
+        )
+        lines += [
+            f"    {pool.name}: deserved {gpus_text(pool.deserved)}, fair share "
+            f"{gpus_text(pool.fair_share)}, holds {gpus_text(pool.allocated)}, asks for "
+            f"{gpus_text(pool.queued)} more"
+            for pool in e.pools
+        ]
     return lines
 
 
@@ -382,6 +411,7 @@ def to_json(e: Explanation) -> dict[str, Any]:
             "rank": e.project.over_quota_rank if e.project else None,
             "capacity": rounded_gpus(e.capacity),
             "steps": [_step_json(step) for step in e.steps],
+            "nodeGroups": {pool.name: queue_json(pool) for pool in e.pools},
             "fairness": None
             if e.fairness is None
             else {

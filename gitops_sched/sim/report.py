@@ -61,7 +61,12 @@ def to_json(result: SimulationResult) -> dict[str, Any]:
         "time": result.snapshot.now,
         "departments": [_queue(q) for q in _by_name(result.departments)],
         "projects": [
-            {**_queue(q), "department": parents.get(q.name, "")} for q in _by_name(result.projects)
+            {
+                **_queue(q),
+                "department": parents.get(q.name, ""),
+                "nodeGroups": {pool.name: _queue(pool) for pool in q.pools},
+            }
+            for q in _by_name(result.projects)
         ],
         **_past_usage(result.snapshot),
         "workloads": [_workload(state) for state in result.queue],
@@ -104,6 +109,11 @@ def _queue(queue: QueueStatus) -> dict[str, Any]:
         "allocated": rounded_gpus(queue.allocated),
         "queued": rounded_gpus(queue.queued),
     }
+
+
+def queue_json(queue: QueueStatus) -> dict[str, Any]:
+    """A queue's numbers as the JSON reports give them (explain's per node group too)."""
+    return _queue(queue)
 
 
 def _workload(state: WorkloadState) -> dict[str, Any]:
@@ -271,6 +281,9 @@ def _queues(title: str, queues: list[dict], with_department: bool) -> Table:
         numbers = [gpus_text(queue[k]) for k in ("deserved", "fairShare", "allocated", "queued")]
         first = [queue["department"]] if with_department else []
         table.add_row(*first, queue["name"], *numbers)
+        for group, pool in queue.get("nodeGroups", {}).items():  # quotas per node group
+            numbers = [gpus_text(pool[k]) for k in ("deserved", "fairShare", "allocated", "queued")]
+            table.add_row(*[""] * len(first), f"  in {group}", *numbers)
     return table
 
 

@@ -317,6 +317,9 @@ class _Run:
         for name, fields in expect.projects.items():
             status = statuses.get(name)
             for key, want in fields.items():
+                if key == "nodeGroups":
+                    self._expect_groups(step, expect, name, status, want)
+                    continue
                 got = getattr(status, PROJECT_FIELDS[key]) if status else None
                 ok = got is not None and abs(got - want) <= TOLERANCE
                 self._check(step, expect, ("project", name, key), want, got, ok)
@@ -328,6 +331,25 @@ class _Run:
                 seen = actual[key]
                 ok = text.lower() in seen.lower() if key == "reason" else seen == text
                 self._check(step, expect, ("workload", name, key), text, seen, ok)
+
+    def _expect_groups(
+        self,
+        step: Step,
+        expect: Expect,
+        name: str,
+        status: QueueStatus | None,
+        groups: dict[str, dict[str, float]],
+    ) -> None:
+        """A project's expected numbers per node group (`nodeGroups:`): a group the project
+        has no status in (one quota over all groups) reads as missing."""
+        pools = {pool.name: pool for pool in status.pools} if status else {}
+        for group, fields in groups.items():
+            pool = pools.get(group)
+            for key, want in fields.items():
+                got = getattr(pool, PROJECT_FIELDS[key]) if pool else None
+                ok = got is not None and abs(got - want) <= TOLERANCE
+                what = ("project", name, f"nodeGroups.{group}.{key}")
+                self._check(step, expect, what, want, got, ok)
 
     def _check(
         self, step: Step, expect: Expect, what: tuple[str, str, str], want: Any, got: Any, ok: bool

@@ -19,6 +19,7 @@ import heapq
 
 from gitops_sched.engine.admission import quota_blocker
 from gitops_sched.engine.placement import place
+from gitops_sched.engine.pools import restricted, tries
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import Job
 
@@ -64,15 +65,10 @@ def _allocate_free(session: Session) -> None:
         _, name = heapq.heappop(inside[department])
         position = positions[name]
         job = session.jobs[queues[name][position].key]
-        reason = quota_blocker(session, job)
-        placed = False
-        if reason is None:
-            shape = (job.request, job.next_pods, job.node_groups)
-            placed = shape not in no_room and place(session, job)
-            if not placed:
-                if shape not in no_room:
-                    no_room[shape] = no_room_reason(job)
-                reason = no_room[shape]
+        if session.pools is None:
+            placed, reason = _allocate_job(session, job, no_room)
+        else:
+            placed, reason = _allocate_in_pools(session, job, no_room)
         if reason is not None:
             session.pending_reasons[job.key] = gang_reason(job, reason)
         elif session.jobs[job.key].missing == 0:
@@ -84,6 +80,34 @@ def _allocate_free(session: Session) -> None:
             heapq.heappush(inside[department], project_entry(name))
         if inside[department]:
             heapq.heappush(heap, department_entry(department))
+
+
+def _allocate_job(session: Session, job: Job, no_room: dict[tuple, str]) -> tuple[bool, str | None]:
+    """Place the job if its quota rules let it and it finds room: (placed, why not)."""
+    reason = quota_blocker(session, job)
+    if reason is not None:
+        return False, reason
+    shape = (job.request, job.next_pods, job.node_groups)
+    if shape not in no_room and place(session, job):
+        return True, None
+    if shape not in no_room:
+        no_room[shape] = no_room_reason(job)
+    return False, no_room[shape]
+
+
+def _allocate_in_pools(
+    session: Session, job: Job, no_room: dict[tuple, str]
+) -> tuple[bool, str | None]:
+    """_allocate_job in each node group the job may be tried in (engine.pools.tries), until
+    it is placed; why not in the first group, if nowhere."""
+    first: str | None = None
+    for groups in tries(session, job):
+        with restricted(session, job, groups) as each:
+            placed, reason = _allocate_job(session, each, no_room)
+        if placed:
+            return True, None
+        first = first or reason
+    return False, first
 
 
 def _suffix_minima(values: list[float]) -> list[float]:

@@ -11,12 +11,13 @@ trade a train job for an inference job, as KAI's preempt does.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from functools import partial
 from itertools import chain
 
 from gitops_sched.engine.actions.victims import VictimPool, evict_until_placed
 from gitops_sched.engine.admission import fits_quota, quota_blocker
+from gitops_sched.engine.pools import pool_of, restricted, tries
 from gitops_sched.engine.session import Session, Victim
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job
 
@@ -36,36 +37,72 @@ def preempt(session: Session, projects: Collection[str] | None = None) -> None:
         if not priorities:
             continue
         for job in queues[name]:
-            job = session.jobs[job.key]
-            if job.missing == 0:
+            if session.pools is None:
+                _preempt_job(session, pool, job, priorities, failed)
                 continue
-            cut = bisect.bisect_left(priorities, job.priority)
-            shape = (name, job.request, job.next_pods, job.node_groups, job.priority)
-            if cut == 0 or shape in failed:
-                continue
-            pool.begin()
-            found = _below(pool, job, cut)
-            first = next(found, None)
-            if first is None:
-                continue
-            victims: Iterable[Victim] = chain((first,), found)
-            if quota_blocker(session, job):
-                victims = list(victims)
-                freed = sum(pool.gpus(v) for v in victims if v.pods is None)
-                freeable = {name: freed, session.department_of(name): freed}
-                if quota_blocker(session, job, freeable):
-                    continue
-            ceiling = max(session.fair_share.get(name, 0.0), session.allocated[name])
+            for groups in tries(session, job):
+                with restricted(session, job, groups) as each:
+                    if _preempt_job(session, pool, each, priorities, failed):
+                        break
 
-            def accept(job=job, name=name, ceiling=ceiling) -> bool:
-                within_share = session.allocated[name] <= ceiling + GPU_EPSILON
-                return within_share and fits_quota(session, job)
 
-            next_victim = partial(next, iter(victims), None)
-            if evict_until_placed(session, job, EvictReason.PREEMPT, next_victim, accept):
-                session.pending_reasons.pop(job.key, None)
-            else:
-                failed.add(shape)
+def _preempt_job(
+    session: Session, pool: VictimPool, job: Job, priorities: list[int], failed: set[tuple]
+) -> bool:
+    """Preempt lower-priority work of the job's project for it; whether it was placed."""
+    name = job.project
+    job = session.jobs[job.key]
+    if job.missing == 0:
+        return False
+    cut = bisect.bisect_left(priorities, job.priority)
+    shape = (name, job.request, job.next_pods, job.node_groups, job.priority)
+    if cut == 0 or shape in failed:
+        return False
+    pool.begin()
+    found = _below(pool, job, cut)
+    first = next(found, None)
+    if first is None:
+        return False
+    victims: Iterable[Victim] = chain((first,), found)
+    if quota_blocker(session, job):
+        victims = list(victims)
+        freed = sum(pool.gpus(v) for v in victims if v.pods is None)
+        freeable = {name: freed, session.department_of(name): freed}
+        if quota_blocker(session, job, freeable):
+            return False
+    held = _held(session, job)
+    ceiling = max(held(), _share(session, job))
+
+    def accept() -> bool:
+        return held() <= ceiling + GPU_EPSILON and fits_quota(session, job)
+
+    next_victim = partial(next, iter(victims), None)
+    if evict_until_placed(session, job, EvictReason.PREEMPT, next_victim, accept):
+        session.pending_reasons.pop(job.key, None)
+        return True
+    failed.add(shape)
+    return False
+
+
+def _held(session: Session, job: Job) -> Callable[[], float]:
+    """What the job's project holds: in the node group the job is tried in, for a project
+    with per-group quotas (engine.pools), else in all."""
+    group = pool_of(session, job)
+    if group is None:
+        return partial(session.allocated.__getitem__, job.project)
+    pools = session.pools
+    assert pools is not None
+    return partial(pools.held, job.project, (group,))
+
+
+def _share(session: Session, job: Job) -> float:
+    """The fair share preempt keeps the project within, judged as _held judges."""
+    group = pool_of(session, job)
+    if group is None:
+        return session.fair_share.get(job.project, 0.0)
+    pools = session.pools
+    assert pools is not None
+    return pools.share(job.project, (group,))
 
 
 def _below(pool: VictimPool, job: Job, cut: int) -> Iterator[Victim]:

@@ -30,6 +30,7 @@ from enum import StrEnum
 
 from gitops_sched.engine.actions.victims import VictimPool, evict_until_placed, ranks_ahead
 from gitops_sched.engine.admission import fits_quota, may_reclaim, quota_blocker
+from gitops_sched.engine.pools import pool_of, restricted, tries
 from gitops_sched.engine.session import Session, Victim, victim_order
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job
 
@@ -49,26 +50,46 @@ def reclaim(session: Session, claimants: Collection[str] | None = None) -> None:
     failed_shapes: set[tuple] = set()
     for name in session.serve_order(queues):
         for job in queues[name]:
-            job = session.jobs[job.key]
-            if job.missing == 0 or quota_blocker(session, job, _freeable(session, job)):
+            if session.pools is None:
+                _reclaim_job(session, job, pool, order, failed_shapes)
                 continue
-            if not may_reclaim(session, job):
-                continue
-            gain = session.wanted_gpus(job)
-            guaranteed = within_deserved(session, job, gain)
-            shape = (name, job.request, job.next_pods, job.node_groups, guaranteed, job.preemptible)
-            if shape in failed_shapes:
-                continue
-            if _reclaim_for(session, job, pool, order, gain, guaranteed):
-                session.pending_reasons.pop(job.key, None)
-            else:
-                failed_shapes.add(shape)
+            for groups in tries(session, job):
+                with restricted(session, job, groups) as each:
+                    if _reclaim_job(session, each, pool, order, failed_shapes):
+                        break
+
+
+def _reclaim_job(
+    session: Session, job: Job, pool: VictimPool, order: _VictimQueues, failed_shapes: set[tuple]
+) -> bool:
+    """Reclaim for the job if it may; whether it was placed."""
+    job = session.jobs[job.key]
+    if job.missing == 0 or quota_blocker(session, job, _freeable(session, job)):
+        return False
+    if not may_reclaim(session, job):
+        return False
+    gain = session.wanted_gpus(job)
+    guaranteed = within_deserved(session, job, gain)
+    shape: tuple = (job.project, job.request, job.next_pods, job.node_groups, guaranteed)
+    shape = (*shape, job.preemptible)
+    if shape in failed_shapes:
+        return False
+    if _reclaim_for(session, job, pool, order, gain, guaranteed):
+        session.pending_reasons.pop(job.key, None)
+        return True
+    failed_shapes.add(shape)
+    return False
 
 
 def within_deserved(session: Session, job: Job, gain: float) -> bool:
     """Whether the job's project stays within its deserved quota gaining `gain` GPUs: then
-    it may take any work of projects over their own deserved quota (see module doc)."""
+    it may take any work of projects over their own deserved quota (see module doc). A
+    project with per-group quotas is judged in the group the job is tried in."""
     project = session.projects[job.project]
+    pools = session.pools
+    if pools is not None and (group := pool_of(session, job)) is not None:
+        held = pools.held(project.name, (group,))
+        return held + gain <= pools.deserved(project.name, (group,)) + GPU_EPSILON
     return session.allocated[project.name] + gain <= project.deserved + GPU_EPSILON
 
 
@@ -129,6 +150,8 @@ class _VictimQueues:
         if department == self.open:
             return True, True
         session = self.session
+        if session.pools is not None:
+            return True, True  # judged per victim, in its node groups (engine.pools)
         allocated = session.allocated.get(department, 0.0)
         return (
             allocated > session.allocatable(department) + GPU_EPSILON,
@@ -139,6 +162,9 @@ class _VictimQueues:
         """Whether the project, and its department, may lose anything at all."""
         if not self.standing[self.session.department_of(project)][guaranteed]:
             return False
+        pools = self.session.pools
+        if pools is not None and project in pools.quotas:
+            return pools.may_give_any(project, guaranteed)
         if guaranteed:
             return _over_deserved(self.session, project)
         allocated = self.session.allocated.get(project, 0.0)
@@ -264,7 +290,7 @@ def _reclaim_for(
                 if index is not None:
                     victim = pool.victims(project)[index]
                     if _may_lose(
-                        session, job, gain, project, pool.gpus(victim), guaranteed
+                        session, job, gain, project, pool.gpus(victim), guaranteed, victim.groups
                     ) and not ranks_ahead(session, job, gain, victim):
                         cursors[project] = index + 1
                         last.append(project)
@@ -318,10 +344,17 @@ def _movable(
 
 
 def _may_lose(
-    session: Session, job: Job, gain: float, project: str, amount: float, guaranteed: bool
+    session: Session,
+    job: Job,
+    gain: float,
+    project: str,
+    amount: float,
+    guaranteed: bool,
+    groups: frozenset[str] = frozenset(),
 ) -> bool:
-    """Whether the victim's project (and department) may lose `amount` GPUs to the job."""
-    return loss_refused(session, job, gain, project, amount, guaranteed) is None
+    """Whether the victim's project (and department) may lose `amount` GPUs, of work on
+    node groups `groups`, to the job."""
+    return loss_refused(session, job, gain, project, amount, guaranteed, groups=groups) is None
 
 
 def loss_refused(
@@ -332,18 +365,56 @@ def loss_refused(
     amount: float,
     guaranteed: bool,
     taken: float = 0.0,
+    groups: frozenset[str] = frozenset(),
 ) -> tuple[str, Floor] | None:
     """The queue (the project, or its department) that may not lose a victim of `amount`
     GPUs of the project's work to the job, `taken` GPUs of it being gone already, and
-    which floor stops it; None if neither. Pending reasons name it (see engine.why)."""
-    broken = _floor_broken(session, gain, project, job.project, amount, guaranteed, taken)
+    which floor stops it; None if neither. Pending reasons name it (see engine.why).
+    Where the victim's project or the claimant has per-group quotas, the projects are
+    judged in the victim's node groups `groups` (and the group the job is tried in)."""
+    if session.pools is not None and (
+        project in session.pools.quotas or pool_of(session, job) is not None
+    ):
+        broken = _pool_floor_broken(session, job, gain, project, amount, guaranteed, groups)
+    else:
+        broken = _floor_broken(session, gain, project, job.project, amount, guaranteed, taken)
     if broken is not None:
         return project, broken
     department, claimant = session.department_of(project), session.department_of(job.project)
     if department == claimant:
         return None
+    if session.pools is not None and (
+        project in session.pools.quotas or pool_of(session, job) is not None
+    ):
+        where = groups or frozenset(session.pools.groups(project))
+        broken = _pool_department_floor(
+            session, gain, department, claimant, amount, guaranteed, where
+        )
+        return None if broken is None else (department, broken)
     broken = _floor_broken(session, gain, department, claimant, amount, guaranteed, taken)
     return None if broken is None else (department, broken)
+
+
+def _pool_department_floor(
+    session: Session,
+    gain: float,
+    department: str,
+    claimant: str,
+    amount: float,
+    guaranteed: bool,
+    groups: frozenset[str],
+) -> Floor | None:
+    """_floor_broken of the department of a victim with per-group quotas: judged by its
+    projects with per-group quotas in the victim's groups (their sums there: a department
+    deserves in a node group what its projects do), so that a project's deserved quota in
+    a group is guaranteed there across departments too."""
+    pools = session.pools
+    assert pools is not None
+    held, deserved, allocatable, share = pools.department_in(department, groups)
+    claimant_after = _utilisation(
+        session.allocated[claimant] + gain, session.fair_share.get(claimant, 0.0)
+    )
+    return _floor((held, deserved, allocatable), share, claimant_after, amount, guaranteed)
 
 
 def _may_lose_any(
@@ -355,11 +426,16 @@ def _may_lose_any(
     department = session.department_of(project)
     if department in blocked:
         return False
-    if _floor_broken(session, gain, project, job.project, 0.0, guaranteed):
+    pooled = session.pools is not None and (
+        project in session.pools.quotas or pool_of(session, job) is not None
+    )  # judged per victim, in its node groups
+    if not pooled and _floor_broken(session, gain, project, job.project, 0.0, guaranteed):
         return False
     claimant = session.department_of(job.project)
-    if department != claimant and _floor_broken(
-        session, gain, department, claimant, 0.0, guaranteed
+    if (
+        department != claimant
+        and not pooled
+        and _floor_broken(session, gain, department, claimant, 0.0, guaranteed)
     ):
         blocked.add(department)
         return False
@@ -403,6 +479,62 @@ def _floor_broken(
         session.allocated[claimant] + gain, session.fair_share.get(claimant, 0.0)
     )
     share = session.fair_share.get(queue, 0.0)
+    return _ratio_floor(held, share, claimant_after, amount)
+
+
+def _pool_floor_broken(
+    session: Session,
+    job: Job,
+    gain: float,
+    project: str,
+    amount: float,
+    guaranteed: bool,
+    groups: frozenset[str],
+) -> Floor | None:
+    """_floor_broken of the victim's project, each side with per-group quotas judged in
+    its node groups (engine.pools): the victim's project in the groups the victim runs
+    on, the claimant in the group it is tried in."""
+    pools = session.pools
+    assert pools is not None
+    if project in pools.quotas:
+        groups = groups or frozenset(pools.groups(project))
+        held = pools.held(project, groups)
+        victim = (held, pools.deserved(project, groups), pools.allocatable(project, groups))
+        share = pools.share(project, groups)
+    else:
+        held = session.allocated[project]
+        victim = (held, _deserved(session, project), session.allocatable(project))
+        share = session.fair_share.get(project, 0.0)
+    group = pool_of(session, job)
+    if group is not None:
+        claimant = (pools.held(job.project, (group,)), pools.share(job.project, (group,)))
+    else:
+        claimant = (session.allocated[job.project], session.fair_share.get(job.project, 0.0))
+    claimant_after = _utilisation(claimant[0] + gain, claimant[1])
+    return _floor(victim, share, claimant_after, amount, guaranteed)
+
+
+def _floor(
+    victim: tuple[float, float, float],
+    share: float,
+    claimant_after: float,
+    amount: float,
+    guaranteed: bool,
+) -> Floor | None:
+    """_floor_broken's rule on numbers: the victim's queue holds, deserves and may hold
+    (`victim`) so much and has fair share `share`; the claimant would end at
+    `claimant_after` of its fair share."""
+    held, deserved, allocatable = victim
+    if guaranteed:
+        return None if held > deserved + GPU_EPSILON else Floor.DESERVED
+    if held <= allocatable + GPU_EPSILON:
+        return Floor.SHARE
+    return _ratio_floor(held, share, claimant_after, amount)
+
+
+def _ratio_floor(held: float, share: float, claimant_after: float, amount: float) -> Floor | None:
+    """RATIO when the claimant ends above its fair share and the victim's queue, holding
+    `held` of its `share`, would not stay above it after losing `amount`."""
     over = claimant_after > 1 + GPU_EPSILON and share > GPU_EPSILON
     if over and claimant_after >= (held - amount) / share - GPU_EPSILON:
         return Floor.RATIO

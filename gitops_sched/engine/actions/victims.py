@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from gitops_sched.engine.admission import fits_quota
 from gitops_sched.engine.min_runtime import protected_until
 from gitops_sched.engine.placement import place, surely_no_room
+from gitops_sched.engine.pools import ran_in
 from gitops_sched.engine.session import Session, Victim, job_order, victim_order
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job, PodPlacement
 
@@ -127,12 +128,16 @@ def ranks_ahead(session: Session, job: Job, gain: float, victim: Victim) -> bool
     for queue in queues:
         if queue in allocated:
             allocated[queue] -= back
+    if session.pools is not None:  # and in the node groups it runs in
+        session.pools.account(current, pods, -1)
     try:
         return session.next_in_order([(job, gain, (0,)), (current, back, (1,))]) == 1
     finally:
         for queue in queues:
             if queue in allocated:
                 allocated[queue] += back
+        if session.pools is not None:
+            session.pools.account(current, pods, +1)
 
 
 def fits_alone(session: Session, job: Job, accept: Callable[[], bool]) -> bool:
@@ -159,6 +164,10 @@ def replace_together(
 
         while waiting:
             jobs = [session.jobs[job.key if e is None else e.job] for e in waiting]
+            if session.pools is not None:  # a victim is judged where it ran (engine.pools)
+                jobs = [
+                    j if e is None else ran_in(session, j, e.pods) for j, e in zip(jobs, waiting)
+                ]
             at = session.next_in_order(
                 [(j, _gain(session, j, e), _within(j, e)) for j, e in zip(jobs, waiting)]
             )

@@ -1,0 +1,299 @@
+"""Quotas per node group (Run:ai's node pools, KAI's queue per node pool).
+
+A project that gives its quota per node group (`QueueSpec.pool_quotas`) is judged per
+group, in the group of the node a job lands on: its deserved quota there is guaranteed
+there and only there (8 H100s and 4 A100s never make 12 A100s), non-preemptible work must
+fit in it, `overQuota: denied` caps it, reclaim and preempt weigh what it holds in that
+group against that group's deserved quota and fair share, and a victim's project is judged
+in the groups the victim runs on. A job that may use several groups is tried group by
+group (`tries`), those where its project has the most deserved quota left first.
+
+A project's fair share in a group is the group's own split (`fairshare.split`, as KAI
+splits each node pool among its queues): the group's GPUs, less those that projects with
+one quota hold there, go first to each project's deserved quota in the group, then by
+those quotas as weights (a project with no quota in the group has a weight of 1), each
+project asking for what it holds and asks for there, capped by its fair share over the
+cluster (cluster -> departments -> projects, unchanged). Work that may run in several
+groups asks in each. Departments keep one quota over every group, and so does a project
+without per-group quotas. A repo with no per-group quota builds none of this
+(`Session.pools` is None).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Protocol
+
+from gitops_sched.engine.fairshare import Claim, split
+from gitops_sched.engine.types import GPU_EPSILON, Job, PodPlacement, QueueSpec, QueueStatus
+from gitops_sched.engine.usage import NodeUse
+
+
+class Session(Protocol):
+    """What this module uses of the cycle's `engine.session.Session` (which builds Pools:
+    named here, not imported, so that the engine's modules import in one direction)."""
+
+    projects: dict[str, QueueSpec]
+    nodes: dict[str, NodeUse]
+    jobs: dict[str, Job]
+    fair_share: dict[str, float]
+    pools: Pools | None
+
+    def placed_gpus(self, job: Job, pods: tuple[PodPlacement, ...] | None = None) -> float: ...
+
+    def wanted_gpus(self, job: Job, pods: int | None = None) -> float: ...
+
+    def pending(self) -> list[Job]: ...
+
+    def groups_of(self, job: Job) -> list[str]: ...
+
+    def department_of(self, project: str) -> str: ...
+
+    def put_job(self, job: Job) -> None: ...
+
+
+class Pools:
+    """Per (project, node group): deserved quota, what it holds (and of that what is not
+    preemptible), fair share. Only projects with per-group quotas are tracked."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.quotas: dict[str, dict[str, float]] = {
+            p.name: dict(p.pool_quotas) for p in session.projects.values() if p.pool_quotas
+        }
+        self.allocated: dict[tuple[str, str], float] = {}
+        self.fixed: dict[tuple[str, str], float] = {}
+        # (department, group) -> what all its projects hold there (see department_in)
+        self.department_held: dict[tuple[str, str], float] = {}
+        self.group = {name: use.node.node_group for name, use in session.nodes.items()}
+        for job in session.jobs.values():
+            if job.running:
+                self.account(job, job.placement, +1)
+        self.capacity: dict[str, float] = {}
+        for use in session.nodes.values():
+            if use.node.schedulable:
+                free = sum(not gpu.held for gpu in use.node.gpus)
+                group = use.node.node_group
+                self.capacity[group] = self.capacity.get(group, 0.0) + free
+        self.demand = self._demand()
+        self.fair_share = self._shares()
+
+    def account(self, job: Job, pods: tuple[PodPlacement, ...], sign: int) -> None:
+        """Count (sign +1) or uncount (-1) the pods in the groups of their nodes: for the
+        project, if it has per-group quotas, and for its department whatever it has."""
+        pooled = job.project in self.quotas
+        department = self.session.department_of(job.project)
+        for pod in pods:
+            group = self.group.get(pod.node, "")
+            amount = sign * self.session.placed_gpus(job, (pod,))
+            at = (department, group)
+            self.department_held[at] = self.department_held.get(at, 0.0) + amount
+            if not pooled:
+                continue
+            key = (job.project, group)
+            self.allocated[key] = self.allocated.get(key, 0.0) + amount
+            if not job.preemptible:
+                self.fixed[key] = self.fixed.get(key, 0.0) + amount
+
+    def _demand(self) -> dict[tuple[str, str], float]:
+        """What each project holds in each group plus what its pending work may ask there
+        (capped by the group's size)."""
+        demand = dict(self.allocated)
+        for key, wanted in pool_queues(self.session, self.session.pending(), self).items():
+            demand[key] = demand.get(key, 0.0) + wanted
+        return {key: min(value, self.capacity.get(key[1], 0.0)) for key, value in demand.items()}
+
+    def groups(self, project: str) -> list[str]:
+        """The groups a project has a quota in, holds or asks for GPUs in, by name."""
+        found = set(self.quotas.get(project, ()))
+        found.update(g for (p, g), v in self.demand.items() if p == project and v > GPU_EPSILON)
+        found.update(g for (p, g), v in self.allocated.items() if p == project and v > GPU_EPSILON)
+        return sorted(found)
+
+    def _shares(self) -> dict[tuple[str, str], float]:
+        """Each node group's GPUs, less what projects with one quota hold there, split
+        among the projects with per-group quotas (see module doc)."""
+        session = self.session
+        others: dict[str, float] = {}  # group -> GPUs projects with one quota hold there
+        for job in session.jobs.values():
+            if job.running and job.project not in self.quotas:
+                for pod in job.placement:
+                    group = self.group.get(pod.node, "")
+                    others[group] = others.get(group, 0.0) + session.placed_gpus(job, (pod,))
+        shares: dict[tuple[str, str], float] = {}
+        for group in sorted(self.capacity):
+            claims = []
+            for project in self.quotas:
+                spec = session.projects[project]
+                deserved = self.quotas[project].get(group, 0.0)
+                pool = QueueSpec(
+                    name=project,
+                    deserved=deserved,
+                    over_quota_weight=deserved or 1.0,  # no quota there: a small claim
+                    over_quota_allowed=spec.over_quota_allowed and spec.over_quota_weight > 0,
+                    over_quota_rank=spec.over_quota_rank,
+                    age=spec.age,
+                )
+                asks = min(self.demand.get((project, group), 0.0), session.fair_share[project])
+                claims.append(Claim(pool, asks))
+            left = max(self.capacity[group] - others.get(group, 0.0), 0.0)
+            for claim, share in zip(claims, split(left, claims)):
+                shares[(claim.spec.name, group)] = share
+        return shares
+
+    def deserved(self, project: str, groups: frozenset[str] | tuple[str, ...]) -> float:
+        quotas = self.quotas[project]
+        return sum(quotas.get(g, 0.0) for g in groups)
+
+    def held(self, project: str, groups: frozenset[str] | tuple[str, ...]) -> float:
+        return sum(self.allocated.get((project, g), 0.0) for g in groups)
+
+    def share(self, project: str, groups: frozenset[str] | tuple[str, ...]) -> float:
+        return sum(self.fair_share.get((project, g), 0.0) for g in groups)
+
+    def allocatable(self, project: str, groups: frozenset[str] | tuple[str, ...]) -> float:
+        """max(deserved, fair share) in each of the groups, added up."""
+        quotas = self.quotas[project]
+        return sum(max(quotas.get(g, 0.0), self.fair_share.get((project, g), 0.0)) for g in groups)
+
+    def department_in(
+        self, department: str, groups: frozenset[str]
+    ) -> tuple[float, float, float, float]:
+        """The department as reclaim judges it in `groups`: (held, deserved, allocatable,
+        fair share) -- what all its projects hold there, against the per-group quotas (and
+        shares) of its projects there; a project with one quota has none in a group."""
+        held = sum(self.department_held.get((department, g), 0.0) for g in groups)
+        totals = [held, 0.0, 0.0, 0.0]
+        for project in self.quotas:
+            if self.session.department_of(project) == department:
+                totals[1] += self.deserved(project, groups)
+                totals[2] += self.allocatable(project, groups)
+                totals[3] += self.share(project, groups)
+        return totals[0], totals[1], totals[2], totals[3]
+
+    def in_groups(self, key: tuple, job: Job, gain: float, department: bool) -> tuple:
+        """A serve-order key (Session._serve_level) of the job's project (or department)
+        whose first item, over its deserved quota with the job, is judged in the job's node
+        groups where the project has per-group quotas: the group it is tried in, else
+        those its pods run on (a victim), else those it may use. A department is judged
+        there by its projects with per-group quotas (see department_in)."""
+        if job.project not in self.quotas:
+            return key
+        groups = self.job_groups(job)
+        if department:
+            held, deserved, _, _ = self.department_in(
+                self.session.department_of(job.project), groups
+            )
+        else:
+            held = self.held(job.project, groups)
+            deserved = self.deserved(job.project, groups)
+        return (held + gain > deserved + GPU_EPSILON, *key[1:])
+
+    def job_groups(self, job: Job) -> frozenset[str]:
+        """The node groups a job is judged in (see in_groups)."""
+        if len(job.node_groups) == 1:
+            return frozenset(job.node_groups)
+        if job.placement:
+            return frozenset(self.group.get(pod.node, "") for pod in job.placement)
+        return frozenset(self.session.groups_of(job))
+
+    def may_give_any(self, project: str, guaranteed: bool) -> bool:
+        """Whether the project holds more than its deserved quota (more than its
+        allocatable share, if not `guaranteed`) in some group: work it may lose."""
+        for group in self.groups(project):
+            held = self.held(project, (group,))
+            bound = self.deserved if guaranteed else self.allocatable
+            if held > bound(project, (group,)) + GPU_EPSILON:
+                return True
+        return False
+
+    def statuses(self, project: str, queued: dict[tuple[str, str], float]) -> tuple:
+        """The project's QueueStatus per group (empty for a project with one quota)."""
+        if project not in self.quotas:
+            return ()
+        return tuple(
+            QueueStatus(
+                name=group,
+                deserved=self.quotas[project].get(group, 0.0),
+                fair_share=self.fair_share.get((project, group), 0.0),
+                allocated=self.allocated.get((project, group), 0.0),
+                queued=queued.get((project, group), 0.0),
+            )
+            for group in self.groups(project)
+        )
+
+
+def pool_queues(
+    session: Session, pending: list[Job], pools: Pools | None = None
+) -> dict[tuple[str, str], float]:
+    """GPUs pending work of projects with per-group quotas asks for, per (project, node
+    group it may use): a job that may use several groups is queued in each."""
+    pools = pools or session.pools
+    queued: dict[tuple[str, str], float] = {}
+    for job in pending:
+        if pools is not None and job.project in pools.quotas:
+            wanted = session.wanted_gpus(job, job.missing)
+            for group in session.groups_of(job):
+                key = (job.project, group)
+                queued[key] = queued.get(key, 0.0) + wanted
+    return queued
+
+
+def ran_in(session: Session, job: Job, pods: tuple[PodPlacement, ...]) -> Job:
+    """The job limited to the node groups `pods` ran in: how allocation order judges a
+    victim with per-group quotas that is offered its place back (Pools.in_groups). Only
+    for ordering: the session keeps the job as it is."""
+    pools = session.pools
+    if pools is None or job.project not in pools.quotas or not pods:
+        return job
+    groups = tuple(sorted({pools.group.get(pod.node, "") for pod in pods}))
+    return replace(job, node_groups=groups)
+
+
+def pool_of(session: Session, job: Job) -> str | None:
+    """The node group a job of a project with per-group quotas is being tried in (see
+    `tries`); None when the job is judged by its project's totals."""
+    pools = session.pools
+    if pools is None or job.project not in pools.quotas or len(job.node_groups) != 1:
+        return None
+    return job.node_groups[0]
+
+
+def tries(session: Session, job: Job) -> list[tuple[str, ...] | None]:
+    """The node groups to try the job in, one at a time, for a project with per-group
+    quotas: those where the project has the most deserved quota left first, then as the
+    job lists them (every group with nodes, by name, if it names none). [None]: try it
+    as it is."""
+    pools = session.pools
+    if pools is None or job.project not in pools.quotas:
+        return [None]
+    groups = session.groups_of(job)
+    if not groups or (len(groups) == 1 and tuple(groups) == job.node_groups):
+        return [None]  # one group to try (or none with nodes: the job says why as it is)
+    order = {g: i for i, g in enumerate(job.node_groups or groups)}
+
+    def left(group: str) -> float:
+        return pools.deserved(job.project, (group,)) - pools.held(job.project, (group,))
+
+    ranked = sorted(groups, key=lambda g: (-max(left(g), 0.0), order.get(g, len(order))))
+    return [(group,) for group in ranked]
+
+
+@contextmanager
+def restricted(session: Session, job: Job, groups: tuple[str, ...] | None) -> Iterator[Job]:
+    """The job as the session holds it, limited to `groups` while inside (None: as it is);
+    it leaves with its own node groups and whatever pods it gained. Only outside any
+    statement: an undo logged inside is settled before the limit is lifted."""
+    if groups is None:
+        yield session.jobs[job.key]
+        return
+    original = session.jobs[job.key].node_groups
+    session.put_job(replace(session.jobs[job.key], node_groups=groups))
+    try:
+        yield session.jobs[job.key]
+    finally:
+        current = session.jobs.get(job.key)
+        if current is not None:
+            session.put_job(replace(current, node_groups=original))

@@ -1,0 +1,236 @@
+"""Quotas per node group (Run:ai's node pools): a project that gives its quota per group is
+guaranteed it per group, judged in the group of the node a job lands on; a project with one
+quota, and a repo with no per-group quota, schedule as before."""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import replace
+from pathlib import Path
+
+from hypothesis import given, settings
+
+from gitops_sched.bridge.build import nodes_from_repo
+from gitops_sched.bridge.policy import policy_from_configmap
+from gitops_sched.compiler import render_repo
+from gitops_sched.config.diagnostics import Diagnostics
+from gitops_sched.config.loader import load_repo
+from gitops_sched.config.model import Repo, build_repo
+from gitops_sched.engine import schedule, settle
+from gitops_sched.engine.requests import placed_pod_gpus
+from gitops_sched.engine.types import GPU_EPSILON, Decisions, Snapshot
+from gitops_sched.plan.impact import workloads as plan_workloads
+from gitops_sched.scheduler.snapshot import CycleMemory, build_view
+from gitops_sched.scheduler.status import queue_status
+from gitops_sched.sim.explain import explain, to_json, to_text
+from gitops_sched.sim.run import simulate
+from tests.conftest import examples
+from tests.engine_builders import job, jobs, nodes, policy, project, snapshot
+from tests.strategies import pool_quota_snapshots
+
+H100, A100 = "h100", "a100"
+
+
+def pooled(name: str, h100: float, a100: float, **kw) -> object:
+    return project(name, h100 + a100, pool_quotas=((A100, a100), (H100, h100)), **kw)
+
+
+def cluster(h100_nodes: int = 1, a100_nodes: int = 1) -> tuple:
+    return (
+        *nodes(H100, h100_nodes, gpus=4, model="H100-SXM5-80GB", memory_mib=81920),
+        *nodes(A100, a100_nodes, gpus=4, model="A100-SXM4-80GB", memory_mib=81920),
+    )
+
+
+def held_in(settled: Snapshot, name: str, group: str) -> float:
+    nodes_by = {n.name: n for n in settled.nodes}
+    return sum(
+        placed_pod_gpus(j, pod, nodes_by[pod.node])
+        for j in settled.jobs
+        if j.project == name
+        for pod in j.placement
+        if nodes_by[pod.node].node_group == group
+    )
+
+
+def pool_status(decisions: Decisions, name: str, group: str):
+    (status,) = [p for p in decisions.projects if p.name == name]
+    return {pool.name: pool for pool in status.pools}[group]
+
+
+def test_a_project_takes_back_its_quota_in_a_pool_from_a_project_over_its_own_there() -> None:
+    pol = policy(pooled("vision", 4, 2), pooled("nlp", 4, 2))
+    borrowed, _ = settle(snapshot(pol, cluster(), jobs("nlp", "nlp", 4, node_groups=(A100,))))
+    assert held_in(borrowed, "nlp", A100) == 4  # within its 6 overall, 2 over its A100 quota
+    settled, history = settle(
+        replace(borrowed, jobs=borrowed.jobs + tuple(jobs("v", "vision", 2, node_groups=(A100,))))
+    )
+    assert held_in(settled, "vision", A100) == 2
+    assert held_in(settled, "nlp", A100) == 2
+    assert pool_status(history[-1], "vision", A100).fair_share == 2
+
+
+def test_a_quota_in_one_pool_is_no_quota_in_another() -> None:
+    """8 H100s and 4 A100s never make 12 A100s: unused H100 quota takes no A100."""
+    pol = policy(pooled("vision", 4, 2), pooled("nlp", 4, 2))
+    first = jobs("nlp", "nlp", 2, node_groups=(A100,)) + jobs("v", "vision", 2, node_groups=(A100,))
+    borrowed, _ = settle(snapshot(pol, cluster(), first))
+    more = tuple(jobs("v-more", "vision", 2, node_groups=(A100,)))
+    settled, history = settle(replace(borrowed, jobs=borrowed.jobs + more))
+    assert held_in(settled, "vision", A100) == 2
+    assert held_in(settled, "nlp", A100) == 2
+    assert pool_status(history[-1], "vision", A100).queued == 2
+    assert not any(d.evictions for d in history)
+
+
+def test_non_preemptible_work_must_fit_the_deserved_quota_of_its_pool() -> None:
+    pol = policy(pooled("vision", 4, 2))
+    notebook = job("notebook", "vision", 3, type="interactive", node_groups=(A100,))
+    decisions = schedule(snapshot(pol, cluster(), [notebook]))
+    assert not decisions.binds
+    assert "deserved quota in a100" in dict(decisions.pending_reasons)[notebook.key]
+
+
+def test_work_that_may_use_several_pools_goes_where_its_project_has_quota_left() -> None:
+    pol = policy(pooled("vision", 4, 2))
+    notebook = job("notebook", "vision", 3, type="interactive")  # any group
+    decisions = schedule(snapshot(pol, cluster(), [notebook]))
+    (bind,) = decisions.binds
+    assert bind.pods[0].node.startswith(H100)
+
+
+def test_over_quota_denied_caps_a_project_per_pool() -> None:
+    pol = policy(pooled("vision", 4, 2, over_quota_allowed=False))
+    settled, _ = settle(snapshot(pol, cluster(), jobs("v", "vision", 4, node_groups=(A100,))))
+    assert held_in(settled, "vision", A100) == 2
+
+
+def test_preempt_stays_inside_the_pool_it_makes_room_in() -> None:
+    """Higher-priority work of a project takes the project's own lower-priority GPUs in the
+    pool it runs in, not in another."""
+    pol = policy(pooled("vision", 4, 4, over_quota_allowed=False))
+    low = jobs("low-h", "vision", 4, node_groups=(H100,)) + jobs(
+        "low-a", "vision", 4, node_groups=(A100,)
+    )
+    busy, _ = settle(snapshot(pol, cluster(), low))
+    urgent = job("urgent", "vision", 1, priority=100, node_groups=(A100,))
+    decisions = schedule(replace(busy, jobs=(*busy.jobs, urgent)))
+    (evicted,) = decisions.evictions
+    assert evicted.job.startswith("low-a")
+
+
+def test_a_project_with_one_quota_keeps_it_over_the_pools_it_may_use() -> None:
+    pol = policy(project("single", 6), pooled("nlp", 4, 2))
+    settled, history = settle(snapshot(pol, cluster(), jobs("s", "single", 4, node_groups=(A100,))))
+    assert held_in(settled, "single", A100) == 4
+    (status,) = [p for p in history[-1].projects if p.name == "single"]
+    assert status.pools == ()
+
+
+def test_a_repo_without_per_pool_quotas_builds_no_pools() -> None:
+    from gitops_sched.engine.session import Session
+
+    pol = policy(project("a", 4), project("b", 4))
+    assert Session(snapshot(pol, cluster(), jobs("a", "a", 2))).pools is None
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(pool_quota_snapshots())
+def test_per_pool_deserved_quota_is_guaranteed_per_pool(snapshot: Snapshot) -> None:
+    """Every project gets, in every pool, its deserved quota there or all the work it
+    pinned there, whatever it holds in the other pool."""
+    settled, _ = settle(snapshot)
+    for queue in snapshot.policy.projects:
+        for group, quota in queue.pool_quotas:
+            pinned = sum(
+                j.pods
+                for j in snapshot.jobs
+                if j.project == queue.name and j.node_groups == (group,)
+            )
+            owed = min(math.floor(quota + GPU_EPSILON), pinned)
+            held = held_in(settled, queue.name, group)
+            assert held >= owed - GPU_EPSILON, (queue.name, group, held, owed)
+
+
+# -- simulate, plan and the scheduler agree ----------------------------------------------------
+
+NODE_POOLS = Path(__file__).parent / "scenarios" / "repos" / "node-pools"
+
+
+def scheduler_view_of(repo: Repo) -> Snapshot:
+    """The snapshot the in-cluster scheduler builds: the rendered workloads' pods as their
+    controllers make them, the nodes as a real cluster labels them, the policy read back
+    from the rendered ConfigMap."""
+    objects = render_repo(repo)
+    (config_map,) = [o for o in objects if o["kind"] == "ConfigMap"]
+    pods = []
+    for controller in (o for o in objects if o["kind"] in ("Job", "Deployment")):
+        template = controller["spec"]["template"]
+        for i in range(controller["spec"].get("parallelism") or controller["spec"]["replicas"]):
+            name = controller["metadata"]["name"]
+            metadata = copy.deepcopy(template["metadata"])
+            metadata |= {
+                "name": f"{name}-{i}",
+                "namespace": controller["metadata"]["namespace"],
+                "uid": f"uid-{name}-{i}",
+                "creationTimestamp": "2026-01-01T00:00:00Z",
+                "ownerReferences": [{"kind": "Job", "uid": f"uid-{name}", "controller": True}],
+            }
+            annotations = metadata.setdefault("annotations", {})
+            annotations["batch.kubernetes.io/job-completion-index"] = str(i)
+            pods.append({"metadata": metadata, "spec": copy.deepcopy(template["spec"])})
+    nodes = [
+        {
+            "metadata": {"name": n.name, "labels": dict(n.labels), "annotations": {}},
+            "spec": {},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+        }
+        for n in nodes_from_repo(repo)
+    ]
+    policy = policy_from_configmap(config_map)
+    return build_view(pods, nodes, policy, 1_767_225_600.0, CycleMemory()).snapshot
+
+
+def per_pool(statuses) -> dict[tuple[str, str], tuple[float, float, float]]:
+    return {
+        (q.name, p.name): (round(p.deserved, 4), round(p.fair_share, 4), round(p.allocated, 4))
+        for q in statuses
+        for p in q.pools
+    }
+
+
+def test_simulate_plan_and_the_scheduler_agree_on_the_shares_per_pool() -> None:
+    diagnostics = Diagnostics()
+    repo = build_repo(load_repo(NODE_POOLS, diagnostics))
+    assert not diagnostics.has_errors
+    simulated = per_pool(simulate(repo).projects)
+    assert simulated[("vision", A100)] == (2, 2, 2)
+    assert simulated[("nlp", A100)] == (2, 2, 2)
+    assert simulated[("vision", H100)] == (4, 4, 4)
+    # plan's "now": the repo's workloads settled, the change (none here) applied
+    planned = {
+        (row.name, group.name): (group.deserved[1], group.fair_share[1], group.allocated[1])
+        for row in plan_workloads(repo, repo).projects
+        for group in row.node_groups
+    }
+    assert planned == simulated
+    # the scheduler: its own snapshot of the rendered pods, settled; what it writes
+    _, history = settle(scheduler_view_of(repo))
+    assert per_pool(history[-1].projects) == simulated
+    (vision,) = [q for q in history[-1].projects if q.name == "vision"]
+    assert queue_status(vision)["nodeGroups"][A100] == {
+        "deserved": 2,
+        "fairShare": 2,
+        "allocated": 2,
+        "queued": 0,
+    }
+
+
+def test_explain_shows_the_fair_share_per_pool() -> None:
+    diagnostics = Diagnostics()
+    repo = build_repo(load_repo(NODE_POOLS, diagnostics))
+    explanation = explain(repo, None, "nlp-a100")
+    text = to_text(explanation)
+    assert "a100: deserved 2, fair share 2, holds 2, asks for 2 more" in text
+    assert to_json(explanation)["fairShare"]["nodeGroups"]["h100"]["fairShare"] == 2
