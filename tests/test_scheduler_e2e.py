@@ -32,6 +32,7 @@ import pytest
 import yaml
 
 from gitops_sched.cluster import ClusterClient, ObjectRef
+from gitops_sched.cluster.errors import NotFound
 from gitops_sched.cluster.leader import LeaderElector, NotLeader
 from gitops_sched.compiler import render_repo
 from gitops_sched.config.diagnostics import Diagnostics
@@ -322,7 +323,8 @@ def reinstalled(cluster: Cluster) -> None:
         for pod in left:  # no kubelet here needs the time; the Job's finalizer goes too
             meta = pod["metadata"]
             if meta.get("finalizers"):
-                client.patch(ObjectRef.of(pod), {"metadata": {"finalizers": None}})
+                with contextlib.suppress(NotFound):  # gone since it was listed
+                    client.patch(ObjectRef.of(pod), {"metadata": {"finalizers": None}})
             with contextlib.suppress(kubernetes.client.ApiException):
                 core.delete_namespaced_pod(meta["name"], meta["namespace"], grace_period_seconds=0)
         return not left
