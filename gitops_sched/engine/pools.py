@@ -79,6 +79,7 @@ class Pools:
                 self.capacity[group] = self.capacity.get(group, 0.0) + free
         self.demand = self._demand()
         self.fair_share = self._shares()
+        self.department_bounds = self._department_bounds()
 
     def account(self, job: Job, pods: tuple[PodPlacement, ...], sign: int) -> None:
         """Count (sign +1) or uncount (-1) the pods in the groups of their nodes: for the
@@ -143,6 +144,24 @@ class Pools:
                 shares[(claim.spec.name, group)] = share
         return shares
 
+    def _department_bounds(self) -> dict[tuple[str, str], tuple[float, float, float]]:
+        """(department, group) -> its projects' (deserved, allocatable, fair share) there:
+        fixed for the session, so department_in, asked for every order key, adds a few
+        numbers instead of walking every project."""
+        bounds: dict[tuple[str, str], tuple[float, float, float]] = {}
+        for project, quotas in self.quotas.items():
+            department = self.session.department_of(project)
+            for group in sorted(set(quotas) | set(self.capacity)):
+                quota = quotas.get(group, 0.0)
+                share = self.fair_share.get((project, group), 0.0)
+                deserved, allocatable, shared = bounds.get((department, group), (0.0, 0.0, 0.0))
+                bounds[(department, group)] = (
+                    deserved + quota,
+                    allocatable + max(quota, share),
+                    shared + share,
+                )
+        return bounds
+
     def deserved(self, project: str, groups: frozenset[str] | tuple[str, ...]) -> float:
         quotas = self.quotas[project]
         return sum(quotas.get(g, 0.0) for g in groups)
@@ -165,13 +184,14 @@ class Pools:
         fair share) -- what all its projects hold there, against the per-group quotas (and
         shares) of its projects there; a project with one quota has none in a group."""
         held = sum(self.department_held.get((department, g), 0.0) for g in groups)
-        totals = [held, 0.0, 0.0, 0.0]
-        for project in self.quotas:
-            if self.session.department_of(project) == department:
-                totals[1] += self.deserved(project, groups)
-                totals[2] += self.allocatable(project, groups)
-                totals[3] += self.share(project, groups)
-        return totals[0], totals[1], totals[2], totals[3]
+        deserved = allocatable = share = 0.0
+        for group in sorted(groups):  # one order of addition: the same sums every run
+            found = self.department_bounds.get((department, group))
+            if found is not None:
+                deserved += found[0]
+                allocatable += found[1]
+                share += found[2]
+        return held, deserved, allocatable, share
 
     def in_groups(self, key: tuple, job: Job, gain: float, department: bool) -> tuple:
         """A serve-order key (Session._serve_level) of the job's project (or department)
