@@ -70,8 +70,7 @@ def _reclaim_job(
         return False
     gain = session.wanted_gpus(job)
     guaranteed = within_deserved(session, job, gain)
-    shape: tuple = (job.project, job.request, job.next_pods, job.node_groups, guaranteed)
-    shape = (*shape, job.preemptible)
+    shape = (job.project, job.request, job.next_pods, job.node_groups, guaranteed, job.preemptible)
     if shape in failed_shapes:
         return False
     if _reclaim_for(session, job, pool, order, gain, guaranteed):
@@ -372,9 +371,8 @@ def loss_refused(
     which floor stops it; None if neither. Pending reasons name it (see engine.why).
     Where the victim's project or the claimant has per-group quotas, the projects are
     judged in the victim's node groups `groups` (and the group the job is tried in)."""
-    if session.pools is not None and (
-        project in session.pools.quotas or pool_of(session, job) is not None
-    ):
+    pooled = _judged_in_pools(session, job, project)
+    if pooled:
         broken = _pool_floor_broken(session, job, gain, project, amount, guaranteed, groups)
     else:
         broken = _floor_broken(session, gain, project, job.project, amount, guaranteed, taken)
@@ -383,9 +381,8 @@ def loss_refused(
     department, claimant = session.department_of(project), session.department_of(job.project)
     if department == claimant:
         return None
-    if session.pools is not None and (
-        project in session.pools.quotas or pool_of(session, job) is not None
-    ):
+    if pooled:
+        assert session.pools is not None
         where = groups or frozenset(session.pools.groups(project))
         broken = _pool_department_floor(
             session, gain, department, claimant, amount, guaranteed, where
@@ -393,6 +390,13 @@ def loss_refused(
         return None if broken is None else (department, broken)
     broken = _floor_broken(session, gain, department, claimant, amount, guaranteed, taken)
     return None if broken is None else (department, broken)
+
+
+def _judged_in_pools(session: Session, job: Job, project: str) -> bool:
+    """Whether a victim of `project` and the job are judged per node group (engine.pools):
+    the victim's project has per-group quotas, or the job is tried in one group."""
+    pools = session.pools
+    return pools is not None and (project in pools.quotas or pool_of(session, job) is not None)
 
 
 def _pool_department_floor(
@@ -426,9 +430,7 @@ def _may_lose_any(
     department = session.department_of(project)
     if department in blocked:
         return False
-    pooled = session.pools is not None and (
-        project in session.pools.quotas or pool_of(session, job) is not None
-    )  # judged per victim, in its node groups
+    pooled = _judged_in_pools(session, job, project)  # then per victim, in its groups
     if not pooled and _floor_broken(session, gain, project, job.project, 0.0, guaranteed):
         return False
     claimant = session.department_of(job.project)
