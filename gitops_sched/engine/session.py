@@ -78,6 +78,11 @@ def releasing_holder(index: int, job: str) -> str:
     return f"releasing:{index}:{job}"
 
 
+# one piece of work allocation order may serve (InOrder): the job, what placing it adds to
+# its project and department, its place among its project's entries (lowest first)
+Entry = tuple[Job, float, tuple]
+
+
 class Session:
     """Mutable state of one scheduling cycle over an immutable `Snapshot`."""
 
@@ -255,35 +260,27 @@ class Session:
         }
         return sorted(queues, key=lambda n: (departments[self.department_of(n)], keys[n]))
 
-    def next_in_order(self, entries: list[tuple[Job, float, tuple]]) -> int:
+    def next_in_order(self, entries: list[Entry]) -> int:
         """Which of `entries` (a job, what placing it adds to its queue, its place among the
-        project's entries) allocation order serves first: the first department by its
-        totals with its first entry's gain (see _serve_level), the first project inside it
-        likewise, that project's first entry."""
-        best: dict[str, int] = {}  # project -> its first entry
-        for at, (job, _, within) in enumerate(entries):
-            first = best.get(job.project)
-            if first is None or within < entries[first][2]:
-                best[job.project] = at
-        projects: dict[str, tuple] = {}  # department -> (its first project's key, entry)
-        pools = self.pools
-        for project, at in best.items():
-            key = (*self._serve_level(project, entries[at][1]), project)
-            if pools is not None:  # within deserved quota in the job's node groups
-                key = pools.in_groups(key, entries[at][0], entries[at][1], False)
-            department = self.department_of(project)
-            if department not in projects or key < projects[department][0]:
-                projects[department] = (key, at)
-        chosen: tuple | None = None
-        for department, (key, at) in projects.items():
-            level = self._serve_level(department, entries[at][1])
-            if pools is not None:
-                level = pools.in_groups(level, entries[at][0], entries[at][1], True)
-            candidate = (level, department, key, at)
-            if chosen is None or candidate < chosen:
-                chosen = candidate
-        assert chosen is not None, "no entries"
-        return chosen[-1]
+        project's entries) allocation order serves first: see InOrder."""
+        return InOrder(self, entries.__getitem__, range(len(entries))).pop()
+
+    def project_order_key(self, project: str, job: Job, gain: float) -> tuple:
+        """A project's key among its department's in InOrder, with `job` (adding `gain`)
+        its first entry: _serve_level, then the name; with per-group quotas, within
+        deserved quota in the job's node groups (engine.pools)."""
+        key = (*self._serve_level(project, gain), project)
+        if self.pools is not None:
+            key = self.pools.in_groups(key, job, gain, False)
+        return key
+
+    def department_order_level(self, department: str, job: Job, gain: float) -> tuple:
+        """A department's level in InOrder, `job` (adding `gain`) the first entry of its
+        first project: judged by its own totals, as project_order_key."""
+        level = self._serve_level(department, gain)
+        if self.pools is not None:
+            level = self.pools.in_groups(level, job, gain, True)
+        return level
 
     def _victim_level(self, queue: str) -> tuple:
         """A queue's place among its siblings in the order they give up work, lowest first:
@@ -561,3 +558,70 @@ class Session:
                     self.fixed[queue] += amount
         if self.pools is not None:
             self.pools.account(job, pods, sign)
+
+
+class InOrder:
+    """Entries served one at a time in allocation order, as KAI's solvers place a
+    preemptor and its victims together: the first department by its totals with its first
+    entry's gain (Session.department_order_level), the first project inside it likewise
+    (Session.project_order_key), that project's first entry (the lowest place; the first
+    given on a tie).
+
+    Entries are named by ids (in the order given) and read through `entry` when their
+    project's key is worked out. Serving an entry changes the allocation of its own
+    project and department only (nothing else of the session may change between pops),
+    so each `pop` works out again the keys of the project and department of the entry
+    popped before, not every entry's.
+    """
+
+    def __init__(self, session: Session, entry: Callable[[int], Entry], ids: Iterable[int]):
+        self.session = session
+        self.entry = entry
+        entries = {at: entry(at) for at in ids}
+        self.project_of = {at: job.project for at, (job, _, _) in entries.items()}
+        self.waiting: dict[str, list[int]] = {}  # project -> its entries left, by id
+        for at, project in self.project_of.items():
+            self.waiting.setdefault(project, []).append(at)
+        self.departments: dict[str, list[str]] = {}  # department -> its projects
+        for project in self.waiting:
+            self.departments.setdefault(session.department_of(project), []).append(project)
+        self.projects: dict[str, tuple[tuple, int, Entry]] = {}  # (key, first entry, it)
+        self.levels: dict[str, tuple] = {}  # department -> (level, name, key, first entry)
+        self.served: str | None = None  # the project of the entry popped last
+        for project in self.waiting:
+            self._project(project, entries)
+        for department in self.departments:
+            self._department(department)
+
+    def _project(self, project: str, known: dict[int, Entry] | None = None) -> None:
+        """Work out the project's first entry and key (none left: drop it); `known`: its
+        entries as just read."""
+        ids = self.waiting[project]
+        if not ids:
+            del self.waiting[project], self.projects[project]
+            return
+        entries = [(known[at] if known else self.entry(at), at) for at in ids]
+        entry, at = min(entries, key=lambda found: (found[0][2], found[1]))
+        job, gain, _ = entry
+        self.projects[project] = (self.session.project_order_key(project, job, gain), at, entry)
+
+    def _department(self, department: str) -> None:
+        """Work out the department's first project and level (none left: drop it)."""
+        projects = [p for p in self.departments[department] if p in self.projects]
+        self.departments[department] = projects
+        if not projects:
+            del self.departments[department], self.levels[department]
+            return
+        key, at, (job, gain, _) = min(self.projects[p] for p in projects)
+        level = self.session.department_order_level(department, job, gain)
+        self.levels[department] = (level, department, key, at)
+
+    def pop(self) -> int:
+        """The id of the entry served first, taken out."""
+        if self.served is not None:
+            self._project(self.served)
+            self._department(self.session.department_of(self.served))
+        at = min(self.levels.values())[-1]
+        self.served = self.project_of[at]
+        self.waiting[self.served].remove(at)
+        return at

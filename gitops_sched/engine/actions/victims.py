@@ -16,7 +16,14 @@ from gitops_sched.engine.admission import fits_quota
 from gitops_sched.engine.min_runtime import protected_until
 from gitops_sched.engine.placement import place, surely_no_room
 from gitops_sched.engine.pools import ran_in
-from gitops_sched.engine.session import Session, Victim, job_order, victim_order
+from gitops_sched.engine.session import (
+    Entry,
+    InOrder,
+    Session,
+    Victim,
+    job_order,
+    victim_order,
+)
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job, PodPlacement
 
 MAX_VICTIMS = 32
@@ -151,7 +158,7 @@ def replace_together(
     session: Session, job: Job, taken: list[Taken], accept: Callable[[], bool]
 ) -> bool | None:
     """Place the job and offer every victim its place back, one at a time in allocation
-    order (Session.next_in_order), as KAI's solvers allocate the preemptor and its
+    order (session.InOrder), as KAI's solvers allocate the preemptor and its
     victims together: a victim whose queue ranks ahead of the job's takes its GPUs back
     first. Inside a project the entries go by job order, move-only victims before those
     the action may stop (which, being cheaper to lose, are the ones left stopped when
@@ -162,20 +169,20 @@ def replace_together(
     with session.statement() as commit:
         waiting: list[Taken | None] = [None, *taken]  # None: the job itself
 
-        while waiting:
-            jobs = [session.jobs[job.key if e is None else e.job] for e in waiting]
-            if session.pools is not None:  # a victim is judged where it ran (engine.pools)
-                jobs = [
-                    j if e is None else ran_in(session, j, e.pods) for j, e in zip(jobs, waiting)
-                ]
-            at = session.next_in_order(
-                [(j, _gain(session, j, e), _within(j, e)) for j, e in zip(jobs, waiting)]
-            )
-            entry = waiting.pop(at)
-            if entry is None:
-                if not place_within(session, jobs[at], accept):
+        def entry(at: int) -> Entry:
+            victim = waiting[at]
+            current = session.jobs[job.key if victim is None else victim.job]
+            if victim is not None:  # a victim is judged where it ran (engine.pools)
+                current = ran_in(session, current, victim.pods)
+            return current, _gain(session, current, victim), _within(current, victim)
+
+        order = InOrder(session, entry, range(len(waiting)))
+        for _ in waiting:
+            victim = waiting[order.pop()]
+            if victim is None:
+                if not place_within(session, job, accept):
                     return False
-            elif not _take_back(session, entry, accept) and entry.move_only:
+            elif not _take_back(session, victim, accept) and victim.move_only:
                 return None
         commit()
         return True
