@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import Protocol
 
 from gitops_sched.engine.fairshare import Claim, split
@@ -269,7 +268,7 @@ def ran_in(session: Session, job: Job, pods: tuple[PodPlacement, ...]) -> Job:
     if pools is None or job.project not in pools.quotas or not pods:
         return job
     groups = tuple(sorted({pools.group.get(pod.node, "") for pod in pods}))
-    return replace(job, node_groups=groups)
+    return job.with_node_groups(groups)
 
 
 def pool_of(session: Session, job: Job) -> str | None:
@@ -310,10 +309,10 @@ def restricted(session: Session, job: Job, groups: tuple[str, ...] | None) -> It
         yield session.jobs[job.key]
         return
     original = session.jobs[job.key].node_groups
-    session.put_job(replace(session.jobs[job.key], node_groups=groups))
+    session.put_job(session.jobs[job.key].with_node_groups(groups))
     try:
         yield session.jobs[job.key]
     finally:
         current = session.jobs.get(job.key)
         if current is not None:
-            session.put_job(replace(current, node_groups=original))
+            session.put_job(current.with_node_groups(original))

@@ -260,10 +260,19 @@ class Session:
         }
         return sorted(queues, key=lambda n: (departments[self.department_of(n)], keys[n]))
 
-    def next_in_order(self, entries: list[Entry]) -> int:
-        """Which of `entries` (a job, what placing it adds to its queue, its place among the
-        project's entries) allocation order serves first: see InOrder."""
-        return InOrder(self, entries.__getitem__, range(len(entries))).pop()
+    def serves_before(self, first: Entry, second: Entry) -> bool:
+        """Whether allocation order (InOrder) serves `first` before `second`, two entries
+        left alone, without building an InOrder: inside one project by their places, inside
+        one department by their projects' keys, else by their departments' levels."""
+        (job, gain, place), (other, other_gain, other_place) = first, second
+        if job.project == other.project:
+            return bool(place < other_place)
+        department, theirs = self.department_of(job.project), self.department_of(other.project)
+        if department == theirs:
+            mine = self.project_order_key(job.project, job, gain)
+            return mine < self.project_order_key(other.project, other, other_gain)
+        level = (self.department_order_level(department, job, gain), department)
+        return level < (self.department_order_level(theirs, other, other_gain), theirs)
 
     def project_order_key(self, project: str, job: Job, gain: float) -> tuple:
         """A project's key among its department's in InOrder, with `job` (adding `gain`)

@@ -142,15 +142,19 @@ class Job:
             return self._with(placement=left)
         return self._with(placement=(), started_at=None, idle_since=None)
 
-    def _with(self, **pods_and_times: object) -> Job:
-        """`replace` for the fields a cycle changes (pods and times), tens of thousands of
-        times a cycle: the other fields and the key are copied as they are, not passed
-        through __init__ again (Job checks nothing there); the pod counts are worked out
-        again."""
+    def with_node_groups(self, groups: tuple[str, ...]) -> Job:
+        """The job limited to `groups` (engine.pools tries a job group by group)."""
+        return self._with(node_groups=groups)
+
+    def _with(self, **changed: object) -> Job:
+        """`replace` for the fields a cycle changes (pods, times, node groups tried), tens
+        of thousands of times a cycle: the other fields and the key are copied as they
+        are, not passed through __init__ again (Job checks nothing there); the pod counts
+        are worked out again."""
         job = object.__new__(Job)
         for slot in _COPIED:
             slot.__set__(job, slot.__get__(self, Job))
-        for name, value in pods_and_times.items():
+        for name, value in changed.items():
             getattr(Job, name).__set__(job, value)
         job._count_pods()
         return job

@@ -138,7 +138,7 @@ def ranks_ahead(session: Session, job: Job, gain: float, victim: Victim) -> bool
     if session.pools is not None:  # and in the node groups it runs in
         session.pools.account(current, pods, -1)
     try:
-        return session.next_in_order([(job, gain, (0,)), (current, back, (1,))]) == 1
+        return session.serves_before((current, back, (1,)), (job, gain, (0,)))
     finally:
         for queue in queues:
             if queue in allocated:
