@@ -42,6 +42,8 @@ class Session(Protocol):
 
     def placed_gpus(self, job: Job, pods: tuple[PodPlacement, ...] | None = None) -> float: ...
 
+    def pod_gpus(self, job: Job, pod: PodPlacement) -> float: ...
+
     def wanted_gpus(self, job: Job, pods: int | None = None) -> float: ...
 
     def pending(self) -> list[Job]: ...
@@ -67,6 +69,8 @@ class Pools:
         # (department, group) -> what all its projects hold there (see department_in)
         self.department_held: dict[tuple[str, str], float] = {}
         self.group = {name: use.node.node_group for name, use in session.nodes.items()}
+        # every group a pod can be counted in: its node's, or "" on a node not known
+        self.known_groups = sorted({*self.group.values(), ""})
         for job in session.jobs.values():
             if job.running:
                 self.account(job, job.placement, +1)
@@ -80,14 +84,23 @@ class Pools:
         self.fair_share = self._shares()
         self.department_bounds = self._department_bounds()
 
-    def account(self, job: Job, pods: tuple[PodPlacement, ...], sign: int) -> None:
+    def account(
+        self,
+        job: Job,
+        pods: tuple[PodPlacement, ...],
+        sign: int,
+        amounts: list[float] | None = None,
+    ) -> None:
         """Count (sign +1) or uncount (-1) the pods in the groups of their nodes: for the
-        project, if it has per-group quotas, and for its department whatever it has."""
+        project, if it has per-group quotas, and for its department whatever it has.
+        `amounts`: each pod's GPUs (Session.pod_gpus), where the caller has them."""
         pooled = job.project in self.quotas
         department = self.session.department_of(job.project)
-        for pod in pods:
+        if amounts is None:
+            amounts = [self.session.pod_gpus(job, pod) for pod in pods]
+        for pod, gpus in zip(pods, amounts, strict=True):
             group = self.group.get(pod.node, "")
-            amount = sign * self.session.placed_gpus(job, (pod,))
+            amount = sign * gpus
             at = (department, group)
             self.department_held[at] = self.department_held.get(at, 0.0) + amount
             if not pooled:
@@ -108,8 +121,13 @@ class Pools:
     def groups(self, project: str) -> list[str]:
         """The groups a project has a quota in, holds or asks for GPUs in, by name."""
         found = set(self.quotas.get(project, ()))
-        found.update(g for (p, g), v in self.demand.items() if p == project and v > GPU_EPSILON)
-        found.update(g for (p, g), v in self.allocated.items() if p == project and v > GPU_EPSILON)
+        for group in self.known_groups:  # a few, not every (project, group) counted
+            key = (project, group)
+            if (
+                self.demand.get(key, 0.0) > GPU_EPSILON
+                or self.allocated.get(key, 0.0) > GPU_EPSILON
+            ):
+                found.add(group)
         return sorted(found)
 
     def _shares(self) -> dict[tuple[str, str], float]:
@@ -121,7 +139,7 @@ class Pools:
             if job.running and job.project not in self.quotas:
                 for pod in job.placement:
                     group = self.group.get(pod.node, "")
-                    others[group] = others.get(group, 0.0) + session.placed_gpus(job, (pod,))
+                    others[group] = others.get(group, 0.0) + session.pod_gpus(job, pod)
         shares: dict[tuple[str, str], float] = {}
         for group in sorted(self.capacity):
             claims = []

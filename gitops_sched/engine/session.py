@@ -392,10 +392,10 @@ class Session:
     def placed_gpus(self, job: Job, pods: tuple[PodPlacement, ...] | None = None) -> float:
         """GPUs the job's running pods (or `pods`) count for against quota."""
         if pods is not None:
-            return sum(self._pod_gpus(job, pod) for pod in pods)
+            return sum(self.pod_gpus(job, pod) for pod in pods)
         counted = self._placed.get(job.key)
         if counted is None or counted[0] is not job:
-            counted = (job, sum(self._pod_gpus(job, pod) for pod in job.placement))
+            counted = (job, sum(self.pod_gpus(job, pod) for pod in job.placement))
             self._placed[job.key] = counted
         return counted[1]
 
@@ -409,7 +409,8 @@ class Session:
             per_pod = self._pod_wanted[job.key] = pod_gpus(job, None, *self.nominal_gpu(job))
         return per_pod * count
 
-    def _pod_gpus(self, job: Job, pod: PodPlacement) -> float:
+    def pod_gpus(self, job: Job, pod: PodPlacement) -> float:
+        """GPUs one running pod of the job counts for against quota."""
         use = self.nodes.get(pod.node)
         return placed_pod_gpus(job, pod, use.node if use else None)
 
@@ -573,14 +574,15 @@ class Session:
             self.usage.give_back(job.key, pod)
 
     def _account(self, job: Job, pods: tuple[PodPlacement, ...], sign: int) -> None:
-        amount = sign * self.placed_gpus(job, pods)
+        amounts = [self.pod_gpus(job, pod) for pod in pods]  # each pod's, for the pools too
+        amount = sign * sum(amounts)
         for queue in (job.project, self.department_of(job.project)):
             if queue in self.allocated:
                 self.allocated[queue] += amount
                 if not job.preemptible:
                     self.fixed[queue] += amount
         if self.pools is not None:
-            self.pools.account(job, pods, sign)
+            self.pools.account(job, pods, sign, amounts)
 
 
 class InOrder:
