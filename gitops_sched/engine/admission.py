@@ -7,7 +7,7 @@ consolidate), so they live in one place and return the reason shown on pending w
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from gitops_sched.engine.pools import pool_of
 from gitops_sched.engine.session import Session
@@ -15,15 +15,22 @@ from gitops_sched.engine.types import GPU_EPSILON, Job
 from gitops_sched.hardware.gpus import gpus_text
 
 
-@dataclass(frozen=True)
-class Bound:
-    """One quota rule on a job: its queue holds `used` of at most `cap` GPUs."""
+class Bound(NamedTuple):
+    """One quota rule on a job: its queue holds `used` of at most `cap` GPUs (a named
+    tuple: every placement tried asks for a few)."""
 
     used: float
     cap: float
     rule: str  # completes "... ({used + amount} > {cap} GPUs)"
     queue: str = ""
     evictable: bool = True  # preemptible work counts in `used`: evicting it makes room
+
+
+_LEVELS = ("project", "department")
+_FIXED_RULES = {
+    level: f"non-preemptible work must fit in the {level}'s deserved quota" for level in _LEVELS
+}
+_LIMIT_RULES = {level: f"{level} hard limit reached" for level in _LEVELS}
 
 
 def bounds(session: Session, job: Job) -> list[Bound]:
@@ -36,11 +43,10 @@ def bounds(session: Session, job: Job) -> list[Bound]:
             continue
         name = queue.name
         if not job.preemptible:
-            rule = f"non-preemptible work must fit in the {level}'s deserved quota"
+            rule = _FIXED_RULES[level]
             found.append(Bound(session.fixed[name], queue.deserved, rule, name, False))
         if queue.limit is not None:
-            rule = f"{level} hard limit reached"
-            found.append(Bound(session.allocated[name], queue.limit, rule, name))
+            found.append(Bound(session.allocated[name], queue.limit, _LIMIT_RULES[level], name))
     if not project.over_quota_allowed:
         rule = "project may not go over quota"
         found.append(Bound(session.allocated[project.name], project.deserved, rule, project.name))
