@@ -149,8 +149,8 @@ class Session:
         self._undo: list[Callable[[], None]] | None = None
         self._nominal: dict[tuple, tuple[str, int]] = {}
         self._pod_wanted: dict[str, float] = {}  # job -> one pod's GPUs on its nominal GPU
-        # every job's place in queue order, see pending_by_project
-        self._in_job_order: dict[str, int] | None = None
+        # every job's key in queue order, see pending_by_project
+        self._in_job_order: list[str] | None = None
         self._pending = {key for key, job in self.jobs.items() if job.missing > 0}
         # job -> (the job as last counted, its placed GPUs): victim scans ask again and
         # again about jobs that have not changed (a changed job is a new object)
@@ -198,16 +198,17 @@ class Session:
         """Pending jobs per project in queue order: priority, then submission, then name.
 
         Actions ask for it several times a cycle; a job's place in that order never changes
-        within a cycle (only whether it is pending), so the jobs are sorted once.
+        within a cycle (only whether it is pending), so the jobs are sorted once and each
+        ask keeps those pending (every job the session ever holds is in the first list).
         """
         if self._in_job_order is None:
-            ordered = sorted(self.jobs.values(), key=job_order)
-            self._in_job_order = {job.key: place for place, job in enumerate(ordered)}
+            self._in_job_order = [job.key for job in sorted(self.jobs.values(), key=job_order)]
         queues: dict[str, list[Job]] = {}
-        jobs = self.jobs
-        for key in sorted(self._pending, key=self._in_job_order.__getitem__):
-            job = jobs[key]
-            queues.setdefault(job.project, []).append(job)
+        jobs, pending = self.jobs, self._pending
+        for key in self._in_job_order:
+            if key in pending:
+                job = jobs[key]
+                queues.setdefault(job.project, []).append(job)
         return queues
 
     def _facts(self, queue: str) -> tuple[float, int, float, float]:
