@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TypeVar
 
 from gitops_sched.engine.types import GPU_EPSILON, USAGE_BUCKETS, Fairness, UsageHistory
@@ -151,4 +152,14 @@ def with_buckets(history: UsageHistory, project: str, buckets: Buckets) -> Usage
     rest = [(name, b) for name, b in history.projects if name != project]
     if buckets:
         rest.append((project, tuple(sorted(buckets))))
-    return UsageHistory(tuple(sorted(rest)))
+    return replace(history, projects=tuple(sorted(rest)))
+
+
+def with_group_buckets(
+    history: UsageHistory, key: tuple[str, str], buckets: Buckets
+) -> UsageHistory:
+    """The history with one (project, node group)'s buckets set (see with_buckets)."""
+    rest = [(k, b) for k, b in history.node_groups if k != key]
+    if buckets:
+        rest.append((key, tuple(sorted(buckets))))
+    return replace(history, node_groups=tuple(sorted(rest)))
