@@ -269,7 +269,8 @@ class Pools:
         return False
 
     def statuses(self, project: str, queued: dict[tuple[str, str], float]) -> tuple:
-        """The project's QueueStatus per group (empty for a project with one quota)."""
+        """The project's QueueStatus per group (empty for a project with one quota), its
+        past usage there included (fairness over time)."""
         if project not in self.quotas:
             return ()
         return tuple(
@@ -279,6 +280,7 @@ class Pools:
                 fair_share=self.fair_share.get((project, group), 0.0),
                 allocated=self.allocated.get((project, group), 0.0),
                 queued=queued.get((project, group), 0.0),
+                usage=self.usage.get((project, group), 0.0),
             )
             for group in self.groups(project)
         )
