@@ -40,6 +40,7 @@ LONGEST = tuple(
         "test_action",
         "test_reconciler_reliability",
         "test_agent_cluster",
+        "test_node_pools_e2e",
         "test_dry_runs",
         "test_fuzz",
         "test_settled_state",
