@@ -19,6 +19,7 @@ from gitops_sched.scheduler.actuate import Actuator
 from gitops_sched.scheduler.loop import Scheduler
 from gitops_sched.scheduler.status import StatusWriter
 from testkit.control_plane.accounts import refuse_admin
+from tests import scheduling
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 SCALE = {"ci": 1, "thorough": 10}[PROFILE]
@@ -73,3 +74,13 @@ def each_yaml_parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyP
     else:
         monkeypatch.setattr(yamlbuild, "_Loader", yaml.SafeLoader)
     return str(request.param)
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown where xdist does not schedule
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Which worker runs which test: see tests/scheduling.py."""
+    return scheduling.make_scheduling(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    scheduling.longest_first(items)

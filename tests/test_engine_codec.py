@@ -81,7 +81,8 @@ def live_snapshots(draw: st.DrawFn) -> Snapshot:
     for project in draw(st.lists(st.sampled_from([p.name for p in policy.projects]))):
         held = {project: draw(st.floats(0.1, 64))}
         start = draw(st.floats(0, now))
-        history = record(history, fairness or Fairness(), start, now, held)
+        by_group = {(project, draw(st.sampled_from(("h100", "a100")))): held[project]}
+        history = record(history, fairness or Fairness(), start, now, held, by_group)
     return Snapshot(policy, tuple(nodes), tuple(jobs), now, releasing, history)
 
 

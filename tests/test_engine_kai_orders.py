@@ -12,11 +12,35 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from unittest import mock
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gitops_sched.engine import schedule
-from gitops_sched.engine.types import EvictReason
+from gitops_sched.engine.pools import ran_in
+from gitops_sched.engine.session import Session
+from gitops_sched.engine.types import (
+    EvictReason,
+    Gpu,
+    Job,
+    Node,
+    PodPlacement,
+    Policy,
+    QueueSpec,
+    Snapshot,
+)
+from tests.conftest import examples
 from tests.engine_builders import allocated, department, job, nodes, policy, project, snapshot
+from tests.strategies import (
+    GPU_MEMORY_MIB,
+    V100,
+    one_gpu_train_jobs,
+    pool_quota_snapshots,
+    two_waves,
+)
 from tests.test_engine_kai_parity import bound, evicted, is_running, on, running, settled
+from tests.test_engine_properties import two_settles
 
 # -- allocation order: department first, then project -----------------------------------------
 
@@ -170,3 +194,91 @@ def test_a_hard_limit_caps_the_share_a_victim_keeps():
     final, history = settled(replace(snapshot(pol, nodes("n", 1, gpus=6), work), now=100.0))
     assert evicted(history) == ["b-3"]
     assert is_running(final, "a-more")
+
+
+# -- property: reclaim never takes from a queue that ranks ahead ------------------------------
+
+
+class _Watched(Session):
+    """A cycle's session that notes, each time a job that has reclaimed is placed, whether
+    it came first in allocation order against every victim it left stopped (each judged
+    with what its queue holds without it, in the node groups it ran in)."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        super().__init__(snapshot)
+        self.first: dict[tuple[str, tuple[PodPlacement, ...]], bool] = {}
+        _SESSIONS.append(self)
+
+    def bind(
+        self, job: Job, pods: tuple[PodPlacement, ...], started_at: float | None = None
+    ) -> None:
+        if started_at is None:  # a claimant placed, not a victim given its place back
+            entries = [(self.jobs[job.key], self.wanted_gpus(job), (0,))]
+            for evict in self.evictions:
+                victim = self.jobs.get(evict.job)  # None: stopped for good (limits)
+                if victim and evict.by == job.key and evict.reason is EvictReason.RECLAIM:
+                    stopped = tuple(p for p in evict.pods if p not in victim.placement)
+                    if stopped:
+                        gain = self.placed_gpus(victim, stopped)
+                        entries.append((ran_in(self, victim, stopped), gain, (1,)))
+            self.first[(job.key, pods)] = all(
+                self.next_in_order([entries[0], entry]) == 0 for entry in entries[1:]
+            )
+        super().bind(job, pods, started_at)
+
+
+_SESSIONS: list[_Watched] = []
+
+
+@st.composite
+def ranked_waves(draw: st.DrawFn) -> tuple[Snapshot, tuple[Job, ...]]:
+    """One group of 1-GPU-per-job V100 nodes shared by 2-4 projects of 1-2 departments
+    with random quotas (0-2), weights and over-quota ranks (0-2): a first wave of work
+    that fills much of it, then a second wave an hour later -- where reclaim between
+    queues of every rank and share happens often."""
+    nodes = tuple(
+        Node(f"n{i}", "v100", V100, tuple(Gpu(k, GPU_MEMORY_MIB[V100]) for k in range(4)))
+        for i in range(draw(st.integers(1, 3)))
+    )
+    names = [f"dept-{i}" for i in range(draw(st.integers(1, 2)))]
+    projects = tuple(
+        QueueSpec(
+            f"p{i}",
+            float(draw(st.integers(0, 2))),
+            draw(st.sampled_from([1.0, 2.0])),
+            over_quota_rank=draw(st.integers(0, 2)),
+            parent=draw(st.sampled_from(names)),
+            age=float(i),
+        )
+        for i in range(draw(st.integers(2, 4)))
+    )
+    departments = tuple(
+        QueueSpec(d, sum(p.deserved for p in projects if p.parent == d), 1.0, age=float(i))
+        for i, d in enumerate(names)
+    )
+    policy = Policy(departments, projects)
+    first = one_gpu_train_jobs(draw, policy, 14)
+    more = tuple(
+        replace(j, name=f"more-{j.name}", submitted=100 + j.submitted)
+        for j in one_gpu_train_jobs(draw, policy, 10)
+    )
+    return Snapshot(policy, nodes, first), more
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(st.one_of(ranked_waves(), two_waves(), pool_quota_snapshots().map(lambda s: (s, ()))))
+def test_reclaim_never_takes_from_a_queue_that_ranks_ahead_of_the_claimants(
+    case: tuple[Snapshot, tuple[Job, ...]],
+) -> None:
+    """KAI places the reclaimer and its victims again in allocation order, so a victim
+    left stopped never belongs to a queue that ranks ahead of the reclaimer's: checked
+    at every committed placement of a job that reclaimed, over random clusters, with and
+    without per-node-group quotas, through every cycle of two settles."""
+    _SESSIONS.clear()
+    with mock.patch("gitops_sched.engine.cycle.Session", _Watched):
+        two_settles(*case)
+    for session in _SESSIONS:
+        claimants = {e.by for e in session.evictions if e.reason is EvictReason.RECLAIM}
+        for bind in session.binds:
+            if bind.job in claimants and (bind.job, bind.pods) in session.first:
+                assert session.first[(bind.job, bind.pods)], bind

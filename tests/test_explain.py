@@ -316,3 +316,44 @@ def test_explain_shows_past_usage_and_the_split_it_changed(tmp_path: Path) -> No
 def test_explain_says_nothing_of_past_usage_without_fairness() -> None:
     data = json.loads(explain(NETAPP, "resnet50-ddp", "--format", "json").output)
     assert data["fairShare"]["fairness"] is None
+
+
+def test_explain_shows_past_usage_per_node_group(tmp_path: Path) -> None:
+    """A project with per-group quotas: its usage of each group beside its numbers there,
+    the usage its over-quota share in the group goes by."""
+    repo = Path(__file__).parent / "scenarios" / "repos" / "pool-fairness-over-time"
+    train = {"apiVersion": API, "kind": "Workload"}
+    events = {
+        "apiVersion": API,
+        "kind": "Simulation",
+        "metadata": {"name": "turns"},
+        "steps": [
+            {
+                "submit": [
+                    {
+                        **train,
+                        "metadata": {"name": "a"},
+                        "spec": {"project": "team-a", "gpu": 8, "nodeGroup": "h100"},
+                    }
+                ]
+            },
+            {"advance": "1h"},
+            {
+                "submit": [
+                    {
+                        **train,
+                        "metadata": {"name": "b"},
+                        "spec": {"project": "team-b", "gpu": 8, "nodeGroup": "h100"},
+                    }
+                ]
+            },
+        ],
+    }
+    path = tmp_path / "events.yaml"
+    path.write_text(yaml.safe_dump(events))
+    args = ["explain", str(repo), "a", "--events", str(path)]
+    text = CliRunner().invoke(main, args).output
+    assert "h100: deserved 0, fair share 2, holds 8, asks for 0 more, past usage there 0.53" in text
+    data = json.loads(CliRunner().invoke(main, [*args, "--format", "json"]).output)
+    h100 = data["fairShare"]["nodeGroups"]["h100"]
+    assert 0.5 < h100["usage"] < 0.6

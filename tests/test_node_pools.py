@@ -234,3 +234,52 @@ def test_explain_shows_the_fair_share_per_pool() -> None:
     text = to_text(explanation)
     assert "a100: deserved 2, fair share 2, holds 2, asks for 2 more" in text
     assert to_json(explanation)["fairShare"]["nodeGroups"]["h100"]["fairShare"] == 2
+
+
+def test_plans_full_demand_has_the_fair_share_per_pool_the_engine_gives(
+    tmp_path: Path,
+) -> None:
+    """plan's full-demand column per node group: what simulate gives each project with
+    per-group quotas when every project asks for every GPU of every pool; the Markdown
+    shows it on the project's `↳ in <group>` rows (a change of vision's H100 quota)."""
+    import shutil
+    import subprocess
+
+    from click.testing import CliRunner
+
+    from gitops_sched.cli import main
+    from gitops_sched.config.document import Document
+    from gitops_sched.config.model import build_workload
+    from gitops_sched.plan.impact import full_demand
+
+    diagnostics = Diagnostics()
+    repo = build_repo(load_repo(NODE_POOLS, diagnostics))
+    greedy = []
+    for name in ("nlp", "vision"):
+        for group, gpus in ((H100, 8), (A100, 4)):
+            spec = {"project": name, "gpu": gpus, "nodeGroup": group, "type": "train"}
+            data = {"kind": "Workload", "metadata": {"name": f"{name}-{group}"}, "spec": spec}
+            greedy.append(build_workload(Document("greedy.yaml", 0, data, {(): (1, 1)})))
+    result = simulate(replace(repo, workloads=greedy))
+    simulated = {(q.name, p.name): p.fair_share for q in result.projects for p in q.pools}
+    assert simulated == {(n, g): s for n in ("nlp", "vision") for g, s in ((A100, 2), (H100, 4))}
+    rows = full_demand(repo, repo).projects
+    planned = {(r.name, g.name): g.fair_share[1] for r in rows for g in r.node_groups}
+    assert planned == simulated
+
+    shutil.copytree(NODE_POOLS, tmp_path / "cfg")
+    env = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "PATH": "/usr/bin:/bin"}
+    ident = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for args in (["init", "-q"], ["add", "."], [*ident, "commit", "-qm", "base"]):
+        subprocess.run(["git", *args], cwd=tmp_path, env=env, check=True)
+    cluster = tmp_path / "cfg" / "cluster.yaml"
+    text = cluster.read_text()
+    vision = "nodeGroupQuotas: {h100: {gpu: 4}, a100: {gpu: 2}}}\n---\napiVersion"
+    assert text.count(vision) == 1  # vision's, the next to last Project
+    cluster.write_text(text.replace(vision, vision.replace("h100: {gpu: 4}", "h100: {gpu: 2}")))
+    invoked = CliRunner().invoke(main, ["plan", str(tmp_path / "cfg"), "--base", "HEAD"])
+    assert invoked.exit_code == 0, invoked.output
+    # vision's H100 quota 4 -> 2: at full demand the 8 H100s split 3/5 instead of 4/4
+    assert "| ↳ in `h100` | 4 → **2** | 4 → **3** | 4 | 4 |" in invoked.output  # vision
+    assert "| ↳ in `h100` | 4 | 4 → **5** | 2 | 2 |" in invoked.output  # nlp
+    assert "| ↳ in `a100` | 2 | 2 | 2 | 2 |" in invoked.output

@@ -159,6 +159,21 @@ def test_two_teams_that_each_want_the_whole_cluster_take_turns():
     assert [e["workload"] for e in decisions(output, "bind")] == ["train-a", "train-b"] * 2
 
 
+def test_two_teams_take_turns_on_one_pool_by_their_usage_of_it():
+    """Fairness over time per node pool: each team uses only half of the cluster, yet the
+    H100 node changes hands by reclaim as often as on a one-pool cluster, because a
+    team's usage of the pool lowers its share of the pool
+    (tests/scenarios/pool-fairness-over-time.yaml)."""
+    output = run_scenario("pool-fairness-over-time")
+    evictions = decisions(output, "evict")
+    assert [(e["workload"], e["reason"], e["by"], e["time"]) for e in evictions] == [
+        ("train-a", "reclaim", "train-b", 5460.0),
+        ("train-b", "reclaim", "train-a", 12660.0),
+        ("train-a", "reclaim", "train-b", 19860.0),
+    ]
+    assert all(p["fairShare"] == 8 for p in output["projects"])  # over the cluster: even
+
+
 def test_without_fairness_over_time_the_first_team_keeps_the_cluster(tmp_path: Path):
     """The same repo and steps with no `fairness:`: team-a's run is never reclaimed."""
     text = (SCENARIOS / "repos" / "fairness-over-time" / "cluster.yaml").read_text()

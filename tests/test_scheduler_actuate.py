@@ -1103,24 +1103,33 @@ def test_a_reservation_left_behind_is_used_by_the_next_fraction_or_released(
     assert placed["gpus"] == [3]
 
 
+def write_usage(
+    cluster, scheduler_client, fairness: Fairness, history: UsageHistory, decisions: Decisions
+) -> tuple[Any, dict, dict]:
+    """The queues installed, a view at 250 s with `fairness` and `history`, and team-a's
+    status written for `decisions`: (the view, the usage written, team-a's status.usage
+    as the CRD kept it)."""
+    install_queues(cluster)
+    live = view(cluster, [])
+    policy = replace(live.snapshot.policy, fairness=fairness)
+    live = replace(live, snapshot=replace(live.snapshot, policy=policy, history=history, now=250))
+    usage = usage_status(live.snapshot)
+    assert StatusWriter(scheduler_client).write(live, decisions, usage=usage).queues == 1
+    project = cluster.get(ObjectRef(API_VERSION, "Project", "", "team-a"))
+    assert project is not None
+    return live, usage, project["status"]["usage"]
+
+
 def test_past_usage_is_kept_in_project_status_and_read_back_after_a_restart(
     sent, cluster, scheduler_client
 ):
     """Fairness over time: the closed buckets of a project's usage go into its status
     (the CRD keeps them), once; a restarted scheduler reads them back from there."""
-    install_queues(cluster)
     fairness = Fairness(history_weight=1, window_s=1200)  # buckets of 100s
     history = UsageHistory((("team-a", ((0.0, 800.0), (100.0, 400.0), (200.0, 50.0))),))
     decisions = Decisions(projects=(QueueStatus("team-a", 8, 8, 4, 0, usage=0.2),))
-    live = view(cluster, [])
-    policy = replace(live.snapshot.policy, fairness=fairness)
-    live = replace(live, snapshot=replace(live.snapshot, policy=policy, history=history, now=250))
-
-    usage = usage_status(live.snapshot)
-    assert StatusWriter(scheduler_client).write(live, decisions, usage=usage).queues == 1
-    project = cluster.get(ObjectRef(API_VERSION, "Project", "", "team-a"))
-    assert project is not None
-    assert project["status"]["usage"] == {  # the bucket still open (200s) is not written
+    live, usage, written = write_usage(cluster, scheduler_client, fairness, history, decisions)
+    assert written == {  # the bucket still open (200s) is not written
         "buckets": [{"start": 0, "gpuSeconds": 800}, {"start": 100, "gpuSeconds": 400}]
     }
     sent.reset()
@@ -1138,3 +1147,30 @@ def test_past_usage_is_kept_in_project_status_and_read_back_after_a_restart(
     assert keeper.history_at(scheduler_client, fairness, 350.0) == UsageHistory(
         (("team-a", ((0.0, 800.0), (100.0, 400.0), (300.0, 200.0))),)
     )
+
+
+def test_past_usage_per_node_group_is_kept_in_project_status_and_read_back(
+    cluster, scheduler_client
+):
+    """A project with per-group quotas: its usage in each node group goes into its
+    status beside the total (the CRD keeps it), a restarted scheduler reads it back,
+    and what the project holds in a group after a cycle is added there."""
+    fairness = Fairness(history_weight=1, window_s=1200)  # buckets of 100s
+    history = UsageHistory(
+        (("team-a", ((0.0, 800.0),)),),
+        ((("team-a", "h100"), ((0.0, 600.0), (200.0, 50.0))),),
+    )
+    h100 = QueueStatus("h100", 0, 4, 3, 0)
+    decisions = Decisions(projects=(QueueStatus("team-a", 8, 8, 4, 0, pools=(h100,)),))
+    _, _, written = write_usage(cluster, scheduler_client, fairness, history, decisions)
+    assert written == {  # closed buckets only, as for the total
+        "buckets": [{"start": 0, "gpuSeconds": 800}],
+        "nodeGroups": {"h100": {"buckets": [{"start": 0, "gpuSeconds": 600}]}},
+    }
+
+    keeper = UsageKeeper()
+    read = keeper.history_at(scheduler_client, fairness, 300.0)
+    assert read.node_groups == ((("team-a", "h100"), ((0.0, 600.0),)),)
+    keeper.held(300.0, decisions)  # team-a holds 3 GPUs in h100 from 300s
+    later = keeper.history_at(scheduler_client, fairness, 350.0)
+    assert later.node_groups == ((("team-a", "h100"), ((0.0, 600.0), (300.0, 150.0))),)

@@ -274,9 +274,8 @@ def repo() -> Repo:
 
 @pytest.fixture(scope="module")
 def installed(control_plane: ControlPlane) -> Iterator[ControlPlane]:
-    """The example installed once for the module's tests (on each xdist worker that runs
-    some: `--dist loadgroup`, which would keep them on one, groups nothing with pytest 9.2,
-    pytest-xdist#1386): the shipped manifests, all the repo renders but the workloads, its
+    """The example installed once for the module's tests (they run on one xdist worker:
+    tests/scheduling.py): the shipped manifests, all the repo renders but the workloads, its
     nodes Ready. Each test's workloads go after it (`reinstalled`); wiped after the module."""
     loaded, diagnostics = check_repo(EXAMPLE)
     assert loaded is not None, diagnostics

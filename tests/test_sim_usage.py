@@ -16,6 +16,7 @@ from gitops_sched.cli import main
 from gitops_sched.contract.labels import API_VERSION as API
 
 REPO = Path(__file__).parent / "scenarios" / "repos" / "fairness-over-time"
+POOLS = Path(__file__).parent / "scenarios" / "repos" / "pool-fairness-over-time"
 TRAIN_A = {"apiVersion": API, "kind": "Workload", "metadata": {"name": "train-a"}}
 TRAIN_A |= {"spec": {"project": "team-a", "gpu": 8}}
 
@@ -48,6 +49,41 @@ def test_usage_is_printed_and_a_continuation_starts_with_it(tmp_path: Path) -> N
     assert (second["time"], second["usage"], second["log"]) == (3600, first["usage"], [])
 
 
+def test_usage_per_node_group_is_printed_and_read_back(tmp_path: Path) -> None:
+    """A project with per-group quotas: its usage in each group it held GPUs in is
+    printed beside its total, and a continuation starts with it (same shares, so the
+    same decisions: nothing to do)."""
+    train = {**TRAIN_A, "spec": {"project": "team-a", "gpu": 8, "nodeGroup": "h100"}}
+    steps = [{"submit": [train]}, {"advance": "1h"}]
+    code, first = simulate_json(POOLS, simulation(tmp_path / "a.yaml", steps=steps))
+    assert code == 0
+    hour = [{"start": s, "gpuSeconds": 9600} for s in (0, 1200, 2400)]
+    assert first["usage"]["team-a"] == {"buckets": hour, "nodeGroups": {"h100": {"buckets": hour}}}
+    assert first["usage"]["team-b"] == {"buckets": []}
+    again = {"running": first["workloads"], "time": first["time"], "usage": first["usage"]}
+    code, second = simulate_json(POOLS, simulation(tmp_path / "b.yaml", **again))
+    assert code == 0
+    assert (second["usage"], second["projects"], second["log"]) == (
+        first["usage"],
+        first["projects"],
+        [],
+    )
+
+
+def test_usage_without_fairness_is_a_warning_at_its_line(tmp_path: Path) -> None:
+    """`usage:` where the Cluster configures no fairness would count for nothing: said,
+    with the line, and the run goes on."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    text = (REPO / "cluster.yaml").read_text(encoding="utf-8")
+    (repo / "cluster.yaml").write_text(text.replace("    fairness:", "    reclaimThreshold: 0 #"))
+    path = simulation(tmp_path / "sim.yaml", usage={"team-a": {"buckets": []}})
+    result = CliRunner().invoke(main, ["simulate", str(repo), "--events", str(path)])
+    assert result.exit_code == 0
+    assert "sim.yaml:6:" in result.output
+    assert "warning GS806 Simulation/t: past usage counts for nothing" in result.output
+
+
 def test_without_fairness_nothing_is_printed(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -78,6 +114,11 @@ def test_without_fairness_nothing_is_printed(tmp_path: Path) -> None:
             "error GS806 Simulation/t: a bucket of past usage starts at 1200, after `time` (600)",
         ),
         (
+            {"team-a": {"buckets": [], "nodeGroups": {"h100": {"buckets": []}}}},
+            11,
+            "error GS806 Simulation/t: project 'team-a' has no `nodeGroupQuotas`: one usage",
+        ),
+        (
             {"team-a": {"buckets": [{"start": 0, "gpuSeconds": -1}]}},
             10,
             "error GS206 Simulation/t: usage.team-a.buckets[0].gpuSeconds: -1 is less than",
@@ -94,6 +135,27 @@ def test_bad_usage_is_reported_at_its_line(
 ) -> None:
     path = simulation(tmp_path / "sim.yaml", time=600, usage=usage)
     code, output = simulate_json(REPO, path)
+    assert code == 1
+    assert f"sim.yaml:{line}:" in output
+    assert message in output
+
+
+@pytest.mark.parametrize(
+    ("groups", "line", "message"),
+    [
+        ({"v100": {"buckets": []}}, 11, "error GS806 Simulation/t: no node group 'v100'"),
+        (
+            {"h100": {"buckets": [{"start": 1200, "gpuSeconds": 1}]}},
+            12,
+            "error GS806 Simulation/t: a bucket of past usage starts at 1200, after `time` (600)",
+        ),
+    ],
+)
+def test_bad_usage_per_node_group_is_reported_at_its_line(
+    tmp_path: Path, groups: dict, line: int, message: str
+) -> None:
+    usage = {"team-a": {"buckets": [], "nodeGroups": groups}}
+    code, output = simulate_json(POOLS, simulation(tmp_path / "sim.yaml", time=600, usage=usage))
     assert code == 1
     assert f"sim.yaml:{line}:" in output
     assert message in output

@@ -121,6 +121,17 @@ STATUS_FIELDS: dict[str, dict[str, Any]] = {
     },
 }
 
+_USAGE_BUCKETS = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {
+            "start": _number("When the bucket starts (Unix seconds)."),
+            "gpuSeconds": _number("GPU-seconds the project's pods held in it."),
+        },
+    },
+}
+
 # fairness over time: a Project's past usage, kept here by the scheduler (scheduler.usage)
 STATUS_FIELDS["Project"] = {
     **STATUS_FIELDS["Project"],
@@ -129,16 +140,16 @@ STATUS_FIELDS["Project"] = {
         "description": "Past GPU usage in the policy's fairness window (fairness over time): "
         "GPU-seconds per closed bucket of the window, oldest first, kept by the scheduler.",
         "properties": {
-            "buckets": {
-                "type": "array",
-                "items": {
+            "buckets": _USAGE_BUCKETS,
+            "nodeGroups": {
+                "type": "object",
+                "description": "With quotas per node group: the same per node group, GPU-seconds "
+                "held there (the project's over-quota share in a group goes by its usage there).",
+                "additionalProperties": {
                     "type": "object",
-                    "properties": {
-                        "start": _number("When the bucket starts (Unix seconds)."),
-                        "gpuSeconds": _number("GPU-seconds the project's pods held in it."),
-                    },
+                    "properties": {"buckets": _USAGE_BUCKETS},
                 },
-            }
+            },
         },
     },
 }

@@ -328,17 +328,29 @@ def fairness_from_dict(data: dict[str, Any]) -> Fairness:
 
 
 def history_to_dict(history: UsageHistory) -> dict[str, Any]:
-    """Past usage by project: [[bucket start, GPU-seconds], ...] oldest first."""
-    return {name: [[start, used] for start, used in buckets] for name, buckets in history.projects}
+    """Past usage by project: [[bucket start, GPU-seconds], ...] oldest first; a project's
+    usage in one node group (per-group quotas) under `project/group` (names hold no '/')."""
+    return {
+        **{name: [[start, used] for start, used in buckets] for name, buckets in history.projects},
+        **{
+            f"{project}/{group}": [[start, used] for start, used in buckets]
+            for (project, group), buckets in history.node_groups
+        },
+    }
 
 
 def history_from_dict(data: dict[str, Any]) -> UsageHistory:
-    return UsageHistory(
-        tuple(
-            (str(name), tuple((float(start), float(used)) for start, used in buckets))
-            for name, buckets in sorted(data.items())
-        )
-    )
+    def buckets(pairs: Any) -> tuple[tuple[float, float], ...]:
+        return tuple((float(start), float(used)) for start, used in pairs)
+
+    projects, groups = [], []
+    for name, pairs in sorted(data.items()):
+        project, _, group = str(name).partition("/")
+        if group:
+            groups.append(((project, group), buckets(pairs)))
+        else:
+            projects.append((project, buckets(pairs)))
+    return UsageHistory(tuple(projects), tuple(groups))
 
 
 def policy_from_dict(data: dict[str, Any]) -> Policy:
@@ -366,7 +378,11 @@ def snapshot_to_dict(snapshot: Snapshot) -> dict[str, Any]:
         "nodes": [node_to_dict(node) for node in snapshot.nodes],
         "jobs": [job_to_dict(job) for job in snapshot.jobs],
         "releasing": [releasing_to_dict(pod) for pod in snapshot.releasing],
-        **({"history": history_to_dict(snapshot.history)} if snapshot.history.projects else {}),
+        **(
+            {"history": history_to_dict(snapshot.history)}
+            if history_to_dict(snapshot.history)
+            else {}
+        ),
     }
 
 

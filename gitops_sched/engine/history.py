@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import TypeVar
 
 from gitops_sched.engine.types import GPU_EPSILON, USAGE_BUCKETS, Fairness, UsageHistory
 
 Buckets = tuple[tuple[float, float], ...]  # (bucket start, GPU-seconds), oldest first
+K = TypeVar("K", str, tuple[str, str])  # a project, or a (project, node group)
 
 
 def decay(fairness: Fairness, age: float) -> float:
@@ -39,17 +42,34 @@ def record(
     start: float,
     end: float,
     allocated: Mapping[str, float],
+    by_group: Mapping[tuple[str, str], float] | None = None,
 ) -> UsageHistory:
     """The history with each project holding `allocated` GPUs from `start` to `end`
-    added, and the buckets that ended a window or more before `end` forgotten."""
+    added (and, for projects with per-node-group quotas, `by_group`: (project, group) ->
+    GPUs held there), and the buckets that ended a window or more before `end` forgotten."""
+    return UsageHistory(
+        _added(history.projects, fairness, start, end, allocated),
+        _added(history.node_groups, fairness, start, end, by_group or {}),
+    )
+
+
+def _added(
+    entries: tuple[tuple[K, Buckets], ...],
+    fairness: Fairness,
+    start: float,
+    end: float,
+    allocated: Mapping[K, float],
+) -> tuple[tuple[K, Buckets], ...]:
+    """`entries` (key -> buckets) with `allocated` GPUs held from `start` to `end` added
+    and the buckets a window or more old forgotten (see record)."""
     width = fairness.bucket_s
     start = max(start, end - fairness.window_s)
     forget = end - fairness.window_s
-    by_project = {name: dict(buckets) for name, buckets in history.projects}
-    for name, gpus in allocated.items():
+    by_key: dict[K, dict[float, float]] = {key: dict(buckets) for key, buckets in entries}
+    for key, gpus in allocated.items():
         if gpus <= GPU_EPSILON or end <= start:
             continue
-        buckets = by_project.setdefault(name, {})
+        buckets = by_key.setdefault(key, {})
         at = start
         while at < end:
             bucket = math.floor(at / width) * width
@@ -57,11 +77,11 @@ def record(
             buckets[bucket] = buckets.get(bucket, 0.0) + gpus * (until - at)
             at = until
     kept = []
-    for name in sorted(by_project):
-        left = tuple(sorted((b, s) for b, s in by_project[name].items() if b + width > forget))
+    for key in sorted(by_key):
+        left = tuple(sorted((b, s) for b, s in by_key[key].items() if b + width > forget))
         if left:
-            kept.append((name, left))
-    return UsageHistory(tuple(kept))
+            kept.append((key, left))
+    return tuple(kept)
 
 
 def window_capacity(fairness: Fairness) -> float:
@@ -78,18 +98,34 @@ def past_usage(
     `capacity` GPUs give in the window (1: the whole cluster all the time, no decay)."""
     if capacity <= GPU_EPSILON:
         return {}
+    whole = capacity * window_capacity(fairness)
+    return {name: _decayed(buckets, fairness, now) / whole for name, buckets in history.projects}
+
+
+def group_usage(
+    history: UsageHistory, fairness: Fairness, now: float, capacity: Mapping[str, float]
+) -> dict[tuple[str, str], float]:
+    """(project, node group) -> the project's decayed usage in the group, as a share of
+    what the group's `capacity` GPUs give in the window: past_usage, one group at a time."""
+    result = {}
+    for (project, group), buckets in history.node_groups:
+        gpus = capacity.get(group, 0.0)
+        if gpus > GPU_EPSILON:
+            whole = gpus * window_capacity(fairness)
+            result[(project, group)] = _decayed(buckets, fairness, now) / whole
+    return result
+
+
+def _decayed(buckets: Buckets, fairness: Fairness, now: float) -> float:
+    """The GPU-seconds of the buckets still in the window at `now`, each decayed by the
+    age of its middle."""
     width = fairness.bucket_s
     since = now - fairness.window_s
-    whole = capacity * window_capacity(fairness)
-    result = {}
-    for name, buckets in history.projects:
-        used = sum(
-            seconds * decay(fairness, now - start - width / 2)
-            for start, seconds in buckets
-            if start + width > since and start <= now
-        )
-        result[name] = used / whole
-    return result
+    return sum(
+        seconds * decay(fairness, now - start - width / 2)
+        for start, seconds in buckets
+        if start + width > since and start <= now
+    )
 
 
 def share_weights(weights: Sequence[float], usage: Sequence[float], k: float) -> list[float]:
@@ -116,4 +152,14 @@ def with_buckets(history: UsageHistory, project: str, buckets: Buckets) -> Usage
     rest = [(name, b) for name, b in history.projects if name != project]
     if buckets:
         rest.append((project, tuple(sorted(buckets))))
-    return UsageHistory(tuple(sorted(rest)))
+    return replace(history, projects=tuple(sorted(rest)))
+
+
+def with_group_buckets(
+    history: UsageHistory, key: tuple[str, str], buckets: Buckets
+) -> UsageHistory:
+    """The history with one (project, node group)'s buckets set (see with_buckets)."""
+    rest = [(k, b) for k, b in history.node_groups if k != key]
+    if buckets:
+        rest.append((key, tuple(sorted(buckets))))
+    return replace(history, node_groups=tuple(sorted(rest)))

@@ -26,8 +26,20 @@ from contextlib import contextmanager
 from typing import Protocol
 
 from gitops_sched.engine.fairshare import Claim, split
-from gitops_sched.engine.types import GPU_EPSILON, Job, PodPlacement, QueueSpec, QueueStatus
+from gitops_sched.engine.history import group_usage
+from gitops_sched.engine.types import (
+    GPU_EPSILON,
+    Job,
+    PodPlacement,
+    QueueSpec,
+    QueueStatus,
+    Snapshot,
+)
 from gitops_sched.engine.usage import NodeUse
+
+# KAI's multiplier for a queue holding GPUs with no allocatable share: such queues sort
+# after every other, the more they hold the later
+NO_SHARE_PENALTY = 1000.0
 
 
 class Session(Protocol):
@@ -39,6 +51,7 @@ class Session(Protocol):
     jobs: dict[str, Job]
     fair_share: dict[str, float]
     pools: Pools | None
+    snapshot: Snapshot
 
     def placed_gpus(self, job: Job, pods: tuple[PodPlacement, ...] | None = None) -> float: ...
 
@@ -81,6 +94,7 @@ class Pools:
                 group = use.node.node_group
                 self.capacity[group] = self.capacity.get(group, 0.0) + free
         self.demand = self._demand()
+        self.usage, self.history_weight = self._usage()
         self.fair_share = self._shares()
         self.department_bounds = self._department_bounds()
 
@@ -117,6 +131,17 @@ class Pools:
         for key, wanted in pool_queues(self.session, self.session.pending(), self).items():
             demand[key] = demand.get(key, 0.0) + wanted
         return {key: min(value, self.capacity.get(key[1], 0.0)) for key, value in demand.items()}
+
+    def _usage(self) -> tuple[dict[tuple[str, str], float], float]:
+        """Fairness over time per group: each project's decayed past usage in each group
+        (a share of the group's GPUs over the window) and the policy's history weight;
+        ({}, 0) without fairness over time."""
+        snapshot = self.session.snapshot
+        fairness = snapshot.policy.fairness
+        if fairness is None:
+            return {}, 0.0
+        usage = group_usage(snapshot.history, fairness, snapshot.now, self.capacity)
+        return usage, fairness.history_weight
 
     def groups(self, project: str) -> list[str]:
         """The groups a project has a quota in, holds or asks for GPUs in, by name."""
@@ -155,9 +180,9 @@ class Pools:
                     age=spec.age,
                 )
                 asks = min(self.demand.get((project, group), 0.0), session.fair_share[project])
-                claims.append(Claim(pool, asks))
+                claims.append(Claim(pool, asks, self.usage.get((project, group), 0.0)))
             left = max(self.capacity[group] - others.get(group, 0.0), 0.0)
-            for claim, share in zip(claims, split(left, claims)):
+            for claim, share in zip(claims, split(left, claims, None, self.history_weight)):
                 shares[(claim.spec.name, group)] = share
         return shares
 
@@ -226,7 +251,21 @@ class Pools:
         else:
             held = self.held(job.project, groups)
             deserved = self.deserved(job.project, groups)
+            key = (*key[:2], *self.shares_in(job.project, groups, gain), *key[5:])
         return (held + gain > deserved + GPU_EPSILON, *key[1:])
+
+    def shares_in(self, project: str, groups: frozenset[str], gain: float) -> tuple:
+        """The share items of a project's serve-order key (Session._serve_level: holding
+        GPUs with no allocatable share, then allocated over allocatable share with `gain`
+        and without) judged in `groups`, against its fair share there: so a project whose
+        usage of a group lowered its share there (fairness over time) ranks after one that
+        did not, in that group, even where their shares over the cluster are equal."""
+        held = self.held(project, groups)
+        allocatable = self.allocatable(project, groups)
+        if allocatable <= GPU_EPSILON:  # KAI's penalty, as Session.share_ratio
+            penalty = NO_SHARE_PENALTY
+            return (held + gain > GPU_EPSILON, (held + gain) * penalty, held * penalty)
+        return (False, (held + gain) / allocatable, held / allocatable)
 
     def job_groups(self, job: Job) -> frozenset[str]:
         """The node groups a job is judged in (see in_groups)."""
@@ -247,7 +286,8 @@ class Pools:
         return False
 
     def statuses(self, project: str, queued: dict[tuple[str, str], float]) -> tuple:
-        """The project's QueueStatus per group (empty for a project with one quota)."""
+        """The project's QueueStatus per group (empty for a project with one quota), its
+        past usage there included (fairness over time)."""
         if project not in self.quotas:
             return ()
         return tuple(
@@ -257,6 +297,7 @@ class Pools:
                 fair_share=self.fair_share.get((project, group), 0.0),
                 allocated=self.allocated.get((project, group), 0.0),
                 queued=queued.get((project, group), 0.0),
+                usage=self.usage.get((project, group), 0.0),
             )
             for group in self.groups(project)
         )

@@ -14,7 +14,7 @@ from functools import partial
 
 from gitops_sched.engine.fairshare import fair_shares, nodes_capacity
 from gitops_sched.engine.history import past_usage
-from gitops_sched.engine.pools import Pools
+from gitops_sched.engine.pools import NO_SHARE_PENALTY, Pools
 from gitops_sched.engine.requests import placed_pod_gpus, pod_gpus
 from gitops_sched.engine.types import (
     GPU_EPSILON,
@@ -41,11 +41,6 @@ class Victim:
     pods: tuple[PodPlacement, ...] | None  # None: every pod the job still runs
     groups: frozenset[str]  # node groups it runs on
     move_only: bool = False  # may be moved to make room, never stopped
-
-
-# KAI's multiplier for a queue holding GPUs with no allocatable share: such queues sort
-# after every other, the more they hold the later
-NO_SHARE_PENALTY = 1000.0
 
 
 def _share_ratio(held: float, allocatable: float) -> float:

@@ -331,3 +331,6 @@ class UsageHistory:
     width, so a restarted scheduler adds to the buckets it wrote before."""
 
     projects: tuple[tuple[str, tuple[tuple[float, float], ...]], ...] = ()
+    # a project with per-node-group quotas also per node group it held GPUs in, by
+    # (project, group): its over-quota share in a group goes by its usage there
+    node_groups: tuple[tuple[tuple[str, str], tuple[tuple[float, float], ...]], ...] = ()

@@ -32,7 +32,8 @@ from gitops_sched.config.model import Repo
 from gitops_sched.contract.labels import API_VERSION
 from gitops_sched.engine.fairshare import fair_shares, nodes_capacity
 from gitops_sched.engine.requests import placed_pod_gpus
-from gitops_sched.engine.types import Job, Node, QueueStatus
+from gitops_sched.engine.session import Session
+from gitops_sched.engine.types import GpuRequest, Job, Node, QueueStatus, RequestKind, Snapshot
 from gitops_sched.hardware.gpus import gpus_text, rounded_gpus
 from gitops_sched.sim.events import Placed, Simulation, parse_simulation, repo_workloads
 from gitops_sched.sim.run import SimulationResult, WorkloadState, simulate
@@ -102,11 +103,48 @@ def full_demand_shares(repo: Repo) -> dict[str, float]:
     return fair_shares(capacity, policy.departments, policy.projects, demand)
 
 
+def full_demand_pools(repo: Repo) -> dict[str, tuple[QueueStatus, ...]]:
+    """Each project with per-node-group quotas: its deserved quota and fair share per
+    node group (QueueStatus, `allocated` 0) when every project asks for everything, in
+    every group: the engine's session (engine.pools) with one pending job per project and
+    group asking for the whole group. Empty where no project has per-group quotas."""
+    policy = policy_from_repo(repo)
+    if not any(p.pool_quotas for p in policy.projects):
+        return {}
+    nodes = nodes_from_repo(repo)
+    sizes: dict[str, int] = {}
+    for node in nodes:
+        if node.schedulable:
+            free = sum(not gpu.held for gpu in node.gpus)
+            sizes[node.node_group] = sizes.get(node.node_group, 0) + free
+    jobs = [
+        Job(
+            f"{p.name}-{group}",
+            p.name,
+            "train",
+            0,
+            True,
+            GpuRequest(RequestKind.WHOLE, count=size),
+            1,
+            1,
+            (group,),
+        )
+        for p in policy.projects
+        for group, size in sorted(sizes.items())
+        if size > 0
+    ]
+    pools = Session(Snapshot(policy, tuple(nodes), tuple(jobs))).pools
+    assert pools is not None  # some project has per-group quotas
+    return {p.name: pools.statuses(p.name, {}) for p in policy.projects if p.pool_quotas}
+
+
 def full_demand(base: Repo, head: Repo) -> Scenario:
     before, after = full_demand_shares(base), full_demand_shares(head)
+    pools_before, pools_after = full_demand_pools(base), full_demand_pools(head)
     rows = []
     for name in sorted({p.name for p in base.projects} | {p.name for p in head.projects}):
         old, new = base.project(name), head.project(name)
+        was, now = pools_before.get(name), pools_after.get(name)
         rows.append(
             ProjectImpact(
                 name,
@@ -117,6 +155,7 @@ def full_demand(base: Repo, head: Repo) -> Scenario:
                 ),
                 (_num(before.get(name)) if old else None, _num(after.get(name)) if new else None),
                 (None, None),
+                _pool_impacts(was, now, allocated=False),
             )
         )
     return Scenario("full-demand", tuple(rows))
@@ -342,20 +381,30 @@ class _WhyStarted:
         return f"was {was.status}" + (f": {was.reason}" if was.reason else "")
 
 
-def _pool_impacts(old: QueueStatus | None, new: QueueStatus | None) -> tuple[ProjectImpact, ...]:
-    """A project's numbers per node group before and after (engine.pools)."""
-    olds = {pool.name: pool for pool in old.pools} if old else {}
-    news = {pool.name: pool for pool in new.pools} if new else {}
+def _pool_impacts(
+    old: tuple[QueueStatus, ...] | None,
+    new: tuple[QueueStatus, ...] | None,
+    allocated: bool = True,
+) -> tuple[ProjectImpact, ...]:
+    """A project's numbers per node group before and after (engine.pools); `allocated`
+    False: none (the full-demand scenario)."""
+    olds = {pool.name: pool for pool in old or ()}
+    news = {pool.name: pool for pool in new or ()}
     rows = []
     for group in sorted(olds.keys() | news.keys()):
         was, now = olds.get(group), news.get(group)
+        held = (
+            (_num(was.allocated) if was else None, _num(now.allocated) if now else None)
+            if allocated
+            else (None, None)
+        )
         rows.append(
             ProjectImpact(
                 group,
                 (None, None),
                 (_num(was.deserved) if was else None, _num(now.deserved) if now else None),
                 (_num(was.fair_share) if was else None, _num(now.fair_share) if now else None),
-                (_num(was.allocated) if was else None, _num(now.allocated) if now else None),
+                held,
             )
         )
     return tuple(rows)
@@ -406,7 +455,7 @@ def workloads(base: Repo, head: Repo, state: Simulation | None = None) -> Scenar
                 (_num(old.deserved) if old else None, _num(new.deserved) if new else None),
                 (_num(old.fair_share) if old else None, _num(new.fair_share) if new else None),
                 (_num(old.allocated) if old else None, _num(new.allocated) if new else None),
-                _pool_impacts(old, new),
+                _pool_impacts(old.pools if old else None, new.pools if new else None),
             )
         )
     return Scenario(

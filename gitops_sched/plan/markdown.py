@@ -248,16 +248,20 @@ def _fairness(plan: Plan) -> list[str]:
 
 
 def _fair_rows(full: ProjectImpact, now: ProjectImpact | None) -> list[list[str]]:
-    """The project's row, then one per node group it has a quota in (now only)."""
+    """The project's row, then, for a project with per-node-group quotas, one per node
+    group either scenario has numbers for (engine.pools)."""
     rows = [_fair_row(full, now)]
-    for group in now.node_groups if now else ():
+    at_full = {group.name: group for group in full.node_groups}
+    at_now = {group.name: group for group in now.node_groups} if now else {}
+    for name in sorted(at_full.keys() | at_now.keys()):
+        in_full, in_now = at_full.get(name), at_now.get(name)
         rows.append(
             [
-                f"↳ in `{group.name}`",
-                arrow(group.deserved),
-                "",
-                arrow(group.fair_share),
-                arrow(group.allocated),
+                f"↳ in `{name}`",
+                arrow((in_now or in_full or full).deserved),
+                arrow(in_full.fair_share) if in_full else "",
+                arrow(in_now.fair_share) if in_now else "",
+                arrow(in_now.allocated) if in_now else "",
             ]
         )
     return rows

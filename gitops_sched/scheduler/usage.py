@@ -17,7 +17,7 @@ from typing import Any
 from gitops_sched.cluster.client import ClusterClient
 from gitops_sched.cluster.errors import ApiFailure
 from gitops_sched.contract.labels import API_VERSION
-from gitops_sched.engine.history import record, with_buckets
+from gitops_sched.engine.history import record, with_buckets, with_group_buckets
 from gitops_sched.engine.types import Decisions, Fairness, Snapshot, UsageHistory
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,8 @@ class UsageKeeper:
 
     def __init__(self) -> None:
         self.history: UsageHistory | None = None  # None: not read from the cluster yet
-        self._held: tuple[float, dict[str, float]] | None = None  # (since, project -> GPUs)
+        # (since, project -> GPUs, (project, node group) -> GPUs for per-group quotas)
+        self._held: tuple[float, dict[str, float], dict[tuple[str, str], float]] | None = None
 
     def history_at(self, client: ClusterClient, fairness: Fairness, now: float) -> UsageHistory:
         """The history up to `now`: what the Projects say (first time), plus what each
@@ -40,8 +41,8 @@ class UsageKeeper:
             if self.history is None:
                 return UsageHistory()
         if self._held is not None:
-            since, held = self._held
-            self.history = record(self.history, fairness, since, now, held)
+            since, held, by_group = self._held
+            self.history = record(self.history, fairness, since, now, held, by_group)
         return self.history
 
     def status(self, snapshot: Snapshot) -> dict[str, dict[str, Any]]:
@@ -50,8 +51,18 @@ class UsageKeeper:
         return usage_status(snapshot) if self.history is not None else {}
 
     def held(self, now: float, decisions: Decisions) -> None:
-        """What each project holds after this cycle, from `now` until the next."""
-        self._held = (now, {status.name: status.allocated for status in decisions.projects})
+        """What each project (and per node group, each with per-group quotas) holds after
+        this cycle, from `now` until the next."""
+        by_group = {
+            (status.name, pool.name): pool.allocated
+            for status in decisions.projects
+            for pool in status.pools
+        }
+        self._held = (
+            now,
+            {status.name: status.allocated for status in decisions.projects},
+            by_group,
+        )
 
 
 def read_history(client: ClusterClient) -> UsageHistory | None:
@@ -65,13 +76,23 @@ def read_history(client: ClusterClient) -> UsageHistory | None:
         return None
     for obj in projects:
         usage = (obj.get("status") or {}).get("usage") or {}
-        buckets = []
-        for entry in usage.get("buckets") or ():
-            start, used = entry.get("start"), entry.get("gpuSeconds")
-            if isinstance(start, int | float) and isinstance(used, int | float):
-                buckets.append((float(start), float(used)))
-        history = with_buckets(history, obj["metadata"]["name"], tuple(buckets))
+        name = obj["metadata"]["name"]
+        history = with_buckets(history, name, _buckets(usage))
+        groups = usage.get("nodeGroups")
+        for group, entry in sorted(groups.items() if isinstance(groups, dict) else ()):
+            if isinstance(entry, dict):
+                history = with_group_buckets(history, (name, str(group)), _buckets(entry))
     return history
+
+
+def _buckets(usage: dict[str, Any]) -> tuple[tuple[float, float], ...]:
+    """The well-formed (start, GPU-seconds) of a `buckets` list in status."""
+    buckets = []
+    for entry in usage.get("buckets") or ():
+        start, used = entry.get("start"), entry.get("gpuSeconds")
+        if isinstance(start, int | float) and isinstance(used, int | float):
+            buckets.append((float(start), float(used)))
+    return tuple(buckets)
 
 
 def usage_status(snapshot: Snapshot) -> dict[str, dict[str, Any]]:
@@ -82,13 +103,20 @@ def usage_status(snapshot: Snapshot) -> dict[str, dict[str, Any]]:
         return {}
     closed = snapshot.now - fairness.bucket_s
     by_project = dict(snapshot.history.projects)
+    by_group: dict[str, dict[str, Any]] = {}  # project -> group -> its usage there
+    for (project, group), buckets in snapshot.history.node_groups:
+        by_group.setdefault(project, {})[group] = {"buckets": _closed(buckets, closed)}
     return {
         project.name: {
-            "buckets": [
-                {"start": start, "gpuSeconds": round(used, 3)}
-                for start, used in by_project.get(project.name, ())
-                if start <= closed
-            ]
+            "buckets": _closed(by_project.get(project.name, ()), closed),
+            **({"nodeGroups": by_group[project.name]} if project.name in by_group else {}),
         }
         for project in snapshot.policy.projects
     }
+
+
+def _closed(buckets: tuple[tuple[float, float], ...], closed: float) -> list[dict[str, float]]:
+    """The buckets that started by `closed` (closed ones), as status keeps them."""
+    return [
+        {"start": start, "gpuSeconds": round(used, 3)} for start, used in buckets if start <= closed
+    ]

@@ -52,7 +52,7 @@ from gitops_sched.config.loader import load_repo
 from gitops_sched.config.model import Repo, Workload, build_workload, duration_seconds, quantity
 from gitops_sched.config.schema import schema_problems, validate_documents, validator_for
 from gitops_sched.engine.codec import pod_from_dict
-from gitops_sched.engine.history import with_buckets
+from gitops_sched.engine.history import with_buckets, with_group_buckets
 from gitops_sched.engine.requests import gpu_share_held
 from gitops_sched.engine.types import (
     GPU_EPSILON,
@@ -329,29 +329,56 @@ def _running(
 
 
 def _usage(doc: Document, repo: Repo, start: float, problems: _Problems) -> UsageHistory:
-    """`usage`: each project's buckets (start, GPU-seconds), as `--format json` prints them;
-    a bucket starts before the simulation's `time` (a bucket after it is usage not yet
-    had), once per project, and the project is the repo's."""
-    projects = {project.name for project in repo.projects}
+    """`usage`: each project's buckets (start, GPU-seconds), and for a project with
+    per-node-group quotas its buckets per group, as `--format json` prints them; a
+    bucket starts before the simulation's `time` (a bucket after it is usage not yet
+    had), once per project (group), the project is the repo's, and a group is the repo's
+    and only for a project with per-group quotas. Where the
+    Cluster configures no fairness the usage counts for nothing: a warning says so."""
+    usage = doc.data.get("usage") or {}
+    if usage and (repo.cluster is None or repo.cluster.policy.fairness is None):
+        message = "past usage counts for nothing: the Cluster's policy has no `fairness`"
+        problems.found.warning(doc.location(("usage",)), message, doc.ref, codes.SIMULATION_USAGE)
+    projects = {project.name: project for project in repo.projects}
+    groups = {group.name for group in repo.node_groups}
     history = UsageHistory()
-    for name, entry in (doc.data.get("usage") or {}).items():
+    for name, entry in usage.items():
         if name not in projects:
             problems.at(("usage", name), codes.SIMULATION_USAGE, f"no project '{name}'")
             continue
-        buckets = entry.get("buckets") or ()
-        seen: set[float] = set()
-        for i, bucket in enumerate(buckets):
-            where, at = ("usage", name, "buckets", i, "start"), float(bucket["start"])
-            if at > start:
-                message = f"a bucket of past usage starts at {at:g}, after `time` ({start:g})"
+        buckets = _buckets(entry, ("usage", name), start, problems)
+        history = with_buckets(history, name, buckets)
+        for group, by_group in (entry.get("nodeGroups") or {}).items():
+            where = ("usage", name, "nodeGroups", group)
+            if not projects[name].node_group_quotas or group not in groups:
+                message = (
+                    f"no node group '{group}'"
+                    if group not in groups
+                    else f"project '{name}' has no `nodeGroupQuotas`: one usage, over the cluster"
+                )
                 problems.at(where, codes.SIMULATION_USAGE, message)
-            elif at in seen:
-                message = f"a bucket starting at {at:g} listed twice"
-                problems.at(where, codes.SIMULATION_USAGE, message)
-            seen.add(at)
-        pairs = tuple((float(b["start"]), float(b["gpuSeconds"])) for b in buckets)
-        history = with_buckets(history, name, pairs)
+                continue
+            pairs = _buckets(by_group, where, start, problems)
+            history = with_group_buckets(history, (name, group), pairs)
     return history
+
+
+def _buckets(
+    entry: dict[str, Any], where: Path_, start: float, problems: _Problems
+) -> tuple[tuple[float, float], ...]:
+    """One `buckets` list of `usage` (see _usage), each start checked."""
+    buckets = entry.get("buckets") or ()
+    seen: set[float] = set()
+    for i, bucket in enumerate(buckets):
+        path, at = (*where, "buckets", i, "start"), float(bucket["start"])
+        if at > start:
+            message = f"a bucket of past usage starts at {at:g}, after `time` ({start:g})"
+            problems.at(path, codes.SIMULATION_USAGE, message)
+        elif at in seen:
+            message = f"a bucket starting at {at:g} listed twice"
+            problems.at(path, codes.SIMULATION_USAGE, message)
+        seen.add(at)
+    return tuple((float(b["start"]), float(b["gpuSeconds"])) for b in buckets)
 
 
 def _running_workload(

@@ -336,6 +336,7 @@ def _share_text(e: Explanation) -> list[str]:
             f"    {pool.name}: deserved {gpus_text(pool.deserved)}, fair share "
             f"{gpus_text(pool.fair_share)}, holds {gpus_text(pool.allocated)}, asks for "
             f"{gpus_text(pool.queued)} more"
+            + ("" if e.fairness is None else f", past usage there {pool.usage:.2f}")
             for pool in e.pools
         ]
     return lines
@@ -411,7 +412,13 @@ def to_json(e: Explanation) -> dict[str, Any]:
             "rank": e.project.over_quota_rank if e.project else None,
             "capacity": rounded_gpus(e.capacity),
             "steps": [_step_json(step) for step in e.steps],
-            "nodeGroups": {pool.name: queue_json(pool) for pool in e.pools},
+            "nodeGroups": {
+                pool.name: {
+                    **queue_json(pool),
+                    **({} if e.fairness is None else {"usage": pool.usage}),
+                }
+                for pool in e.pools
+            },
             "fairness": None
             if e.fairness is None
             else {

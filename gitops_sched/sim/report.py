@@ -80,17 +80,27 @@ def to_json(result: SimulationResult) -> dict[str, Any]:
 
 
 def _past_usage(snapshot: Snapshot) -> dict[str, Any]:
-    """`usage`: every project's buckets of GPU-seconds (start, oldest first), as a
-    Simulation's `usage:` reads them back; nothing where fairness is not configured."""
+    """`usage`: every project's buckets of GPU-seconds (start, oldest first), and per node
+    group for one with per-group quotas (`nodeGroups`), as a Simulation's `usage:` reads
+    them back; nothing where fairness is not configured."""
     if snapshot.policy.fairness is None:
         return {}
+    by_group: dict[str, dict[str, Any]] = {}  # project -> group -> its buckets there
+    for (project, group), buckets in snapshot.history.node_groups:
+        by_group.setdefault(project, {})[group] = {"buckets": _buckets(buckets)}
     return {
         "usage": {
-            name: {"buckets": [{"start": at, "gpuSeconds": used} for at, used in buckets]}
+            name: {
+                "buckets": _buckets(buckets_of(snapshot.history, name)),
+                **({"nodeGroups": by_group[name]} if name in by_group else {}),
+            }
             for name in sorted(q.name for q in snapshot.policy.projects)
-            for buckets in [buckets_of(snapshot.history, name)]
         }
     }
+
+
+def _buckets(buckets: tuple[tuple[float, float], ...]) -> list[dict[str, float]]:
+    return [{"start": at, "gpuSeconds": used} for at, used in buckets]
 
 
 def _name(item: QueueStatus | Node) -> str:

@@ -186,13 +186,15 @@ class _Run:
 
     def advance(self, seconds: int) -> None:
         """Time passes with the cluster as it is: with fairness over time, each project's
-        GPUs held all along are added to its past usage (engine.history)."""
+        GPUs held all along are added to its past usage (engine.history), per node group
+        for a project with per-group quotas."""
         now, fairness = self.snapshot.now, self.snapshot.policy.fairness
         history = self.snapshot.history
         if fairness is not None:
             session = Session(self.snapshot)
             held = {name: session.allocated[name] for name in session.projects}
-            history = record(history, fairness, now, now + seconds, held)
+            by_group = dict(session.pools.allocated) if session.pools is not None else {}
+            history = record(history, fairness, now, now + seconds, held, by_group)
         self.snapshot = replace(self.snapshot, now=now + seconds, history=history)
 
     def submit(self, arriving: Iterable[Placed]) -> None:

@@ -96,8 +96,9 @@ def wipe(plane: ControlPlane) -> None:
         for kind, names in _names(client).items():
             for name in sorted(names - baseline[kind]):
                 client.delete(ObjectRef(kind[0], kind[1], "", name))
+        kept = baseline[("v1", "Namespace")]
         deadline = time.monotonic() + 120
-        while left := _names(client)[("v1", "Namespace")] - baseline[("v1", "Namespace")]:
+        while left := {o["metadata"]["name"] for o in client.list("v1", "Namespace") or ()} - kept:
             if time.monotonic() > deadline:
                 raise AssertionError(f"namespaces {sorted(left)} still terminating after 120s")
             time.sleep(0.1)

@@ -5,6 +5,7 @@ images no kubelet here could start."""
 
 from __future__ import annotations
 
+import functools
 import io
 import subprocess
 from pathlib import Path
@@ -34,7 +35,15 @@ def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None) -> str:
 
 
 def kustomization(folder: str) -> list[dict]:
-    """`kubectl kustomize` of a folder of this repository, without what runs an image."""
+    """`kubectl kustomize` of a folder of this repository, without what runs an image (a new
+    copy each call: callers change what they get)."""
+    objects = yaml.safe_load_all(_kustomized(folder))
+    return [o for o in objects if o and o["kind"] not in RUNS_IMAGES]
+
+
+@functools.cache
+def _kustomized(folder: str) -> str:
+    """The kustomize output, built once a session: the folders do not change under a run."""
     done = subprocess.run(
         [binaries.path("kubectl"), "kustomize", str(ROOT / folder)],
         capture_output=True,
@@ -42,7 +51,7 @@ def kustomization(folder: str) -> list[dict]:
         timeout=120,
         check=True,
     )
-    return [o for o in yaml.safe_load_all(done.stdout) if o and o["kind"] not in RUNS_IMAGES]
+    return done.stdout
 
 
 def apply_kustomization(plane: ControlPlane, folder: str) -> list[dict]:
