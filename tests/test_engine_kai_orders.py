@@ -222,7 +222,7 @@ class _Watched(Session):
                         gain = self.placed_gpus(victim, stopped)
                         entries.append((ran_in(self, victim, stopped), gain, (1,)))
             self.first[(job.key, pods)] = all(
-                self.next_in_order([entries[0], entry]) == 0 for entry in entries[1:]
+                self.serves_before(entries[0], entry) for entry in entries[1:]
             )
         super().bind(job, pods, started_at)
 
