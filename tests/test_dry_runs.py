@@ -16,7 +16,6 @@ import pytest
 
 from gitops_sched.cluster import ClusterClient, ObjectRef
 from gitops_sched.reconciler.sync import Syncer, SyncResult
-from gitops_sched.validate import check_repo
 from testkit.control_plane.accounts import (
     RECONCILER,
     SCHEDULER,
@@ -28,7 +27,7 @@ from testkit.control_plane.fixtures import connect
 from testkit.control_plane.install import apply_kustomization
 from testkit.control_plane.waiting import wait
 from testkit.reconciler_harness import SYSTEM, Harness, commit, config
-from tests.test_scheduler_e2e import EXAMPLE, Cluster
+from tests.test_scheduler_e2e import EXAMPLE, Cluster, installed_repo
 
 CLI = str(Path(sys.executable).with_name("gitops-sched"))
 OUTCOMES = ("prepared", "created", "updated", "replaced", "pruned", "orphaned", "errors")
@@ -106,14 +105,8 @@ ACCOUNT = SCHEDULER
 
 @pytest.fixture
 def cluster(real_cluster: ControlPlane) -> Iterator[Cluster]:
-    repo, diagnostics = check_repo(EXAMPLE)
-    assert repo is not None, diagnostics
-    made = Cluster(real_cluster, repo)
-    try:
-        made.install()
+    with installed_repo(real_cluster, EXAMPLE) as made:
         yield made
-    finally:
-        made.close()
 
 
 def may_bind(client: ClusterClient) -> bool:

@@ -12,10 +12,9 @@ from pathlib import Path
 import pytest
 
 from gitops_sched.sim.run import simulate
-from gitops_sched.validate import check_repo
 from testkit.control_plane.cluster import ControlPlane
 from testkit.control_plane.fixtures import wipe
-from tests.test_scheduler_e2e import Cluster, simulated
+from tests.test_scheduler_e2e import Cluster, installed_repo, simulated
 
 NODE_POOLS = Path(__file__).parent / "scenarios" / "repos" / "node-pools"
 
@@ -24,14 +23,10 @@ NODE_POOLS = Path(__file__).parent / "scenarios" / "repos" / "node-pools"
 def pools(control_plane: ControlPlane) -> Iterator[Cluster]:
     """The node-pools repo installed with the shipped manifests (8 H100s on two nodes, 4
     A100s on one); wiped after the module."""
-    repo, diagnostics = check_repo(NODE_POOLS)
-    assert repo is not None, diagnostics
-    made = Cluster(control_plane, repo)
     try:
-        made.install()
-        yield made
+        with installed_repo(control_plane, NODE_POOLS) as made:
+            yield made
     finally:
-        made.close()
         wipe(control_plane)
 
 

@@ -265,6 +265,20 @@ def simulated(result) -> dict[str, list[tuple[str, tuple[int, ...], float]]]:
     }
 
 
+@contextlib.contextmanager
+def installed_repo(plane: ControlPlane, folder: Path) -> Iterator[Cluster]:
+    """`folder`'s repo checked and installed (the shipped manifests, all it renders but the
+    workloads, its nodes Ready); the Cluster's clients closed after."""
+    loaded, diagnostics = check_repo(folder)
+    assert loaded is not None, diagnostics
+    made = Cluster(plane, loaded)
+    try:
+        made.install()
+        yield made
+    finally:
+        made.close()
+
+
 @pytest.fixture
 def repo() -> Repo:
     loaded, diagnostics = check_repo(EXAMPLE)
@@ -277,13 +291,8 @@ def installed(control_plane: ControlPlane) -> Iterator[ControlPlane]:
     """The example installed once for the module's tests (they run on one xdist worker:
     tests/scheduling.py): the shipped manifests, all the repo renders but the workloads, its
     nodes Ready. Each test's workloads go after it (`reinstalled`); wiped after the module."""
-    loaded, diagnostics = check_repo(EXAMPLE)
-    assert loaded is not None, diagnostics
-    made = Cluster(control_plane, loaded)
-    try:
-        made.install()
-    finally:
-        made.close()
+    with installed_repo(control_plane, EXAMPLE):
+        pass
     yield control_plane
     wipe(control_plane)
 
