@@ -42,6 +42,17 @@ from gitops_sched.engine.usage import NodeUse
 NO_SHARE_PENALTY = 1000.0
 
 
+def share_items(held: float, gain: float, allocatable: float) -> tuple[bool, float, float]:
+    """A queue's share items in allocation order, as KAI's proportion plugin orders queues:
+    holding GPUs with no allocatable share (such a queue sorts after the others, the more it
+    holds the later), then what it holds over its allocatable share with `gain` and
+    without. Session._serve_level and Pools.shares_in judge by the same items."""
+    after = held + gain
+    if allocatable <= GPU_EPSILON:
+        return after > GPU_EPSILON, after * NO_SHARE_PENALTY, held * NO_SHARE_PENALTY
+    return False, after / allocatable, held / allocatable
+
+
 class Session(Protocol):
     """What this module uses of the cycle's `engine.session.Session` (which builds Pools:
     named here, not imported, so that the engine's modules import in one direction)."""
@@ -260,12 +271,7 @@ class Pools:
         and without) judged in `groups`, against its fair share there: so a project whose
         usage of a group lowered its share there (fairness over time) ranks after one that
         did not, in that group, even where their shares over the cluster are equal."""
-        held = self.held(project, groups)
-        allocatable = self.allocatable(project, groups)
-        if allocatable <= GPU_EPSILON:  # KAI's penalty, as Session.share_ratio
-            penalty = NO_SHARE_PENALTY
-            return (held + gain > GPU_EPSILON, (held + gain) * penalty, held * penalty)
-        return (False, (held + gain) / allocatable, held / allocatable)
+        return share_items(self.held(project, groups), gain, self.allocatable(project, groups))
 
     def job_groups(self, job: Job) -> frozenset[str]:
         """The node groups a job is judged in (see in_groups)."""

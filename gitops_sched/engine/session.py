@@ -14,7 +14,7 @@ from functools import partial
 
 from gitops_sched.engine.fairshare import fair_shares, nodes_capacity
 from gitops_sched.engine.history import past_usage
-from gitops_sched.engine.pools import NO_SHARE_PENALTY, Pools
+from gitops_sched.engine.pools import NO_SHARE_PENALTY, Pools, share_items
 from gitops_sched.engine.requests import placed_pod_gpus, pod_gpus
 from gitops_sched.engine.types import (
     GPU_EPSILON,
@@ -246,20 +246,8 @@ class Session:
         over), so that check never separates queues and rank comes first."""
         deserved, rank, age, allocatable = self._queue_facts.get(queue) or self._facts(queue)
         now = self.allocated.get(queue, 0.0)
-        held = now + gain
-        if allocatable <= GPU_EPSILON:  # see share_ratio
-            with_job, without = held * NO_SHARE_PENALTY, now * NO_SHARE_PENALTY
-            over = held > deserved + GPU_EPSILON
-            return (over, -rank, held > GPU_EPSILON, with_job, without, -deserved, age)
-        return (
-            held > deserved + GPU_EPSILON,
-            -rank,
-            False,
-            held / allocatable,
-            now / allocatable,
-            -deserved,
-            age,
-        )
+        over = now + gain > deserved + GPU_EPSILON
+        return (over, -rank, *share_items(now, gain, allocatable), -deserved, age)
 
     def queue_key(self, name: str, job: Job | None = None, age: float = 0.0) -> tuple:
         """A project's place among the projects of its department in allocation order
@@ -334,7 +322,7 @@ class Session:
             held <= deserved + GPU_EPSILON,
             rank,
             held <= GPU_EPSILON or allocatable > GPU_EPSILON,
-            -(held / allocatable if allocatable > GPU_EPSILON else held * NO_SHARE_PENALTY),
+            -_share_ratio(held, allocatable),
             deserved,
             -age,
         )
