@@ -303,7 +303,8 @@ def _reclaim_for(
             movable = _movable(session, job, pool, freed_nodes, allowed) if freed_nodes else []
         while movable:
             victim = movable.pop()
-            if pool.still_running(victim):
+            # one whose queue ranks ahead would take its place back first, moving nothing
+            if pool.still_running(victim) and not ranks_ahead(session, job, gain, victim):
                 touched.add(session.jobs[victim.job].project)
                 return victim
         return None
