@@ -129,22 +129,28 @@ def ranks_ahead(session: Session, job: Job, gain: float, victim: Victim) -> bool
     later victim of that queue, as losing more only moves it further ahead."""
     current = session.jobs[victim.job]
     pods = current.placement if victim.pods is None else victim.pods
-    back = session.placed_gpus(current, pods)
+    amounts = [session.pod_gpus(current, pod) for pod in pods]
+    back = sum(amounts)
     queues = (current.project, session.department_of(current.project))
     allocated = session.allocated
     for queue in queues:
         if queue in allocated:
             allocated[queue] -= back
-    if session.pools is not None:  # and in the node groups it runs in
-        session.pools.account(current, pods, -1)
+    # and in the node groups it runs in, which the order reads only for a project with
+    # per-group quotas (Pools.in_groups): the claimant's are another project's
+    pools = session.pools
+    if pools is not None and current.project not in pools.quotas:
+        pools = None
+    if pools is not None:
+        pools.account(current, pods, -1, amounts)
     try:
         return session.serves_before((current, back, (1,)), (job, gain, (0,)))
     finally:
         for queue in queues:
             if queue in allocated:
                 allocated[queue] += back
-        if session.pools is not None:
-            session.pools.account(current, pods, +1)
+        if pools is not None:
+            pools.account(current, pods, +1, amounts)
 
 
 def fits_alone(session: Session, job: Job, accept: Callable[[], bool]) -> bool:
