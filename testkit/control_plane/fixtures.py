@@ -1,17 +1,26 @@
 """pytest fixtures for the real control plane.
 
 `control_plane` (session): one cluster for the whole run, started on first use, its
-kube-apiserver's version printed once, stopped at the end even when tests fail.
-`real_cluster` (per test): that cluster, wiped back to how the session found it after the
-test (new namespaces, nodes, CRDs, priority classes and cluster RBAC deleted, namespaces
-waited for; what a test left in the `default` namespace deleted too, or a pod bound to a
-node of the last test would hold that node's name in the next), so every test starts on a
-bare cluster. `real_client`: a ClusterClient on it.
+kube-apiserver's version printed once, stopped at the end even when tests fail. Its
+baseline holds the product's CRDs as the default reconciler (`--name gitops-sched`) leaves
+them after its first sync (`install_crds`): a later sync of that reconciler finds them its
+own and unchanged, so most tests neither create nor delete them (a CRD costs the API server
+about a second to create and as much to delete).
+`real_cluster` (per test): that cluster, wiped back to its baseline after the test (new
+namespaces, nodes, CRDs, priority classes and cluster RBAC deleted, namespaces waited for;
+what a test left in the `default` namespace deleted too, or a pod bound to a node of the
+last test would hold that node's name in the next; every custom resource of the baseline
+CRDs deleted, a baseline CRD a test changed or deleted put back), so every test starts
+from the same state. `real_client`: a ClusterClient on it.
+`bare_cluster` (per test, or `bare(plane)`): the cluster without the baseline CRDs, for a
+test about what a bare cluster does (the first sync creating the CRDs, kubectl applying
+them, the reconciler's calls on them); the wipe puts them back.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import tempfile
 import time
@@ -25,7 +34,11 @@ import pytest
 from kubernetes.dynamic.resource import ResourceList
 
 from gitops_sched.cluster import Backoff, ClusterClient, ObjectRef
+from gitops_sched.cluster.diff import FIELD_MANAGER
+from gitops_sched.compiler.crds import render_crds
+from gitops_sched.reconciler.sync import CRD_KIND, OWNER_LABEL, established, owned
 from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.waiting import wait
 
 FAST_BACKOFF = Backoff(attempts=6, base=0.05, cap=0.5)
 NO_GRACE = {"gracePeriodSeconds": 0}  # no kubelet here needs the time
@@ -42,6 +55,9 @@ WIPED = (
     ("rbac.authorization.k8s.io/v1", "ClusterRole"),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
 )
+# the reconciler's default name (`Settings`, `reconcile --name`): the baseline CRDs are its
+RECONCILER_NAME = "gitops-sched"
+OURS = f"{OWNER_LABEL}={RECONCILER_NAME}"
 
 
 def connect(plane: ControlPlane, timeout: float = 30.0) -> ClusterClient:
@@ -67,6 +83,7 @@ def control_plane(
                 f"\nreal control plane: kube-apiserver {plane.version} at {plane.server} "
                 f"(etcd, kube-controller-manager, kwok; up in {time.monotonic() - started:.1f}s)"
             )
+    plane.crds = install_crds(plane)  # type: ignore[attr-defined]
     client = connect(plane)
     plane.baseline = _names(client)  # type: ignore[attr-defined]
     plane.shared = {key for key, _ in _namespaced(_namespaced_kinds(plane), {SHARED})}  # type: ignore[attr-defined]
@@ -78,9 +95,11 @@ def control_plane(
 
 
 def wipe(plane: ControlPlane) -> None:
-    """Delete what the session did not start with. A namespace is emptied here (every
-    namespaced kind, finalizers dropped, no grace: no kubelet here needs the time) and then
-    finalized, as the namespace controller would do after its fixed 5 s wait."""
+    """Back to the session's baseline: delete what the session did not start with (and every
+    custom resource of the baseline CRDs), put back a baseline CRD a test changed or
+    deleted. A namespace is emptied here (every namespaced kind, finalizers dropped, no
+    grace: no kubelet here needs the time) and then finalized, as the namespace controller
+    would do after its fixed 5 s wait."""
     client = connect(plane)
     core = kubernetes.client.CoreV1Api(plane.api_client())
     try:
@@ -96,6 +115,8 @@ def wipe(plane: ControlPlane) -> None:
         for kind, names in _names(client).items():
             for name in sorted(names - baseline[kind]):
                 client.delete(ObjectRef(kind[0], kind[1], "", name))
+        _delete_custom_resources(client)
+        plane.crds = _restore_crds(plane, client, plane.crds)  # type: ignore[attr-defined]
         kept = baseline[("v1", "Namespace")]
         deadline = time.monotonic() + 120
         while left := {o["metadata"]["name"] for o in client.list("v1", "Namespace") or ()} - kept:
@@ -105,6 +126,120 @@ def wipe(plane: ControlPlane) -> None:
     finally:
         client.close()
         core.api_client.close()
+
+
+def install_crds(plane: ControlPlane) -> dict[str, str]:
+    """The product's CRDs as the default reconciler's sync writes them (server-side apply as
+    its field manager, its owner label), waited for until Established; name ->
+    resourceVersion."""
+    client = connect(plane)
+    try:
+        for crd in render_crds():
+            client.apply(owned(crd, RECONCILER_NAME), FIELD_MANAGER, force=True)
+        return _established(plane, client)
+    finally:
+        client.close()
+
+
+def _established(plane: ControlPlane, client: ClusterClient) -> dict[str, str]:
+    """Once every CRD the product renders is Established and its custom resources' storage
+    ready: name -> resourceVersion. (A CRD deleted while the API server still fills its
+    watch cache stays for a minute: its finalizer fails on "storage is (re)initializing",
+    then waits out a minute-long poll before it tries again.)"""
+    crds = render_crds()
+    names = {_name(crd) for crd in crds}
+
+    def served() -> dict[str, str]:
+        live = [c for c in _crds(client, OURS) if _name(c) in names]
+        if len(live) < len(names) or not all(established(c) for c in live):
+            return {}
+        return {_name(c): c["metadata"]["resourceVersion"] for c in live}
+
+    versions = wait("the product's CRDs Established", served)
+    _storage_ready(plane, crds)
+    return versions
+
+
+def _storage_ready(plane: ControlPlane, crds: list[dict[str, Any]]) -> None:
+    """Wait until the API server answers a list of each CRD's kind from its watch cache
+    (resourceVersion 0): not while it still fills it (429, "storage is (re)initializing"),
+    and then the CRD can be deleted at once. A kind not served (404) has nothing to wait for."""
+    api = kubernetes.client.CustomObjectsApi(plane.api_client())
+
+    def cached(group: str, version: str, plural: str) -> bool:
+        try:
+            api.list_cluster_custom_object(group, version, plural, resource_version="0", limit=1)
+        except kubernetes.client.ApiException as exc:
+            if exc.status not in (404, 429):
+                raise
+            return exc.status == 404
+        return True
+
+    try:
+        for crd in crds:
+            spec = crd["spec"]
+            kind = (spec["group"], spec["versions"][0]["name"], spec["names"]["plural"])
+            wait(f"the storage of {_name(crd)} ready", functools.partial(cached, *kind))
+    finally:
+        api.api_client.close()
+
+
+def _restore_crds(
+    plane: ControlPlane, client: ClusterClient, versions: dict[str, str]
+) -> dict[str, str]:
+    """Put back each baseline CRD a test deleted or changed (its resourceVersion moved): a
+    changed one is deleted first, so it comes back exactly as `install_crds` made it, not
+    merged with the test's fields; the baseline's versions (`versions` when none moved)."""
+
+    def live() -> dict[str, str]:
+        return {c["metadata"]["name"]: c["metadata"]["resourceVersion"] for c in _crds(client)}
+
+    now = live()
+    moved = [crd for crd in render_crds() if now.get(_name(crd)) != versions[_name(crd)]]
+    if not moved:
+        return versions
+    _storage_ready(plane, [crd for crd in moved if _name(crd) in now])
+    for crd in moved:
+        if _name(crd) in now:
+            client.delete(ObjectRef.of(crd))
+    wait("the changed CRDs deleted", lambda: not {_name(c) for c in moved} & live().keys())
+    for crd in moved:
+        client.apply(owned(crd, RECONCILER_NAME), FIELD_MANAGER, force=True)
+    return _established(plane, client)
+
+
+def _crds(client: ClusterClient, selector: str | None = None) -> list[dict[str, Any]]:
+    return client.list(*CRD_KIND, selector) or []
+
+
+def _name(obj: dict[str, Any]) -> str:
+    return str(obj["metadata"]["name"])
+
+
+def _delete_custom_resources(client: ClusterClient) -> None:
+    """Delete every custom resource of the baseline CRDs a test left (those in its
+    namespaces went with them), finalizers dropped first, as deleting the CRD would."""
+    for crd in render_crds():
+        spec = crd["spec"]
+        api_version = f"{spec['group']}/{spec['versions'][0]['name']}"
+        for obj in client.list(api_version, spec["names"]["kind"]) or ():
+            ref = ObjectRef.of(obj)
+            if obj["metadata"].get("finalizers"):
+                client.patch(ref, {"metadata": {"finalizers": None}})
+            client.delete(ref)
+
+
+def bare(plane: ControlPlane) -> ControlPlane:
+    """`plane` without its baseline CRDs (deleted, waited for until gone), for a test about
+    a bare cluster; the wipe after the test puts them back."""
+    client = connect(plane)
+    try:
+        for name in sorted(plane.crds):  # type: ignore[attr-defined]
+            client.delete(ObjectRef(*CRD_KIND, "", name))
+        wait("the baseline CRDs deleted", lambda: not _crds(client, OURS))
+    finally:
+        client.close()
+    return plane
 
 
 def _empty(plane: ControlPlane, namespaces: set[str], seconds: float = 60) -> None:
@@ -201,3 +336,9 @@ def real_client(real_cluster: ControlPlane) -> Iterator[ClusterClient]:
     client = connect(real_cluster)
     yield client
     client.close()
+
+
+@pytest.fixture
+def bare_cluster(real_cluster: ControlPlane) -> ControlPlane:
+    """`real_cluster` without the product's CRDs, as before the reconciler's first sync."""
+    return bare(real_cluster)
