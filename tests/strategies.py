@@ -64,6 +64,12 @@ def _sampled(values: tuple[T, ...]) -> st.SearchStrategy[T]:
 
 
 @functools.cache
+def just_or(value: T, other: st.SearchStrategy[T]) -> st.SearchStrategy[T]:
+    """`st.one_of(st.just(value), other)`, one object per pair (see `ints`)."""
+    return st.one_of(st.just(value), other)
+
+
+@functools.cache
 def halves(low: float, high: float) -> st.SearchStrategy[float]:
     """Integers or halves in [low, high]: the GPU quotas a config may write."""
     return st.integers(round(2 * low), round(2 * high)).map(lambda n: n / 2)
