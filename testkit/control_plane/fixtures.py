@@ -21,23 +21,19 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
-import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import kubernetes
-import kubernetes.dynamic
-import kubernetes.dynamic.exceptions
 import pytest
-from kubernetes.dynamic.resource import ResourceList
 
 from gitops_sched.cluster import Backoff, ClusterClient, ObjectRef
 from gitops_sched.cluster.diff import FIELD_MANAGER
 from gitops_sched.compiler.crds import render_crds
 from gitops_sched.reconciler.sync import CRD_KIND, OWNER_LABEL, established, owned
 from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.plain_api import Kind, PlainApi, Refused
 from testkit.control_plane.waiting import wait
 
 FAST_BACKOFF = Backoff(attempts=6, base=0.05, cap=0.5)
@@ -47,13 +43,14 @@ SHARED = "default"  # the one namespace the session starts with that tests put o
 OWN_WRITES = {("", "Event"), ("events.k8s.io", "Event"), ("", "Endpoints")}
 OWN_WRITES |= {("discovery.k8s.io", "EndpointSlice")}
 # cluster-scoped kinds a test may create; what exists when the session starts is kept
+NAMESPACE = ("", "Namespace")
 WIPED = (
-    ("v1", "Namespace"),
-    ("v1", "Node"),
-    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
-    ("scheduling.k8s.io/v1", "PriorityClass"),
-    ("rbac.authorization.k8s.io/v1", "ClusterRole"),
-    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+    NAMESPACE,
+    ("", "Node"),
+    ("apiextensions.k8s.io", "CustomResourceDefinition"),
+    ("scheduling.k8s.io", "PriorityClass"),
+    ("rbac.authorization.k8s.io", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
 )
 # the reconciler's default name (`Settings`, `reconcile --name`): the baseline CRDs are its
 RECONCILER_NAME = "gitops-sched"
@@ -64,8 +61,12 @@ def connect(plane: ControlPlane, timeout: float = 30.0) -> ClusterClient:
     return ClusterClient(plane.configuration(), backoff=FAST_BACKOFF, timeout=timeout)
 
 
-def _names(client: ClusterClient) -> dict[tuple[str, str], set[str]]:
-    return {kind: {o["metadata"]["name"] for o in client.list(*kind) or ()} for kind in WIPED}
+def _names(
+    api: PlainApi, kinds: list[Kind], wanted: tuple[tuple[str, str], ...] = WIPED
+) -> dict[tuple[str, str], set[str]]:
+    """The names of the objects of each cluster-scoped kind `wanted` (group, kind)."""
+    by_key = {(k.group, k.kind): k for k in kinds}
+    return {key: {m["name"] for m in api.metadata(by_key[key].path())} for key in wanted}
 
 
 @pytest.fixture(scope="session")
@@ -84,10 +85,11 @@ def control_plane(
                 f"(etcd, kube-controller-manager, kwok; up in {time.monotonic() - started:.1f}s)"
             )
     plane.crds = install_crds(plane)  # type: ignore[attr-defined]
-    client = connect(plane)
-    plane.baseline = _names(client)  # type: ignore[attr-defined]
-    plane.shared = {key for key, _ in _namespaced(_namespaced_kinds(plane), {SHARED})}  # type: ignore[attr-defined]
-    client.close()
+    api = PlainApi(plane)
+    kinds = api.kinds()
+    plane.baseline = _names(api, kinds)  # type: ignore[attr-defined]
+    plane.shared = {key for key, _ in _namespaced(api, _emptied(kinds), {SHARED})}  # type: ignore[attr-defined]
+    api.close()
     try:
         yield plane
     finally:
@@ -99,33 +101,35 @@ def wipe(plane: ControlPlane) -> None:
     custom resource of the baseline CRDs), put back a baseline CRD a test changed or
     deleted. A namespace is emptied here (every namespaced kind, finalizers dropped, no
     grace: no kubelet here needs the time) and then finalized, as the namespace controller
-    would do after its fixed 5 s wait."""
-    client = connect(plane)
-    core = kubernetes.client.CoreV1Api(plane.api_client())
+    would do after its fixed 5 s wait. Plain requests (`PlainApi`): this runs after every
+    in-cluster test."""
+    api = PlainApi(plane)
     try:
         baseline = plane.baseline  # type: ignore[attr-defined]
-        namespaces = _names(client)[("v1", "Namespace")] - baseline[("v1", "Namespace")]
+        kinds = api.kinds()
+        namespace = next(k for k in kinds if (k.group, k.kind) == NAMESPACE)
+        namespaces = _names(api, kinds, (NAMESPACE,))[NAMESPACE] - baseline[NAMESPACE]
         for name in sorted(namespaces):
-            client.delete(ObjectRef("v1", "Namespace", "", name))  # no new objects in them
-        _empty(plane, namespaces)
+            api.delete(namespace.path(name=name))  # no new objects in them
+        _empty(plane, api, _emptied(kinds), namespaces)
         for name in sorted(namespaces):
-            with contextlib.suppress(kubernetes.client.ApiException):
+            with contextlib.suppress(Refused):
                 body = {"metadata": {"name": name}, "spec": {"finalizers": []}}
-                core.replace_namespace_finalize(name, body)
-        for kind, names in _names(client).items():
-            for name in sorted(names - baseline[kind]):
-                client.delete(ObjectRef(kind[0], kind[1], "", name))
-        _delete_custom_resources(client)
-        plane.crds = _restore_crds(plane, client, plane.crds)  # type: ignore[attr-defined]
-        kept = baseline[("v1", "Namespace")]
+                api.request("PUT", f"{namespace.path(name=name)}/finalize", body)
+        by_key = {(k.group, k.kind): k for k in kinds}
+        for key, names in _names(api, kinds).items():
+            for name in sorted(names - baseline[key]):
+                api.delete(by_key[key].path(name=name))
+        _delete_custom_resources(api)
+        plane.crds = _restore_crds(plane, api, plane.crds)  # type: ignore[attr-defined]
+        kept = baseline[NAMESPACE]
         deadline = time.monotonic() + 120
-        while left := {o["metadata"]["name"] for o in client.list("v1", "Namespace") or ()} - kept:
+        while left := {m["name"] for m in api.metadata(namespace.path())} - kept:
             if time.monotonic() > deadline:
                 raise AssertionError(f"namespaces {sorted(left)} still terminating after 120s")
             time.sleep(0.1)
     finally:
-        client.close()
-        core.api_client.close()
+        api.close()
 
 
 def install_crds(plane: ControlPlane) -> dict[str, str]:
@@ -184,15 +188,14 @@ def _storage_ready(plane: ControlPlane, crds: list[dict[str, Any]]) -> None:
         api.api_client.close()
 
 
-def _restore_crds(
-    plane: ControlPlane, client: ClusterClient, versions: dict[str, str]
-) -> dict[str, str]:
+def _restore_crds(plane: ControlPlane, api: PlainApi, versions: dict[str, str]) -> dict[str, str]:
     """Put back each baseline CRD a test deleted or changed (its resourceVersion moved): a
     changed one is deleted first, so it comes back exactly as `install_crds` made it, not
     merged with the test's fields; the baseline's versions (`versions` when none moved)."""
+    path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
     def live() -> dict[str, str]:
-        return {c["metadata"]["name"]: c["metadata"]["resourceVersion"] for c in _crds(client)}
+        return {m["name"]: m["resourceVersion"] for m in api.metadata(path)}
 
     now = live()
     moved = [crd for crd in render_crds() if now.get(_name(crd)) != versions[_name(crd)]]
@@ -201,11 +204,15 @@ def _restore_crds(
     _storage_ready(plane, [crd for crd in moved if _name(crd) in now])
     for crd in moved:
         if _name(crd) in now:
-            client.delete(ObjectRef.of(crd))
+            api.delete(f"{path}/{_name(crd)}")
     wait("the changed CRDs deleted", lambda: not {_name(c) for c in moved} & live().keys())
-    for crd in moved:
-        client.apply(owned(crd, RECONCILER_NAME), FIELD_MANAGER, force=True)
-    return _established(plane, client)
+    client = connect(plane)
+    try:
+        for crd in moved:
+            client.apply(owned(crd, RECONCILER_NAME), FIELD_MANAGER, force=True)
+        return _established(plane, client)
+    finally:
+        client.close()
 
 
 def _crds(client: ClusterClient, selector: str | None = None) -> list[dict[str, Any]]:
@@ -216,17 +223,24 @@ def _name(obj: dict[str, Any]) -> str:
     return str(obj["metadata"]["name"])
 
 
-def _delete_custom_resources(client: ClusterClient) -> None:
+def _delete_custom_resources(api: PlainApi) -> None:
     """Delete every custom resource of the baseline CRDs a test left (those in its
     namespaces went with them), finalizers dropped first, as deleting the CRD would."""
     for crd in render_crds():
         spec = crd["spec"]
-        api_version = f"{spec['group']}/{spec['versions'][0]['name']}"
-        for obj in client.list(api_version, spec["names"]["kind"]) or ():
-            ref = ObjectRef.of(obj)
-            if obj["metadata"].get("finalizers"):
-                client.patch(ref, {"metadata": {"finalizers": None}})
-            client.delete(ref)
+        kind = Kind(
+            spec["group"],
+            spec["versions"][0]["name"],
+            spec["names"]["kind"],
+            spec["names"]["plural"],
+            spec["scope"] == "Namespaced",
+            frozenset(),
+        )
+        for meta in api.metadata(kind.path()):
+            path = kind.path(meta.get("namespace", ""), meta["name"])
+            if meta.get("finalizers"):
+                api.drop_finalizers(path)
+            api.delete(path)
 
 
 def bare(plane: ControlPlane) -> ControlPlane:
@@ -242,87 +256,57 @@ def bare(plane: ControlPlane) -> ControlPlane:
     return plane
 
 
-def _empty(plane: ControlPlane, namespaces: set[str], seconds: float = 60) -> None:
-    """Delete every object of every namespaced kind in `namespaces`, and what the session
-    did not start with in `SHARED`, until none is left: finalizers dropped one object at a
-    time, then one collection delete per kind and namespace (a test's namespace goes
-    whole), so a wipe costs requests per kind, not per object."""
+def _empty(
+    plane: ControlPlane, api: PlainApi, kinds: list[Kind], namespaces: set[str], seconds: float = 60
+) -> None:
+    """Delete every object of `kinds` in `namespaces`, and what the session did not start
+    with in `SHARED`, until none is left: finalizers dropped one object at a time, then one
+    collection delete per kind and namespace (a test's namespace goes whole), so a wipe
+    costs requests per kind, not per object."""
     kept = plane.shared  # type: ignore[attr-defined]
-    kinds = _namespaced_kinds(plane)
     deadline = time.monotonic() + seconds
     while True:
         left = [
-            (resource, item)
-            for key, (resource, item) in _namespaced(kinds, namespaces | {SHARED})
-            if item.metadata.namespace in namespaces
-            or (key not in kept and (resource.group, resource.kind) not in OWN_WRITES)
+            (kind, meta)
+            for key, (kind, meta) in _namespaced(api, kinds, namespaces | {SHARED})
+            if meta["namespace"] in namespaces
+            or (key not in kept and (kind.group, kind.kind) not in OWN_WRITES)
         ]
         if not left:
             return
         if time.monotonic() > deadline:
             raise AssertionError(f"{len(left)} objects left in {sorted(namespaces | {SHARED})}")
-        whole: dict[tuple[str, str, str], Any] = {}
-        for resource, item in left:
-            meta = item.metadata
-            with contextlib.suppress(kubernetes.client.ApiException):
-                if meta.finalizers:
-                    patch = {"metadata": {"finalizers": None}}
-                    resource.patch(
-                        name=meta.name,
-                        namespace=meta.namespace,
-                        body=patch,
-                        content_type="application/merge-patch+json",
-                    )
-                if meta.namespace in namespaces and "deletecollection" in (resource.verbs or ()):
-                    whole[(resource.group, resource.kind, meta.namespace)] = resource
+        whole: dict[tuple[str, str, str], Kind] = {}
+        for kind, meta in left:
+            path = kind.path(meta["namespace"], meta["name"])
+            with contextlib.suppress(Refused):
+                if meta.get("finalizers"):
+                    api.drop_finalizers(path)
+                if meta["namespace"] in namespaces and "deletecollection" in kind.verbs:
+                    whole[(kind.group, kind.kind, meta["namespace"])] = kind
                     continue
-                resource.delete(name=meta.name, namespace=meta.namespace, body=NO_GRACE)
-        for (_, _, namespace), resource in whole.items():
-            with contextlib.suppress(kubernetes.client.ApiException):
-                resource.delete(
-                    namespace=namespace,
-                    field_selector=f"metadata.namespace={namespace}",  # the whole collection
-                    body=NO_GRACE,
-                )
+                api.delete(path, NO_GRACE)
+        for (_, _, namespace), kind in whole.items():
+            with contextlib.suppress(Refused):
+                api.delete(kind.path(namespace), NO_GRACE)  # the whole collection
 
 
-def _namespaced_kinds(plane: ControlPlane) -> list[Any]:
-    """Every listable, deletable namespaced kind. Discovery is read afresh (the client's
-    default cache file, shared by every client of the server, may still list the kinds of
-    CRDs an earlier test's wipe deleted)."""
-    with tempfile.TemporaryDirectory() as cache:
-        dynamic = kubernetes.dynamic.DynamicClient(
-            plane.api_client(), cache_file=os.path.join(cache, "discovery.json")
-        )
-        return list(
-            {
-                (r.group, r.kind): r
-                for r in dynamic.resources.search()
-                if not isinstance(r, ResourceList)
-                and r.namespaced
-                and {"list", "delete"} <= set(r.verbs or ())
-                and "/" not in r.name
-            }.values()
-        )
+def _emptied(kinds: list[Kind]) -> list[Kind]:
+    """The namespaced kinds a wipe lists and deletes."""
+    return [k for k in kinds if k.namespaced and {"list", "delete"} <= k.verbs]
 
 
-def _namespaced(kinds: list[Any], namespaces: set[str]) -> list[tuple[tuple[str, ...], Any]]:
-    """Each object of `kinds` in `namespaces`, keyed by group, kind, namespace and name."""
+def _namespaced(
+    api: PlainApi, kinds: list[Kind], namespaces: set[str]
+) -> list[tuple[tuple[str, ...], tuple[Kind, dict[str, Any]]]]:
+    """The metadata of each object of `kinds` in `namespaces`, keyed by group, kind,
+    namespace and name."""
     return [
-        ((r.group, r.kind, item.metadata.namespace, item.metadata.name), (r, item))
-        for r in kinds
-        for item in _items(r)
-        if item.metadata.namespace in namespaces
+        ((k.group, k.kind, meta["namespace"], meta["name"]), (k, meta))
+        for k in kinds
+        for meta in api.metadata(k.path())
+        if meta.get("namespace") in namespaces
     ]
-
-
-def _items(resource: Any) -> list[Any]:
-    """The objects of a kind; none when its CRD is gone (the dynamic client's discovery cache,
-    a file shared by the run, still lists kinds an earlier test's wipe deleted)."""
-    try:
-        return resource.get().items
-    except kubernetes.dynamic.exceptions.NotFoundError:
-        return []
 
 
 @pytest.fixture
