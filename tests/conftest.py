@@ -8,6 +8,7 @@ control plane for its seeds through `seeds(first)`, so one switch scales them al
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 import yaml
@@ -20,6 +21,13 @@ from gitops_sched.scheduler.loop import Scheduler
 from gitops_sched.scheduler.status import StatusWriter
 from testkit.control_plane.accounts import refuse_admin
 from tests import scheduling
+
+# The suite keeps compiled bytecode even where the environment asks for none (this
+# project's machines set PYTHONDONTWRITEBYTECODE=1): otherwise each xdist worker compiles
+# and assertion-rewrites every test module again (about 7 CPU-s a worker on 2 cores), and
+# every CLI subprocess compiles the package. Workers and subprocesses inherit the change.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 SCALE = {"ci": 1, "thorough": 10}[PROFILE]
@@ -42,7 +50,12 @@ def seeds(first: int) -> list[int]:
 
 # the real control plane (kube-apiserver, etcd, kube-controller-manager, kwok) for the
 # in-cluster tests: see testkit/control_plane
-from testkit.control_plane.fixtures import control_plane, real_client, real_cluster  # noqa: E402, F401
+from testkit.control_plane.fixtures import (  # noqa: E402, F401
+    bare_cluster,
+    control_plane,
+    real_client,
+    real_cluster,
+)
 
 # the classes through which each in-cluster part talks to the API server
 PARTS = (Syncer, Scheduler, Actuator, StatusWriter, NodeApi)
