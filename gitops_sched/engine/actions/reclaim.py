@@ -19,8 +19,9 @@ ahead of its own; one the job did not need keeps its place. When the projects th
 lose work cannot make room on their own, preemptible work of any other project on the
 nodes they freed may be moved (never stopped) -- consolidation inside reclaim, as KAI's
 consolidating reclaim does -- unless its queue ranks ahead of the claimant's (it would
-take its place back first, like a victim of such a queue: see ranks_ahead). Quota and hard limits are checked once the victims have
-left: a department at its hard limit can reclaim from a sibling project.
+take its place back first, like a victim of such a queue: see ranks_ahead). Quota and
+hard limits are checked once the victims have left: a department at its hard limit can
+reclaim from a sibling project.
 """
 
 from __future__ import annotations
