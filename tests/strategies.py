@@ -13,8 +13,10 @@ world over two node groups, where projects give their quota per group.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Hashable, Sequence
 from dataclasses import replace
+from typing import TypeVar
 
 from hypothesis import strategies as st
 
@@ -41,8 +43,33 @@ JOB_TYPES = ("train", "interactive", "inference")
 PRIORITIES = (50, 75, 100, 125)
 REQUEST_KINDS = (RequestKind.WHOLE, RequestKind.FRACTION, RequestKind.MEMORY, RequestKind.MIG)
 SHARED_KINDS = (RequestKind.FRACTION, RequestKind.MEMORY)
+T = TypeVar("T", bound=Hashable)
 
 
+@functools.cache
+def ints(low: int, high: int) -> st.SearchStrategy[int]:
+    """`st.integers(low, high)`, one object per range: a strategy made afresh at every draw
+    is validated afresh, which was half the time of generating a snapshot."""
+    return st.integers(low, high)
+
+
+def one_of(values: Sequence[T]) -> st.SearchStrategy[T]:
+    """`st.sampled_from(values)`, one object per sequence of values (see `ints`)."""
+    return _sampled(tuple(values))
+
+
+@functools.cache
+def _sampled(values: tuple[T, ...]) -> st.SearchStrategy[T]:
+    return st.sampled_from(values)
+
+
+@functools.cache
+def just_or(value: T, other: st.SearchStrategy[T]) -> st.SearchStrategy[T]:
+    """`st.one_of(st.just(value), other)`, one object per pair (see `ints`)."""
+    return st.one_of(st.just(value), other)
+
+
+@functools.cache
 def halves(low: float, high: float) -> st.SearchStrategy[float]:
     """Integers or halves in [low, high]: the GPU quotas a config may write."""
     return st.integers(round(2 * low), round(2 * high)).map(lambda n: n / 2)
@@ -50,13 +77,12 @@ def halves(low: float, high: float) -> st.SearchStrategy[float]:
 
 def rarely(draw: st.DrawFn, one_in: int = 4) -> bool:
     """True about once in `one_in` draws; shrinks to False."""
-    return draw(st.integers(0, one_in - 1)) == one_in - 1
+    return draw(ints(0, one_in - 1)) == one_in - 1
 
 
 # -- policy ---------------------------------------------------------------------------------
 
 
-@st.composite
 def projects_of(
     draw: st.DrawFn,
     departments: Sequence[str],
@@ -77,13 +103,11 @@ def projects_of(
                 deserved=deserved,
                 over_quota_weight=deserved if not rarely(draw, 3) else draw(halves(0, 4)),
                 over_quota_allowed=not rarely(draw),
-                over_quota_rank=draw(st.integers(0, 2)),
+                over_quota_rank=draw(ints(0, 2)),
                 limit=limit,
-                parent=draw(st.sampled_from(departments)),
-                interactive_time_limit_s=draw(st.sampled_from((None, 60, 3600)))
-                if time_limits
-                else None,
-                idle_timeout_s=draw(st.sampled_from((None, 300))) if time_limits else None,
+                parent=draw(one_of(departments)),
+                interactive_time_limit_s=draw(one_of((None, 60, 3600))) if time_limits else None,
+                idle_timeout_s=draw(one_of((None, 300))) if time_limits else None,
             )
         )
     return tuple(projects)
@@ -110,8 +134,8 @@ def departments_over(
 
 @st.composite
 def policies(draw: st.DrawFn, max_departments: int = 3, max_projects: int = 6) -> Policy:
-    names = [f"dept-{i}" for i in range(draw(st.integers(1, max_departments)))]
-    projects = draw(projects_of(names, draw(st.integers(1, max_projects)), halves(0, 4)))
+    names = [f"dept-{i}" for i in range(draw(ints(1, max_departments)))]
+    projects = projects_of(draw, names, draw(ints(1, max_projects)), halves(0, 4))
     return Policy(
         departments=departments_over(draw, names, projects),
         projects=projects,
@@ -122,23 +146,21 @@ def policies(draw: st.DrawFn, max_departments: int = 3, max_projects: int = 6) -
 # -- nodes ----------------------------------------------------------------------------------
 
 
-@st.composite
 def mig_layouts(draw: st.DrawFn) -> tuple[MigInstance, ...]:
     """A valid set of A100-80GB instances: random (profile, start) pairs kept while valid."""
     layout: list[MigInstance] = []
-    for profile in draw(st.lists(st.sampled_from(MIG_PROFILES), max_size=4)):
-        start = draw(st.sampled_from(mig_profiles(A100)[profile].placements))
+    for profile in draw(st.lists(one_of(MIG_PROFILES), max_size=4)):
+        start = draw(one_of(mig_profiles(A100)[profile].placements))
         if is_valid_layout(A100, [*layout, MigInstance(profile, start)]):
             layout.append(MigInstance(profile, start))
     return tuple(sorted(layout, key=lambda i: i.start))
 
 
-@st.composite
 def gpus_of(draw: st.DrawFn, model: str, count: int) -> tuple[Gpu, ...]:
     gpus = []
     for index in range(count):
         mig = model == A100 and not rarely(draw)
-        instances = draw(mig_layouts()) if mig and rarely(draw, 2) else ()
+        instances = mig_layouts(draw) if mig and rarely(draw, 2) else ()
         gpus.append(Gpu(index, GPU_MEMORY_MIB[model], mig_enabled=mig, mig_instances=instances))
     return tuple(gpus)
 
@@ -152,16 +174,16 @@ def node_lists(
     max_groups: int = 2,
 ) -> tuple[Node, ...]:
     """1-`max_nodes` nodes in 1-`max_groups` groups, each group one GPU model."""
-    group_models = draw(st.lists(st.sampled_from(models), min_size=1, max_size=max_groups))
+    group_models = draw(st.lists(one_of(models), min_size=1, max_size=max_groups))
     groups = [f"pool-{i}" for i in range(len(group_models))]
     racks = {g: draw(st.booleans()) for g in groups}
-    count = draw(st.integers(len(groups), max(len(groups), max_nodes)))
+    count = draw(ints(len(groups), max(len(groups), max_nodes)))
     nodes = []
     for i in range(count):
-        g = i if i < len(groups) else draw(st.integers(0, len(groups) - 1))
+        g = i if i < len(groups) else draw(ints(0, len(groups) - 1))
         model = group_models[g]
-        topology = f"{groups[g]}-rack-{draw(st.integers(0, 1))}" if racks[groups[g]] else ""
-        gpus = draw(gpus_of(model, draw(st.integers(1, max_gpus))))
+        topology = f"{groups[g]}-rack-{draw(ints(0, 1))}" if racks[groups[g]] else ""
+        gpus = gpus_of(draw, model, draw(ints(1, max_gpus)))
         nodes.append(Node(f"node-{i}", groups[g], model, gpus, topology=topology))
     return tuple(nodes)
 
@@ -173,20 +195,18 @@ def mig_groups(nodes: Sequence[Node]) -> tuple[str, ...]:
     return tuple(sorted({n.node_group for n in nodes if any(g.mig_enabled for g in n.gpus)}))
 
 
-@st.composite
 def requests(draw: st.DrawFn, kinds: Sequence[RequestKind]) -> GpuRequest:
-    kind = draw(st.sampled_from(kinds))
+    kind = draw(one_of(kinds))
     if kind is RequestKind.WHOLE:
-        return GpuRequest(kind, count=draw(st.integers(1, 4)))
+        return GpuRequest(kind, count=draw(ints(1, 4)))
     if kind is RequestKind.FRACTION:
-        return GpuRequest(kind, fraction=draw(st.sampled_from(FRACTIONS)))
+        return GpuRequest(kind, fraction=draw(one_of(FRACTIONS)))
     if kind is RequestKind.MEMORY:
-        return GpuRequest(kind, memory_mib=draw(st.sampled_from(MEMORY_MIB)))
-    return GpuRequest(kind, mig_profile=draw(st.sampled_from(MIG_PROFILES)))
+        return GpuRequest(kind, memory_mib=draw(one_of(MEMORY_MIB)))
+    return GpuRequest(kind, mig_profile=draw(one_of(MIG_PROFILES)))
 
 
-@st.composite
-def jobs_of(
+def job_of(
     draw: st.DrawFn,
     name: str,
     submitted: int,
@@ -195,28 +215,36 @@ def jobs_of(
     kinds: Sequence[RequestKind] = REQUEST_KINDS,
 ) -> Job:
     mig = mig_groups(nodes)
-    request = draw(requests([k for k in kinds if mig or k is not RequestKind.MIG]))
-    type_ = draw(st.sampled_from(JOB_TYPES))
+    request = requests(draw, [k for k in kinds if mig or k is not RequestKind.MIG])
+    type_ = draw(one_of(JOB_TYPES))
     if request.kind is RequestKind.MIG:
         node_groups = mig
     elif rarely(draw, 3):
-        node_groups = (draw(st.sampled_from(sorted({n.node_group for n in nodes}))),)
+        node_groups = (draw(one_of(sorted({n.node_group for n in nodes}))),)
     else:
         node_groups = ()
-    pods = draw(st.integers(1, 3))
+    pods = draw(ints(1, 3))
     return Job(
         name=name,
-        project=draw(st.sampled_from(projects)),
+        project=draw(one_of(projects)),
         type=type_,
-        priority=draw(st.sampled_from(PRIORITIES)),
+        priority=draw(one_of(PRIORITIES)),
         preemptible=(type_ == "train") != rarely(draw, 5),
         request=request,
         pods=pods,
-        min_available=draw(st.integers(1, pods)),
+        min_available=draw(ints(1, pods)),
         node_groups=node_groups,
         submitted=submitted,
         idle_since=0.0 if type_ == "interactive" and rarely(draw) else None,
     )
+
+
+@st.composite
+def jobs_of(
+    draw: st.DrawFn, name: str, submitted: int, projects: Sequence[str], nodes: Sequence[Node]
+) -> Job:
+    """`job_of` as a strategy."""
+    return job_of(draw, name, submitted, projects, nodes)
 
 
 @st.composite
@@ -230,10 +258,10 @@ def job_lists(
     kinds: Sequence[RequestKind] = REQUEST_KINDS,
 ) -> tuple[Job, ...]:
     """Jobs named job-<first>..., with distinct `submitted` values from `first` on."""
-    count = draw(st.integers(min_size, max_size))
+    count = draw(ints(min_size, max_size))
     order = draw(st.permutations(range(count)))
     return tuple(
-        draw(jobs_of(f"job-{first + i:02d}", first + order[i], projects, nodes, kinds))
+        job_of(draw, f"job-{first + i:02d}", first + order[i], projects, nodes, kinds)
         for i in range(count)
     )
 
@@ -243,9 +271,9 @@ def warm_or_cold(draw: st.DrawFn, policy: Policy, nodes: tuple[Node, ...], jobs:
     """All jobs pending, or a settled prefix with the rest submitted later (and time passed)."""
     if not jobs or not draw(st.booleans()):
         return Snapshot(policy, nodes, jobs)
-    cut = draw(st.integers(1, len(jobs)))
+    cut = draw(ints(1, len(jobs)))
     settled, _ = settle(Snapshot(policy, nodes, jobs[:cut]))
-    now = draw(st.sampled_from((0.0, 100.0, 10_000.0)))
+    now = draw(one_of((0.0, 100.0, 10_000.0)))
     return replace(settled, jobs=settled.jobs + jobs[cut:], now=now)
 
 
@@ -291,13 +319,9 @@ def guaranteed_quota_snapshots(draw: st.DrawFn, max_jobs: int = 25) -> Snapshot:
     """
     nodes = draw(node_lists(models=(V100,), max_groups=1))
     capacity = sum(len(n.gpus) for n in nodes)
-    names = [f"dept-{i}" for i in range(draw(st.integers(1, 3)))]
+    names = [f"dept-{i}" for i in range(draw(ints(1, 3)))]
     projects = list(
-        draw(
-            projects_of(
-                names, draw(st.integers(1, 6)), halves(0, 4), limits=False, time_limits=False
-            )
-        )
+        projects_of(draw, names, draw(ints(1, 6)), halves(0, 4), limits=False, time_limits=False)
     )
     left = float(capacity)
     for i, project in enumerate(projects):  # clip quotas so their total fits the cluster
@@ -322,17 +346,17 @@ def one_gpu_train_jobs(
 ) -> tuple[Job, ...]:
     """0-`max_jobs` pending 1-GPU preemptible train jobs of the policy's projects, in a
     random submission order, each on one of `node_groups`."""
-    count = draw(st.integers(0, max_jobs))
+    count = draw(ints(0, max_jobs))
     order = draw(st.permutations(range(count)))
     return tuple(
         Job(
             name=f"job-{i:02d}",
-            project=draw(st.sampled_from([p.name for p in policy.projects])),
+            project=draw(one_of([p.name for p in policy.projects])),
             type="train",
-            priority=draw(st.sampled_from(PRIORITIES)),
+            priority=draw(one_of(PRIORITIES)),
             preemptible=True,
             request=GpuRequest(RequestKind.WHOLE, count=1),
-            node_groups=draw(st.sampled_from(node_groups)),
+            node_groups=draw(one_of(node_groups)),
             submitted=order[i],
         )
         for i in range(count)
@@ -354,30 +378,30 @@ def pool_quota_snapshots(draw: st.DrawFn, max_jobs: int = 25) -> Snapshot:
     groups = ("pool-0", "pool-1")
     nodes = []
     for g in groups:
-        for i in range(draw(st.integers(1, 2))):
-            gpus = tuple(Gpu(k, GPU_MEMORY_MIB[V100]) for k in range(draw(st.integers(1, 4))))
+        for i in range(draw(ints(1, 2))):
+            gpus = tuple(Gpu(k, GPU_MEMORY_MIB[V100]) for k in range(draw(ints(1, 4))))
             nodes.append(Node(f"{g}-{i}", g, V100, gpus))
     left = {g: float(sum(len(n.gpus) for n in nodes if n.node_group == g)) for g in groups}
-    names = [f"dept-{i}" for i in range(draw(st.integers(1, 2)))]
+    names = [f"dept-{i}" for i in range(draw(ints(1, 2)))]
     projects = []
-    for i in range(draw(st.integers(1, 4))):
+    for i in range(draw(ints(1, 4))):
         quotas = []
         for g in groups:
-            quota = min(float(draw(st.integers(0, 3))), left[g])
+            quota = min(float(draw(ints(0, 3))), left[g])
             left[g] -= quota
             quotas.append((g, quota))
         projects.append(
             QueueSpec(
                 f"p{i}",
                 sum(q for _, q in quotas),
-                draw(st.sampled_from([1.0, 2.0])),
-                parent=draw(st.sampled_from(names)),
+                draw(one_of([1.0, 2.0])),
+                parent=draw(one_of(names)),
                 pool_quotas=tuple(quotas),
                 age=float(i),
             )
         )
-    for i in range(draw(st.integers(0, 2))):
-        parent = draw(st.sampled_from(names))
+    for i in range(draw(ints(0, 2))):
+        parent = draw(one_of(names))
         projects.append(QueueSpec(f"free{i}", 0.0, 1.0, parent=parent, age=10.0 + i))
     departments = tuple(
         QueueSpec(d, sum(p.deserved for p in projects if p.parent == d), 1.0, age=float(i))

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from gitops_sched.engine.fairshare import Claim, fair_shares, split
 from gitops_sched.engine.types import GPU_EPSILON, QueueSpec
 from tests.conftest import examples
-from tests.strategies import halves
+from tests.strategies import halves, ints, just_or, one_of
 
 TOLERANCE = 1e-6
 
@@ -206,11 +206,11 @@ def claims(
     return claim(
         deserved,
         draw(demands),
-        name=draw(st.sampled_from("abcdef")),
-        weight=draw(st.one_of(st.just(deserved), halves(0, 4))),
+        name=draw(one_of("abcdef")),
+        weight=draw(just_or(deserved, halves(0, 4))),
         allowed=draw(st.booleans()),
-        rank=draw(st.integers(0, 2)),
-        limit=draw(st.one_of(st.none(), limits)),
+        rank=draw(ints(0, 2)),
+        limit=draw(just_or(None, limits)),
     )
 
 
@@ -312,10 +312,10 @@ def test_each_level_rounds_to_whole_gpus() -> None:
 @st.composite
 def hierarchies(draw: st.DrawFn, claim_strategy: st.SearchStrategy[Claim] = any_claims):
     """(capacity, departments, projects, demand) with departments holding their projects' quotas."""
-    names = [f"dept-{i}" for i in range(draw(st.integers(1, 3)))]
+    names = [f"dept-{i}" for i in range(draw(ints(1, 3)))]
     projects = []
     demand = {}
-    for i in range(draw(st.integers(1, 6))):
+    for i in range(draw(ints(1, 6))):
         c = draw(claim_strategy)
         projects.append(
             queue(
@@ -325,15 +325,15 @@ def hierarchies(draw: st.DrawFn, claim_strategy: st.SearchStrategy[Claim] = any_
                 allowed=c.spec.over_quota_allowed,
                 rank=c.spec.over_quota_rank,
                 limit=c.spec.limit,
-                parent=draw(st.sampled_from(names)),
+                parent=draw(one_of(names)),
             )
         )
         demand[f"proj-{i}"] = c.demand
     departments = []
     for name in names:
-        deserved = sum(p.deserved for p in projects if p.parent == name) + draw(st.integers(0, 2))
-        weight = draw(st.one_of(st.just(deserved), halves(0, 4)))
-        limit = draw(st.one_of(st.none(), st.integers(0, 16)))
+        deserved = sum(p.deserved for p in projects if p.parent == name) + draw(ints(0, 2))
+        weight = draw(just_or(deserved, halves(0, 4)))
+        limit = draw(just_or(None, ints(0, 16)))
         departments.append(queue(name, deserved, weight, limit=limit))
     return draw(halves(0, 32)), departments, projects, demand
 
