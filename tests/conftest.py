@@ -50,7 +50,12 @@ def seeds(first: int) -> list[int]:
 
 # the real control plane (kube-apiserver, etcd, kube-controller-manager, kwok) for the
 # in-cluster tests: see testkit/control_plane
-from testkit.control_plane.fixtures import control_plane, real_client, real_cluster  # noqa: E402, F401
+from testkit.control_plane.fixtures import (  # noqa: E402, F401
+    bare_cluster,
+    control_plane,
+    real_client,
+    real_cluster,
+)
 
 # the classes through which each in-cluster part talks to the API server
 PARTS = (Syncer, Scheduler, Actuator, StatusWriter, NodeApi)

@@ -75,7 +75,7 @@ def test_a_mig_request_is_made_by_the_agent_then_the_pod_is_bound(
         apply_kustomization(real_cluster, folder)
     rest = [o for o in render_repo(repo) if o["kind"] not in ("Job", "Deployment")]
     reconciler = account_client(real_cluster, *RECONCILER)
-    assert not Syncer(reconciler, "e2e", RECONCILER[0], "test").sync(rest, "r1").errors
+    assert not Syncer(reconciler, "gitops-sched", RECONCILER[0], "test").sync(rest, "r1").errors
     reconciler.close()
     install_agent(real_cluster)
 

@@ -1,8 +1,11 @@
 """The reconciler on a real control plane (kube-apiserver, etcd, kube-controller-manager
 making pods from Jobs, kwok for nodes): the real client, a real Git repo, the real CLI and
-kubectl. Every test starts on a bare cluster (`real_cluster` wipes it after each); the
-harness installs the shipped manifests and runs the reconciler as its ServiceAccount, with
-their RBAC, but where a test is about a bare cluster (an admin's `reconcile` from outside).
+kubectl. Every test starts on the session's baseline, the product's CRDs as the reconciler's
+first sync leaves them (`real_cluster` wipes back to it after each), but those about a bare
+cluster, which ask for `bare_cluster`: the first sync, `reconcile` before anything is
+installed, kubectl applying the rendered folder, CRDs first. The harness installs the
+shipped manifests and runs the reconciler as its ServiceAccount, with their RBAC, but where
+a test is about a bare cluster (an admin's `reconcile` from outside).
 
 "Writes nothing" is the reconciler's own client's count of write requests; the order of its
 requests is read from the same client (`Harness.sent`). The faults a real server cannot be
@@ -84,6 +87,7 @@ def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]
 # --- creating, changing, pruning ------------------------------------------------------
 
 
+@pytest.mark.usefixtures("bare_cluster")  # the first sync on a new cluster: its CRDs too
 def test_first_sync_creates_everything_in_order_and_the_second_writes_nothing(harness):
     h = harness()
     revision = commit(h.repo, config({"vision": 8, "nlp": 4}))
@@ -591,14 +595,14 @@ def test_the_reconcile_command_syncs_once(harness, real_cluster):
 
 @pytest.mark.as_admin("a bare cluster: no ServiceAccount yet, an admin runs it from outside")
 def test_reconcile_once_on_a_bare_cluster_creates_its_namespace_and_writes_the_inventory(
-    harness, real_cluster
+    harness, bare_cluster
 ):
     """Nothing installed yet (no gitops-sched namespace): the inventory's namespace is
     created, labelled as ours but never pruned, and the sync succeeds."""
     h = harness(installed=False)
     commit(h.repo, config({"vision": 8}))
     assert h.get("v1", "Namespace", SYSTEM) is None
-    base = ["reconcile", "--repo", str(h.repo), "--kubeconfig", str(real_cluster.kubeconfig)]
+    base = ["reconcile", "--repo", str(h.repo), "--kubeconfig", str(bare_cluster.kubeconfig)]
     dry = run_cli(*base, "--dry-run", "--namespace", SYSTEM)
     assert dry.returncode == 0, dry.stderr
     assert h.get("v1", "Namespace", SYSTEM) is None  # a dry run writes nothing
@@ -615,7 +619,7 @@ def test_reconcile_once_on_a_bare_cluster_creates_its_namespace_and_writes_the_i
 
 @pytest.mark.as_admin("a bare cluster: no ServiceAccount yet, an admin runs it from outside")
 def test_the_reconcile_process_on_a_bare_cluster_takes_the_lease_syncs_and_serves_probes(
-    harness, real_cluster
+    harness, bare_cluster
 ):
     """The long-running command, leader election on (the default): on a cluster without its
     namespace it creates it, takes the Lease, syncs, answers /healthz, /readyz and /metrics,
@@ -626,7 +630,7 @@ def test_the_reconcile_process_on_a_bare_cluster_takes_the_lease_syncs_and_serve
     process = subprocess.Popen(
         [
             CLI,
-            *("reconcile", "--repo", str(h.repo), "--kubeconfig", str(real_cluster.kubeconfig)),
+            *("reconcile", "--repo", str(h.repo), "--kubeconfig", str(bare_cluster.kubeconfig)),
             *("--namespace", SYSTEM, "--interval", "60s", "--listen", f"127.0.0.1:{port}"),
         ],
         stdout=subprocess.PIPE,
@@ -754,14 +758,15 @@ def test_health_readiness_and_metrics_endpoints(harness):
             for line in text.splitlines()
             if line.startswith("gitops_sched_reconcile_objects_applied_total")
         )
-        assert float(applied.split()[-1]) == outcome.result.objects
+        # what the sync applied: all it renders but the CRDs, unchanged in the baseline
+        assert float(applied.split()[-1]) == outcome.result.applied > 0
         assert "gitops_sched_reconcile_duration_seconds_count 1.0" in text
     finally:
         server.shutdown()
 
 
 @pytest.mark.as_admin("a bare cluster: no ServiceAccount yet, an admin runs it from outside")
-def test_the_rendered_folder_applies_with_kubectl_crds_first(real_cluster, tmp_path):
+def test_the_rendered_folder_applies_with_kubectl_crds_first(bare_cluster, tmp_path):
     """`render -o DIR` on a bare cluster: `kubectl apply -k DIR/crds`, then (the CRDs
     Established) `kubectl apply -k DIR` applies every object; and the reconciler applies the
     same objects in one pass, CRDs first (taking over what kubectl made needs its consent:
@@ -774,17 +779,17 @@ def test_the_rendered_folder_applies_with_kubectl_crds_first(real_cluster, tmp_p
     repo, _ = check_repo(Path(__file__).resolve().parent.parent / "examples/clusters/netapp-dgx")
     out = tmp_path / "out"
     write_directory(render_repo(repo), out)
-    objects = [o for o in yaml.safe_load_all(kubectl(real_cluster, "kustomize", str(out))) if o]
-    crds = list(yaml.safe_load_all(kubectl(real_cluster, "kustomize", str(out / "crds"))))
+    objects = [o for o in yaml.safe_load_all(kubectl(bare_cluster, "kustomize", str(out))) if o]
+    crds = list(yaml.safe_load_all(kubectl(bare_cluster, "kustomize", str(out / "crds"))))
     assert {o["kind"] for o in crds} == {"CustomResourceDefinition"}
 
-    kubectl(real_cluster, "apply", "--server-side", "-k", str(out / "crds"))
-    kubectl(real_cluster, "wait", "--for=condition=Established", "crd", "--all", "--timeout=30s")
-    applied = kubectl(real_cluster, "apply", "--server-side", "-k", str(out)).splitlines()
+    kubectl(bare_cluster, "apply", "--server-side", "-k", str(out / "crds"))
+    kubectl(bare_cluster, "wait", "--for=condition=Established", "crd", "--all", "--timeout=30s")
+    applied = kubectl(bare_cluster, "apply", "--server-side", "-k", str(out)).splitlines()
     assert len(applied) == len(objects)
     assert all(line.endswith("serverside-applied") for line in applied), applied
 
-    client = connect(real_cluster)
+    client = connect(bare_cluster)
     try:
         syncer = Syncer(client, "gitops-sched", SYSTEM, "rendered", adopt=True, poll=0.05)
         result = syncer.sync(objects, "r1")

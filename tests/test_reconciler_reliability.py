@@ -282,6 +282,7 @@ def test_objects_someone_else_made_are_refused_unless_adopted(harness):
 # --- 3. no request failure kills a sync ------------------------------------------------------
 
 
+@pytest.mark.usefixtures("bare_cluster")  # the discovery refreshed as the sync makes the CRDs
 def test_reconcile_once_survives_a_group_discovery_answering_503_and_version_500(
     harness, real_cluster, proxy, tmp_path
 ):

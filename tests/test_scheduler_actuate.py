@@ -25,7 +25,7 @@ from gitops_sched.bridge.policy import ClusterPolicy
 from gitops_sched.cli import main
 from gitops_sched.cluster import ClusterClient, ObjectRef
 from gitops_sched.compiler import render_repo
-from gitops_sched.compiler.crds import STATUS_FIELDS, crd_for
+from gitops_sched.compiler.crds import STATUS_FIELDS
 from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.loader import load_repo
 from gitops_sched.config.model import build_repo
@@ -754,14 +754,7 @@ def live_pod_node(client: ClusterClient) -> dict[str, Any]:
 
 
 def install_queues(client: ClusterClient) -> None:
-    for kind in ("Department", "Project"):
-        client.create(crd_for(kind))
-    wait(
-        "the CRDs served",
-        lambda: (
-            client.resource(API_VERSION, "Project") and client.resource(API_VERSION, "Department")
-        ),
-    )
+    """A department and a project (their CRDs are in the session's baseline)."""
     specs = {
         "Department": ("research", {"quota": {"gpu": 8}}),
         "Project": ("team-a", {"department": "research", "quota": {"gpu": 8}}),

@@ -116,7 +116,7 @@ class Cluster:
         # the scheduler's kustomization made the system namespace, annotated to be adopted
         reconciler = account_client(self.plane, *RECONCILER)
         try:
-            result = Syncer(reconciler, "e2e", RECONCILER[0], "test").sync(rest, "r1")
+            result = Syncer(reconciler, "gitops-sched", RECONCILER[0], "test").sync(rest, "r1")
         finally:
             reconciler.close()
         assert not result.errors, result.errors

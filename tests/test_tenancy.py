@@ -132,7 +132,7 @@ def admin(control_plane: ControlPlane) -> Iterator[ClusterClient]:
     reconciler = account_client(control_plane, *RECONCILER)
     admin = connect(control_plane)
     try:
-        result = Syncer(reconciler, "tenancy", RECONCILER[0], "test").sync(objects, "r1")
+        result = Syncer(reconciler, "gitops-sched", RECONCILER[0], "test").sync(objects, "r1")
         assert not result.errors, result.errors
         yield admin
     finally:

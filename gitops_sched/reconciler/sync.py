@@ -72,6 +72,14 @@ NAMESPACE_RECORDS = {("v1", "Event"), ("events.k8s.io/v1", "Event")}
 ADOPT_ANNOTATION = "gitops-sched.io/adopt"
 
 
+def owned(obj: dict[str, Any], name: str) -> dict[str, Any]:
+    """A rendered object as the reconciler `name` applies it: with its owner label, by which
+    a later sync finds it as its own."""
+    meta = obj["metadata"]
+    labels = {**meta.get("labels", {}), OWNER_LABEL: name}
+    return {**obj, "metadata": {**meta, "labels": dict(sorted(labels.items()))}}
+
+
 class SourceConflict(Exception):
     """The inventory belongs to a reconciler of another repo with the same name."""
 
@@ -165,9 +173,7 @@ class Syncer:
 
     def owned(self, obj: dict[str, Any]) -> dict[str, Any]:
         """The rendered object with our owner label."""
-        meta = obj["metadata"]
-        labels = {**meta.get("labels", {}), OWNER_LABEL: self.name}
-        return {**obj, "metadata": {**meta, "labels": dict(sorted(labels.items()))}}
+        return owned(obj, self.name)
 
     # --- reading ---------------------------------------------------------------------
 
@@ -405,13 +411,13 @@ class Syncer:
         pending = {
             ref: desired[ref]
             for ref in desired
-            if (ref.api_version, ref.kind) == CRD_KIND and not _established(live.get(ref))
+            if (ref.api_version, ref.kind) == CRD_KIND and not established(live.get(ref))
         }
         deadline = time.monotonic() + self.crd_timeout
         while pending:
             for ref in list(pending):
                 current = self.client.get(ref)
-                if _established(current):
+                if established(current):
                     del pending[ref]
             if not pending or time.monotonic() >= deadline:
                 break
@@ -503,7 +509,7 @@ class Syncer:
         kinds = {
             kind
             for ref in p.todo
-            if (ref.api_version, ref.kind) == CRD_KIND and not _established(p.live.get(ref))
+            if (ref.api_version, ref.kind) == CRD_KIND and not established(p.live.get(ref))
             for kind in _served(p.desired[ref])
         }
         for ref in sorted(p.todo, key=lambda r: (stage(r), r)):
@@ -561,7 +567,8 @@ def _created_first(ref: ObjectRef, namespaces: set[str], kinds: set[tuple[str, s
     return ""
 
 
-def _established(crd: dict[str, Any] | None) -> bool:
+def established(crd: dict[str, Any] | None) -> bool:
+    """Whether the API server serves the CRD's kinds (its Established condition is True)."""
     conditions = ((crd or {}).get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 

@@ -1,31 +1,40 @@
 """pytest fixtures for the real control plane.
 
 `control_plane` (session): one cluster for the whole run, started on first use, its
-kube-apiserver's version printed once, stopped at the end even when tests fail.
-`real_cluster` (per test): that cluster, wiped back to how the session found it after the
-test (new namespaces, nodes, CRDs, priority classes and cluster RBAC deleted, namespaces
-waited for; what a test left in the `default` namespace deleted too, or a pod bound to a
-node of the last test would hold that node's name in the next), so every test starts on a
-bare cluster. `real_client`: a ClusterClient on it.
+kube-apiserver's version printed once, stopped at the end even when tests fail. Its
+baseline holds the product's CRDs as the default reconciler (`--name gitops-sched`) leaves
+them after its first sync (`install_crds`): a later sync of that reconciler finds them its
+own and unchanged, so most tests neither create nor delete them (a CRD costs the API server
+about a second to create and as much to delete).
+`real_cluster` (per test): that cluster, wiped back to its baseline after the test (new
+namespaces, nodes, CRDs, priority classes and cluster RBAC deleted, namespaces waited for;
+what a test left in the `default` namespace deleted too, or a pod bound to a node of the
+last test would hold that node's name in the next; every custom resource of the baseline
+CRDs deleted, a baseline CRD a test changed or deleted put back), so every test starts
+from the same state. `real_client`: a ClusterClient on it.
+`bare_cluster` (per test, or `bare(plane)`): the cluster without the baseline CRDs, for a
+test about what a bare cluster does (the first sync creating the CRDs, kubectl applying
+them, the reconciler's calls on them); the wipe puts them back.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import tempfile
+import functools
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import kubernetes
-import kubernetes.dynamic
-import kubernetes.dynamic.exceptions
 import pytest
-from kubernetes.dynamic.resource import ResourceList
 
 from gitops_sched.cluster import Backoff, ClusterClient, ObjectRef
+from gitops_sched.cluster.diff import FIELD_MANAGER
+from gitops_sched.compiler.crds import render_crds
+from gitops_sched.reconciler.sync import CRD_KIND, OWNER_LABEL, established, owned
 from testkit.control_plane.cluster import ControlPlane
+from testkit.control_plane.plain_api import Kind, PlainApi, Refused
+from testkit.control_plane.waiting import wait
 
 FAST_BACKOFF = Backoff(attempts=6, base=0.05, cap=0.5)
 NO_GRACE = {"gracePeriodSeconds": 0}  # no kubelet here needs the time
@@ -34,22 +43,30 @@ SHARED = "default"  # the one namespace the session starts with that tests put o
 OWN_WRITES = {("", "Event"), ("events.k8s.io", "Event"), ("", "Endpoints")}
 OWN_WRITES |= {("discovery.k8s.io", "EndpointSlice")}
 # cluster-scoped kinds a test may create; what exists when the session starts is kept
+NAMESPACE = ("", "Namespace")
 WIPED = (
-    ("v1", "Namespace"),
-    ("v1", "Node"),
-    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"),
-    ("scheduling.k8s.io/v1", "PriorityClass"),
-    ("rbac.authorization.k8s.io/v1", "ClusterRole"),
-    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+    NAMESPACE,
+    ("", "Node"),
+    ("apiextensions.k8s.io", "CustomResourceDefinition"),
+    ("scheduling.k8s.io", "PriorityClass"),
+    ("rbac.authorization.k8s.io", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
 )
+# the reconciler's default name (`Settings`, `reconcile --name`): the baseline CRDs are its
+RECONCILER_NAME = "gitops-sched"
+OURS = f"{OWNER_LABEL}={RECONCILER_NAME}"
 
 
 def connect(plane: ControlPlane, timeout: float = 30.0) -> ClusterClient:
     return ClusterClient(plane.configuration(), backoff=FAST_BACKOFF, timeout=timeout)
 
 
-def _names(client: ClusterClient) -> dict[tuple[str, str], set[str]]:
-    return {kind: {o["metadata"]["name"] for o in client.list(*kind) or ()} for kind in WIPED}
+def _names(
+    api: PlainApi, kinds: list[Kind], wanted: tuple[tuple[str, str], ...] = WIPED
+) -> dict[tuple[str, str], set[str]]:
+    """The names of the objects of each cluster-scoped kind `wanted` (group, kind)."""
+    by_key = {(k.group, k.kind): k for k in kinds}
+    return {key: {m["name"] for m in api.metadata(by_key[key].path())} for key in wanted}
 
 
 @pytest.fixture(scope="session")
@@ -67,10 +84,12 @@ def control_plane(
                 f"\nreal control plane: kube-apiserver {plane.version} at {plane.server} "
                 f"(etcd, kube-controller-manager, kwok; up in {time.monotonic() - started:.1f}s)"
             )
-    client = connect(plane)
-    plane.baseline = _names(client)  # type: ignore[attr-defined]
-    plane.shared = {key for key, _ in _namespaced(_namespaced_kinds(plane), {SHARED})}  # type: ignore[attr-defined]
-    client.close()
+    plane.crds = install_crds(plane)  # type: ignore[attr-defined]
+    api = PlainApi(plane)
+    kinds = api.kinds()
+    plane.baseline = _names(api, kinds)  # type: ignore[attr-defined]
+    plane.shared = {key for key, _ in _namespaced(api, _emptied(kinds), {SHARED})}  # type: ignore[attr-defined]
+    api.close()
     try:
         yield plane
     finally:
@@ -78,116 +97,216 @@ def control_plane(
 
 
 def wipe(plane: ControlPlane) -> None:
-    """Delete what the session did not start with. A namespace is emptied here (every
-    namespaced kind, finalizers dropped, no grace: no kubelet here needs the time) and then
-    finalized, as the namespace controller would do after its fixed 5 s wait."""
-    client = connect(plane)
-    core = kubernetes.client.CoreV1Api(plane.api_client())
+    """Back to the session's baseline: delete what the session did not start with (and every
+    custom resource of the baseline CRDs), put back a baseline CRD a test changed or
+    deleted. A namespace is emptied here (every namespaced kind, finalizers dropped, no
+    grace: no kubelet here needs the time) and then finalized, as the namespace controller
+    would do after its fixed 5 s wait. Plain requests (`PlainApi`): this runs after every
+    in-cluster test."""
+    api = PlainApi(plane)
     try:
         baseline = plane.baseline  # type: ignore[attr-defined]
-        namespaces = _names(client)[("v1", "Namespace")] - baseline[("v1", "Namespace")]
+        kinds = api.kinds()
+        namespace = next(k for k in kinds if (k.group, k.kind) == NAMESPACE)
+        namespaces = _names(api, kinds, (NAMESPACE,))[NAMESPACE] - baseline[NAMESPACE]
         for name in sorted(namespaces):
-            client.delete(ObjectRef("v1", "Namespace", "", name))  # no new objects in them
-        _empty(plane, namespaces)
+            api.delete(namespace.path(name=name))  # no new objects in them
+        _empty(plane, api, _emptied(kinds), namespaces)
         for name in sorted(namespaces):
-            with contextlib.suppress(kubernetes.client.ApiException):
+            with contextlib.suppress(Refused):
                 body = {"metadata": {"name": name}, "spec": {"finalizers": []}}
-                core.replace_namespace_finalize(name, body)
-        for kind, names in _names(client).items():
-            for name in sorted(names - baseline[kind]):
-                client.delete(ObjectRef(kind[0], kind[1], "", name))
-        kept = baseline[("v1", "Namespace")]
+                api.request("PUT", f"{namespace.path(name=name)}/finalize", body)
+        by_key = {(k.group, k.kind): k for k in kinds}
+        for key, names in _names(api, kinds).items():
+            for name in sorted(names - baseline[key]):
+                api.delete(by_key[key].path(name=name))
+        _delete_custom_resources(api)
+        plane.crds = _restore_crds(plane, api, plane.crds)  # type: ignore[attr-defined]
+        kept = baseline[NAMESPACE]
         deadline = time.monotonic() + 120
-        while left := {o["metadata"]["name"] for o in client.list("v1", "Namespace") or ()} - kept:
+        while left := {m["name"] for m in api.metadata(namespace.path())} - kept:
             if time.monotonic() > deadline:
                 raise AssertionError(f"namespaces {sorted(left)} still terminating after 120s")
             time.sleep(0.1)
     finally:
+        api.close()
+
+
+def install_crds(plane: ControlPlane) -> dict[str, str]:
+    """The product's CRDs as the default reconciler's sync writes them (server-side apply as
+    its field manager, its owner label), waited for until Established; name ->
+    resourceVersion."""
+    client = connect(plane)
+    try:
+        for crd in render_crds():
+            client.apply(owned(crd, RECONCILER_NAME), FIELD_MANAGER, force=True)
+        return _established(plane, client)
+    finally:
         client.close()
-        core.api_client.close()
 
 
-def _empty(plane: ControlPlane, namespaces: set[str], seconds: float = 60) -> None:
-    """Delete every object of every namespaced kind in `namespaces`, and what the session
-    did not start with in `SHARED`, until none is left: finalizers dropped one object at a
-    time, then one collection delete per kind and namespace (a test's namespace goes
-    whole), so a wipe costs requests per kind, not per object."""
+def _established(plane: ControlPlane, client: ClusterClient) -> dict[str, str]:
+    """Once every CRD the product renders is Established and its custom resources' storage
+    ready: name -> resourceVersion. (A CRD deleted while the API server still fills its
+    watch cache stays for a minute: its finalizer fails on "storage is (re)initializing",
+    then waits out a minute-long poll before it tries again.)"""
+    crds = render_crds()
+    names = {_name(crd) for crd in crds}
+
+    def served() -> dict[str, str]:
+        live = [c for c in _crds(client, OURS) if _name(c) in names]
+        if len(live) < len(names) or not all(established(c) for c in live):
+            return {}
+        return {_name(c): c["metadata"]["resourceVersion"] for c in live}
+
+    versions = wait("the product's CRDs Established", served)
+    _storage_ready(plane, crds)
+    return versions
+
+
+def _storage_ready(plane: ControlPlane, crds: list[dict[str, Any]]) -> None:
+    """Wait until the API server answers a list of each CRD's kind from its watch cache
+    (resourceVersion 0): not while it still fills it (429, "storage is (re)initializing"),
+    and then the CRD can be deleted at once. A kind not served (404) has nothing to wait for."""
+    api = kubernetes.client.CustomObjectsApi(plane.api_client())
+
+    def cached(group: str, version: str, plural: str) -> bool:
+        try:
+            api.list_cluster_custom_object(group, version, plural, resource_version="0", limit=1)
+        except kubernetes.client.ApiException as exc:
+            if exc.status not in (404, 429):
+                raise
+            return exc.status == 404
+        return True
+
+    try:
+        for crd in crds:
+            spec = crd["spec"]
+            kind = (spec["group"], spec["versions"][0]["name"], spec["names"]["plural"])
+            wait(f"the storage of {_name(crd)} ready", functools.partial(cached, *kind))
+    finally:
+        api.api_client.close()
+
+
+def _restore_crds(plane: ControlPlane, api: PlainApi, versions: dict[str, str]) -> dict[str, str]:
+    """Put back each baseline CRD a test deleted or changed (its resourceVersion moved): a
+    changed one is deleted first, so it comes back exactly as `install_crds` made it, not
+    merged with the test's fields; the baseline's versions (`versions` when none moved)."""
+    path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+    def live() -> dict[str, str]:
+        return {m["name"]: m["resourceVersion"] for m in api.metadata(path)}
+
+    now = live()
+    moved = [crd for crd in render_crds() if now.get(_name(crd)) != versions[_name(crd)]]
+    if not moved:
+        return versions
+    _storage_ready(plane, [crd for crd in moved if _name(crd) in now])
+    for crd in moved:
+        if _name(crd) in now:
+            api.delete(f"{path}/{_name(crd)}")
+    wait("the changed CRDs deleted", lambda: not {_name(c) for c in moved} & live().keys())
+    client = connect(plane)
+    try:
+        for crd in moved:
+            client.apply(owned(crd, RECONCILER_NAME), FIELD_MANAGER, force=True)
+        return _established(plane, client)
+    finally:
+        client.close()
+
+
+def _crds(client: ClusterClient, selector: str | None = None) -> list[dict[str, Any]]:
+    return client.list(*CRD_KIND, selector) or []
+
+
+def _name(obj: dict[str, Any]) -> str:
+    return str(obj["metadata"]["name"])
+
+
+def _delete_custom_resources(api: PlainApi) -> None:
+    """Delete every custom resource of the baseline CRDs a test left (those in its
+    namespaces went with them), finalizers dropped first, as deleting the CRD would."""
+    for crd in render_crds():
+        spec = crd["spec"]
+        kind = Kind(
+            spec["group"],
+            spec["versions"][0]["name"],
+            spec["names"]["kind"],
+            spec["names"]["plural"],
+            spec["scope"] == "Namespaced",
+            frozenset(),
+        )
+        for meta in api.metadata(kind.path()):
+            path = kind.path(meta.get("namespace", ""), meta["name"])
+            if meta.get("finalizers"):
+                api.drop_finalizers(path)
+            api.delete(path)
+
+
+def bare(plane: ControlPlane) -> ControlPlane:
+    """`plane` without its baseline CRDs (deleted, waited for until gone), for a test about
+    a bare cluster; the wipe after the test puts them back."""
+    client = connect(plane)
+    try:
+        for name in sorted(plane.crds):  # type: ignore[attr-defined]
+            client.delete(ObjectRef(*CRD_KIND, "", name))
+        wait("the baseline CRDs deleted", lambda: not _crds(client, OURS))
+    finally:
+        client.close()
+    return plane
+
+
+def _empty(
+    plane: ControlPlane, api: PlainApi, kinds: list[Kind], namespaces: set[str], seconds: float = 60
+) -> None:
+    """Delete every object of `kinds` in `namespaces`, and what the session did not start
+    with in `SHARED`, until none is left: finalizers dropped one object at a time, then one
+    collection delete per kind and namespace (a test's namespace goes whole), so a wipe
+    costs requests per kind, not per object."""
     kept = plane.shared  # type: ignore[attr-defined]
-    kinds = _namespaced_kinds(plane)
     deadline = time.monotonic() + seconds
     while True:
         left = [
-            (resource, item)
-            for key, (resource, item) in _namespaced(kinds, namespaces | {SHARED})
-            if item.metadata.namespace in namespaces
-            or (key not in kept and (resource.group, resource.kind) not in OWN_WRITES)
+            (kind, meta)
+            for key, (kind, meta) in _namespaced(api, kinds, namespaces | {SHARED})
+            if meta["namespace"] in namespaces
+            or (key not in kept and (kind.group, kind.kind) not in OWN_WRITES)
         ]
         if not left:
             return
         if time.monotonic() > deadline:
             raise AssertionError(f"{len(left)} objects left in {sorted(namespaces | {SHARED})}")
-        whole: dict[tuple[str, str, str], Any] = {}
-        for resource, item in left:
-            meta = item.metadata
-            with contextlib.suppress(kubernetes.client.ApiException):
-                if meta.finalizers:
-                    patch = {"metadata": {"finalizers": None}}
-                    resource.patch(
-                        name=meta.name,
-                        namespace=meta.namespace,
-                        body=patch,
-                        content_type="application/merge-patch+json",
-                    )
-                if meta.namespace in namespaces and "deletecollection" in (resource.verbs or ()):
-                    whole[(resource.group, resource.kind, meta.namespace)] = resource
+        whole: dict[tuple[str, str, str], Kind] = {}
+        for kind, meta in left:
+            path = kind.path(meta["namespace"], meta["name"])
+            with contextlib.suppress(Refused):
+                if meta.get("finalizers"):
+                    api.drop_finalizers(path)
+                if meta["namespace"] in namespaces and "deletecollection" in kind.verbs:
+                    whole[(kind.group, kind.kind, meta["namespace"])] = kind
                     continue
-                resource.delete(name=meta.name, namespace=meta.namespace, body=NO_GRACE)
-        for (_, _, namespace), resource in whole.items():
-            with contextlib.suppress(kubernetes.client.ApiException):
-                resource.delete(
-                    namespace=namespace,
-                    field_selector=f"metadata.namespace={namespace}",  # the whole collection
-                    body=NO_GRACE,
-                )
+                api.delete(path, NO_GRACE)
+        for (_, _, namespace), kind in whole.items():
+            with contextlib.suppress(Refused):
+                api.delete(kind.path(namespace), NO_GRACE)  # the whole collection
 
 
-def _namespaced_kinds(plane: ControlPlane) -> list[Any]:
-    """Every listable, deletable namespaced kind. Discovery is read afresh (the client's
-    default cache file, shared by every client of the server, may still list the kinds of
-    CRDs an earlier test's wipe deleted)."""
-    with tempfile.TemporaryDirectory() as cache:
-        dynamic = kubernetes.dynamic.DynamicClient(
-            plane.api_client(), cache_file=os.path.join(cache, "discovery.json")
-        )
-        return list(
-            {
-                (r.group, r.kind): r
-                for r in dynamic.resources.search()
-                if not isinstance(r, ResourceList)
-                and r.namespaced
-                and {"list", "delete"} <= set(r.verbs or ())
-                and "/" not in r.name
-            }.values()
-        )
+def _emptied(kinds: list[Kind]) -> list[Kind]:
+    """The namespaced kinds a wipe lists and deletes."""
+    return [k for k in kinds if k.namespaced and {"list", "delete"} <= k.verbs]
 
 
-def _namespaced(kinds: list[Any], namespaces: set[str]) -> list[tuple[tuple[str, ...], Any]]:
-    """Each object of `kinds` in `namespaces`, keyed by group, kind, namespace and name."""
+def _namespaced(
+    api: PlainApi, kinds: list[Kind], namespaces: set[str]
+) -> list[tuple[tuple[str, ...], tuple[Kind, dict[str, Any]]]]:
+    """The metadata of each object of `kinds` in `namespaces`, keyed by group, kind,
+    namespace and name."""
     return [
-        ((r.group, r.kind, item.metadata.namespace, item.metadata.name), (r, item))
-        for r in kinds
-        for item in _items(r)
-        if item.metadata.namespace in namespaces
+        ((k.group, k.kind, meta["namespace"], meta["name"]), (k, meta))
+        for k in kinds
+        for meta in api.metadata(k.path())
+        if meta.get("namespace") in namespaces
     ]
-
-
-def _items(resource: Any) -> list[Any]:
-    """The objects of a kind; none when its CRD is gone (the dynamic client's discovery cache,
-    a file shared by the run, still lists kinds an earlier test's wipe deleted)."""
-    try:
-        return resource.get().items
-    except kubernetes.dynamic.exceptions.NotFoundError:
-        return []
 
 
 @pytest.fixture
@@ -201,3 +320,9 @@ def real_client(real_cluster: ControlPlane) -> Iterator[ClusterClient]:
     client = connect(real_cluster)
     yield client
     client.close()
+
+
+@pytest.fixture
+def bare_cluster(real_cluster: ControlPlane) -> ControlPlane:
+    """`real_cluster` without the product's CRDs, as before the reconciler's first sync."""
+    return bare(real_cluster)
