@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gitops_sched.bridge.build import nodes_from_repo
-from gitops_sched.cluster import ObjectRef
+from gitops_sched.cluster import ClusterClient, ObjectRef
 from gitops_sched.compiler.targets import render_target
 from gitops_sched.config.diagnostics import Diagnostics, Location
 from gitops_sched.config.model import Repo, Workload
@@ -97,8 +97,9 @@ def compare(root: Path, crds: list[dict[str, Any]]) -> list[Stage]:
         try:
             kueue.start()  # its CRDs, then the render through its webhooks
             apply_rendered(plane, [o for o in objects if o["kind"] != "Job"])
-            wait_active(plane, [o for o in objects if o["kind"] in ("ClusterQueue", "LocalQueue")])
             cluster = connect(plane)
+            queues = [o for o in objects if o["kind"] in ("ClusterQueue", "LocalQueue")]
+            wait_active(cluster, queues)
             for node in repo_nodes(repo):
                 cluster.create(node)
             live: dict[str, Workload] = {}
@@ -109,12 +110,12 @@ def compare(root: Path, crds: list[dict[str, Any]]) -> list[Stage]:
                         live[workload.name] = workload
                         # decided before the next arrives, a second later: Kueue preempts
                         # the most recently admitted first, by seconds-precise timestamps
-                        settled(plane, len(live), quiet=0)
+                        settled(cluster, len(live), quiet=0)
                         time.sleep(1.05 - time.time() % 1)
                 for name in change.names if isinstance(change, Delete) else ():
                     cluster.delete(ObjectRef.of(jobs[name]))
                     del live[name]
-                stages.append(_stage(plane, repo, nominal, changes[:number], live))
+                stages.append(_stage(cluster, repo, nominal, changes[:number], live))
             cluster.close()
         finally:
             kueue.stop()
@@ -122,13 +123,13 @@ def compare(root: Path, crds: list[dict[str, Any]]) -> list[Stage]:
 
 
 def _stage(
-    plane: ControlPlane,
+    client: ClusterClient,
     repo: Repo,
     nominal: dict[str, float],
     changes: list[Change],
     live: dict[str, Workload],
 ) -> Stage:
-    decided = settled(plane, len(live))
+    decided = settled(client, len(live))
     ours = simulate(repo, _simulation(repo, changes))
     running = {s.workload.name: s.workload.project for s in ours.workloads if s.status == "running"}
     allocated = {p.name: p.allocated for p in ours.projects}

@@ -75,6 +75,9 @@ OUTAGE = Rates(throttle=0.2, error=0.4, drop=0.15, swallow=0.1, garble=0.05, sil
 POD_WRITE = re.compile(
     r"(POST|DELETE) /api/v1/namespaces/[^/]+/pods(/[^/?]+(/binding|/eviction)?)?(\?|$)"
 )
+# how often the test looks at the cluster through the run (pods listed, devices handed out,
+# GPUs counted): a kubelet's pace; kills and outages are checked every TICK_S (cheap)
+LOOK_S, TICK_S = 0.25, 0.05
 FOREIGN = "dgx1-2"  # a node of the group the repo does not count, another scheduler's
 PROJECT = "project-team-a"  # where someone else keeps a Secret and a ConfigMap
 
@@ -118,11 +121,14 @@ class Chaos:
 
     def __init__(self, plane: ControlPlane, repo: Repo, proxy: FaultProxy, tmp: Path):
         self.cluster = Cluster(plane, repo)
+        self.git = rendered(EXAMPLE)  # what the reconciler must leave, once
         self.repo, self.proxy = repo, proxy
         self.change = 0.0  # when the faults change next (`weather`), or after how many
         self.outage_writes = 0  # writes to pods an outage starts
         self.client = self.cluster.client
         self.overbooked: list[str] = []
+        self.counted = self.writes_seen = 0  # requests of `proxy.seen` counted; pod writes
+        self.looked = 0.0  # when the test last looked at the cluster
         reconciler = proxy.write_kubeconfig(tmp / "reconciler", token(plane, *RECONCILER))
         scheduler = proxy.write_kubeconfig(tmp / "scheduler", token(plane, *SCHEDULER))
         quiet = ["--no-leader-elect", "--listen="]  # one replica each; no port to share
@@ -177,8 +183,11 @@ class Chaos:
 
     def pod_writes(self) -> int:
         """The scheduler's writes to pods so far (no other client writes pods through the
-        proxy), whatever their fate."""
-        return sum(1 for request in self.proxy.seen if POD_WRITE.match(request))
+        proxy), whatever their fate; counted as the requests arrive, each one once."""
+        new = self.proxy.seen_since(self.counted)
+        self.counted += len(new)
+        self.writes_seen += sum(1 for request in new if POD_WRITE.match(request))
+        return self.writes_seen
 
     def close(self) -> None:
         for part in self.parts.values():
@@ -194,13 +203,21 @@ class Chaos:
                 self.client.patch(ref, {"spec": {"unschedulable": cordoned or None}})
 
     def look(self) -> None:
-        """What the node would do and see: devices handed out, and none asked twice."""
-        self.cluster.devices.step()
-        self.overbooked += self.cluster.devices.overbooked()
+        """What the node would do and see: devices handed out, and none asked twice (from
+        one list of the pods)."""
+        self.looked = time.monotonic()
+        pods = self.cluster.all_pods()
+        self.cluster.devices.step(pods)
+        self.overbooked += self.cluster.devices.overbooked(pods)
+
+    def look_due(self) -> bool:
+        return time.monotonic() - self.looked >= LOOK_S
 
     def all_pods_made(self) -> bool:
-        made = {labels(p).get(WORKLOAD_LABEL) for p in self.cluster.pods()}
-        return made >= {w.name for w in self.repo.workloads} and self.cluster.controllers_done()
+        pods = self.cluster.all_pods()
+        made = {labels(p).get(WORKLOAD_LABEL) for p in pods}
+        wanted = {w.name for w in self.repo.workloads}
+        return made >= wanted and self.cluster.controllers_done(pods)
 
     def unsettled(self, h: Harness, placements: dict[str, Any]) -> list[str]:
         """What still differs from Git and from `placements` (simulate's)."""
@@ -214,7 +231,7 @@ class Chaos:
                 for name in sorted(set(placed) | set(placements))
                 if placed.get(name) != placements.get(name)
             ]
-        live, listed, git = ours_only(h), h.listed(), rendered(EXAMPLE)
+        live, listed, git = ours_only(h), h.listed(), self.git
         if not live == listed == git:
             left.append(f"ours-Git {live - git}, Git-ours {git - live}, listed^Git {listed ^ git}")
         return left
@@ -293,15 +310,21 @@ def test_reconciler_and_scheduler_killed_at_random_through_random_faults_end_as_
         while not uncordoned or len(kills) < KILLS + 1:
             assert time.monotonic() < deadline, f"still in chaos after 300s: {kills}"
             chaos.weather(weather)
-            chaos.look()
             for part in chaos.parts.values():
                 part.alive()
-            if len(theirs) == 1 and client.get(ObjectRef("v1", "Namespace", "", PROJECT)):
+            looking = chaos.look_due()
+            if looking:
+                chaos.look()
+            if (
+                looking
+                and len(theirs) == 1
+                and client.get(ObjectRef("v1", "Namespace", "", PROJECT))
+            ):
                 config_map = {"apiVersion": "v1", "kind": "ConfigMap"}
                 config_map["metadata"] = {"name": "hand-made", "namespace": PROJECT}
                 theirs += [client.create(secret(PROJECT)), client.create(config_map)]
                 before |= fingerprint(client, theirs[1:])
-            if not uncordoned and len(kills) >= KILLS // 2 and chaos.all_pods_made():
+            if looking and not uncordoned and len(kills) >= KILLS // 2 and chaos.all_pods_made():
                 scheduler = chaos.parts["scheduler"]
                 scheduler.kill()  # so that its next life sees every pod and node at once
                 kills.append("scheduler, then the nodes uncordoned")
@@ -312,7 +335,7 @@ def test_reconciler_and_scheduler_killed_at_random_through_random_faults_end_as_
             elif chaos.kill_due() and (uncordoned or len(kills) < KILLS // 2):
                 kills.append(chaos.kill())
                 chaos.next_kill(rng)
-            time.sleep(0.05)
+            time.sleep(TICK_S)
         faults = len(proxy.injected)
         proxy.clear()
 
@@ -328,7 +351,8 @@ def test_reconciler_and_scheduler_killed_at_random_through_random_faults_end_as_
             return not left
 
         try:
-            wait("the cluster to equal Git and simulate", settled, seconds=180)
+            # each look lists every kind the reconciler may own: once a second is enough
+            wait("the cluster to equal Git and simulate", settled, seconds=180, most=1.0)
         except AssertionError as exc:
             raise AssertionError(f"{exc}: {left}") from None
         for part in chaos.parts.values():

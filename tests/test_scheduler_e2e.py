@@ -81,6 +81,7 @@ class Cluster:
     def __init__(self, plane: ControlPlane, repo: Repo, manifests: bool = True):
         self.plane, self.repo = plane, repo
         self.offset = 0.0
+        self.quiet_pods: list[Obj] = []  # the pods `quiet()` last listed
         self.client = connect(plane)
         self.rendered = render_repo(repo)
         self.system = repo.cluster.system_namespace
@@ -172,12 +173,13 @@ class Cluster:
         """Nothing in flight: bound pods started, devices handed out, their commands started
         (a reservation pod's `reserve` says its line once it has published its GPU's UUID),
         controllers done."""
-        pods = self.all_pods()  # one list a poll, read by each check
+        pods = self.quiet_pods = self.all_pods()  # one list a poll, read by each check
         self.devices.step(pods)
         started = all(phase(p) != "Pending" for p in pods if p["spec"].get("nodeName"))
         return started and self.devices.started() and self.controllers_done(pods)
 
-    def fingerprint(self) -> list[tuple[str, ...]]:
+    def fingerprint(self, pods: list[Obj] | None = None) -> list[tuple[str, ...]]:
+        """Each pod's uid, node, phase and GPU (`pods`: as just listed, else listed here)."""
         return sorted(
             (
                 p["metadata"]["uid"],
@@ -185,23 +187,26 @@ class Cluster:
                 phase(p),
                 (p["metadata"].get("annotations") or {}).get(GPU_UUID, ""),
             )
-            for p in self.all_pods()
+            for p in (self.all_pods() if pods is None else pods)
         )
 
     def settle(self, scheduler: Scheduler | None = None, limit: int = 20) -> int:
         """Cycles, the cluster reacting between them, until a cycle and the cluster change
         nothing; the number of cycles."""
         scheduler = scheduler or self.scheduler
+        before = self.fingerprint()
         for cycles in range(1, limit + 1):
-            before = self.fingerprint()
             report = scheduler.sync_once()
             assert report is not None and not report.outcome.errors, report.outcome.errors
             acted = report.outcome.bound or report.outcome.evicted
             self.wait("the cluster to act on the cycle", self.quiet)
-            assert self.devices.overbooked() == []
+            # the pods the last look of `quiet` found it quiet with: the state after the cycle
+            after = self.fingerprint(self.quiet_pods)
+            assert self.devices.overbooked(self.quiet_pods) == []
             assert self.devices.failures() == []
-            if not acted and not report.outcome.waiting and self.fingerprint() == before:
+            if not acted and not report.outcome.waiting and after == before:
                 return cycles
+            before = after
         raise AssertionError(f"the cluster still changes after {limit} cycles")
 
     def placements(self) -> dict[str, list[tuple[str, tuple[int, ...], float]]]:

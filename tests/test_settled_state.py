@@ -29,7 +29,7 @@ import yaml
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from benchmarks.compile_scale import generate, write_repo
+from benchmarks.compile_scale import DUMPER, generate, write_repo
 from gitops_sched.agent.gpus import ComputeInstance, GpuInstance
 from gitops_sched.agent.gpus import DeviceGpu as AgentGpu
 from gitops_sched.agent.inventory import node_inventory
@@ -128,7 +128,7 @@ def run_result(
         path = Path(tmp) / "events.yaml"
         document = {"apiVersion": API, "kind": "Simulation", "metadata": {"name": "waves"}}
         document |= {"steps": steps, "running": running or [], **more}
-        path.write_text(yaml.safe_dump(document), encoding="utf-8")
+        path.write_text(yaml.dump(document, Dumper=DUMPER), encoding="utf-8")
         diagnostics = Diagnostics()
         simulation = load_simulation(path, repo, diagnostics)
         assert simulation is not None, [d.text() for d in diagnostics.items]

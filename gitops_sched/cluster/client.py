@@ -28,6 +28,7 @@ import kubernetes
 import kubernetes.watch
 import urllib3
 from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.discovery import LazyDiscoverer
 from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
 from gitops_sched.cluster.errors import ApiFailure, NotFound
@@ -404,7 +405,7 @@ class _Discovering(DynamicClient):
 
     def __init__(self, api_client: kubernetes.client.ApiClient, cache: str, backoff: Backoff):
         self.backoff = backoff
-        super().__init__(api_client, cache_file=cache)
+        super().__init__(api_client, cache_file=cache, discoverer=_Unwritten)
 
     def request(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
         def send() -> Any:
@@ -414,6 +415,17 @@ class _Discovering(DynamicClient):
             return self.backoff.call(lambda: _translated(send))
         except ApiFailure as failure:
             raise (failure.__cause__ or failure) from None
+
+
+class _Unwritten(LazyDiscoverer):
+    """The official lazy discoverer, its cache file never written. The file (in the
+    client's own folder) would only be read by a discoverer made after it, and the client
+    makes one only after removing the file (`_forget_discovery`), so writing it was pure
+    cost: the whole cache through the pure-Python JSON encoder after each lookup that
+    learnt a group (about 2 ms each, six writes a sync of a small repo)."""
+
+    def _write_cache(self) -> None:
+        pass
 
 
 def _translated(action: Callable[[], Any]) -> Any:

@@ -219,9 +219,10 @@ class DevicePlugin:
         for uid in list(self.processes):
             self._stop(uid)
 
-    def overbooked(self) -> list[str]:
-        """Nodes whose unfinished bound pods ask for more GPUs than the node has."""
-        pods = self.client.list("v1", "Pod") or []
+    def overbooked(self, pods: list[Obj] | None = None) -> list[str]:
+        """Nodes whose unfinished bound pods ask for more GPUs than the node has (`pods`:
+        the pods as just listed, else listed here)."""
+        pods = (self.client.list("v1", "Pod") or []) if pods is None else pods
         asked: dict[str, int] = {}
         for pod in pods:
             if holds_devices(pod):

@@ -225,6 +225,11 @@ class FaultProxy:
         with self.state.lock:
             return list(self.state.seen)
 
+    def seen_since(self, start: int) -> list[str]:
+        """The requests of `seen` after the first `start`: what is new since a count."""
+        with self.state.lock:
+            return self.state.seen[start:]
+
     @property
     def passed(self) -> int:
         return self.state.passed

@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
+from gitops_sched.cluster import ClusterClient
 from testkit.control_plane.cluster import ControlPlane, StartFailed, die_with_parent, end, free_port
 from testkit.control_plane.install import apply_rendered, kubectl
 from testkit.control_plane.waiting import wait
@@ -44,6 +45,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "kueue.sh"
 NAMESPACE = "kueue-system"
 SERVICE = "kueue-webhook-service"
 SECRET = "kueue-webhook-server-cert"
+API = "kueue.x-k8s.io"
 # the CRDs Kueue 0.17's cert rotator injects its CA into (pkg/util/cert): a conversion
 # webhook on another CRD would have no CA
 CONVERTED = ("clusterqueues", "cohorts", "localqueues", "multikueueclusters", "workloads")
@@ -271,15 +273,16 @@ def _webhook_configurations(manifests: Path, service: dict[str, Any]) -> list[di
     return configurations
 
 
-def workloads(plane: ControlPlane) -> dict[str, dict[str, Any]]:
+def workloads(client: ClusterClient) -> dict[str, dict[str, Any]]:
     """Kueue's Workloads by their Job (`namespace/name`): `queue` the ClusterQueue it is
     admitted to (None while pending), `gpus` the nvidia.com/gpu its admission reserves,
     `decided` whether Kueue is done with it for now (admitted and its Job started, or
     refused with a reason and its Job suspended; not while a preemption it asked for or
     suffers is under way), `why` it is pending (the preemption that evicted it, else the
-    reason Kueue gives)."""
-    items = json.loads(kubectl(plane, "get", "workloads.kueue.x-k8s.io", "-A", "-o", "json"))
-    listed = json.loads(kubectl(plane, "get", "jobs.batch", "-A", "-o", "json"))["items"]
+    reason Kueue gives). Read with the admin's `client`: two lists a look (a `kubectl get`
+    a look cost a process start and its discovery, several times the lists themselves)."""
+    items = client.list(f"{API}/v1beta2", "Workload") or []
+    listed = client.list("batch/v1", "Job") or []
     suspended = {
         f"{j['metadata']['namespace']}/{j['metadata']['name']}": j["spec"].get("suspend", False)
         for j in listed
@@ -289,7 +292,7 @@ def workloads(plane: ControlPlane) -> dict[str, dict[str, Any]]:
         for j in listed
     }
     found = {}
-    for w in items["items"]:
+    for w in items:
         status = w.get("status") or {}
         conditions = {c["type"]: c for c in status.get("conditions", [])}
 
@@ -316,7 +319,7 @@ def workloads(plane: ControlPlane) -> dict[str, dict[str, Any]]:
 
 
 def settled(
-    plane: ControlPlane, jobs: int, quiet: float = 2.0, seconds: float = 60
+    client: ClusterClient, jobs: int, quiet: float = 2.0, seconds: float = 60
 ) -> dict[str, dict[str, Any]]:
     """`workloads` once every one of the `jobs` Jobs has its Workload, Kueue has decided
     each (admitted and its Job unsuspended, or left pending with its reason and its Job
@@ -325,7 +328,7 @@ def settled(
     last: dict[str, Any] = {"versions": None, "since": 0.0}
 
     def done() -> dict[str, dict[str, Any]] | None:
-        found = workloads(plane)
+        found = workloads(client)
         versions = {job: w["version"] for job, w in found.items()}
         if versions != last["versions"]:
             last.update(versions=versions, since=time.monotonic())
@@ -335,14 +338,14 @@ def settled(
     return wait(f"Kueue deciding {jobs} workloads", done, seconds, every=0.2)
 
 
-def wait_active(plane: ControlPlane, queues: list[dict[str, Any]], seconds: float = 60) -> None:
+def wait_active(client: ClusterClient, queues: list[dict[str, Any]], seconds: float = 60) -> None:
     """Until Kueue reports every ClusterQueue and LocalQueue of `queues` Active: a workload
     that arrives before its queue is would wait, and be admitted with those after it."""
-    kinds = ",".join(sorted({f"{q['kind'].lower()}s.kueue.x-k8s.io" for q in queues}))
+    kinds = sorted({(q["apiVersion"], q["kind"]) for q in queues})
     wanted = {(q["kind"], q["metadata"]["name"]) for q in queues}
 
     def active() -> bool:
-        items = json.loads(kubectl(plane, "get", kinds, "-A", "-o", "json"))["items"]
+        items = [i for kind in kinds for i in client.list(*kind) or ()]
         return wanted <= {
             (i["kind"], i["metadata"]["name"])
             for i in items
