@@ -201,29 +201,33 @@ def test_a_hard_limit_caps_the_share_a_victim_keeps():
 
 class _Watched(Session):
     """A cycle's session that notes, each time a job that has reclaimed is placed, whether
-    it came first in allocation order against every victim it left stopped (each judged
-    with what its queue holds without it, in the node groups it ran in)."""
+    it came first in allocation order against each victim then stopped (each judged with
+    what its queue holds without it, in the node groups it ran in), and how many pods that
+    victim ran: a victim whose queue ranks ahead may still be stopped at that moment, but
+    it gets its place back next (as KAI orders them, a queue is ranked by its first job,
+    so the claimant can come between a victim's queue's first job and its second)."""
 
     def __init__(self, snapshot: Snapshot) -> None:
         super().__init__(snapshot)
-        self.first: dict[tuple[str, tuple[PodPlacement, ...]], bool] = {}
+        self.first: dict[tuple[str, tuple[PodPlacement, ...]], list[tuple[str, int, bool]]] = {}
         _SESSIONS.append(self)
 
     def bind(
         self, job: Job, pods: tuple[PodPlacement, ...], started_at: float | None = None
     ) -> None:
         if started_at is None:  # a claimant placed, not a victim given its place back
-            entries = [(self.jobs[job.key], self.wanted_gpus(job), (0,))]
+            claimant = (self.jobs[job.key], self.wanted_gpus(job), (0,))
+            judged = []
             for evict in self.evictions:
                 victim = self.jobs.get(evict.job)  # None: stopped for good (limits)
                 if victim and evict.by == job.key and evict.reason is EvictReason.RECLAIM:
                     stopped = tuple(p for p in evict.pods if p not in victim.placement)
                     if stopped:
                         gain = self.placed_gpus(victim, stopped)
-                        entries.append((ran_in(self, victim, stopped), gain, (1,)))
-            self.first[(job.key, pods)] = all(
-                self.serves_before(entries[0], entry) for entry in entries[1:]
-            )
+                        entry = (ran_in(self, victim, stopped), gain, (1,))
+                        ran = len(victim.placement) + len(stopped)
+                        judged.append((victim.key, ran, self.serves_before(claimant, entry)))
+            self.first[(job.key, pods)] = judged
         super().bind(job, pods, started_at)
 
 
@@ -281,4 +285,6 @@ def test_reclaim_never_takes_from_a_queue_that_ranks_ahead_of_the_claimants(
         claimants = {e.by for e in session.evictions if e.reason is EvictReason.RECLAIM}
         for bind in session.binds:
             if bind.job in claimants and (bind.job, bind.pods) in session.first:
-                assert session.first[(bind.job, bind.pods)], bind
+                for victim, ran, first in session.first[(bind.job, bind.pods)]:
+                    left = session.jobs.get(victim)  # its pods placed when the cycle ends
+                    assert first or (left and len(left.placement) >= ran), (bind, victim)
