@@ -54,14 +54,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def end(process: subprocess.Popen[bytes]) -> None:
+def end(process: subprocess.Popen[bytes], grace: float = 10) -> None:
     """Stop a process the tests started: SIGTERM, then SIGKILL if it has not ended within
-    10 s (a process stuck in its shutdown must not hang the suite)."""
+    `grace` seconds (a process stuck in its shutdown must not hang the suite)."""
     if process.poll() is not None:
         return
     process.terminate()
     try:
-        process.wait(10)
+        process.wait(grace)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
@@ -121,8 +121,11 @@ class ControlPlane:
             raise
 
     def stop(self) -> None:
+        """Stop the components, the last started first. Each gets 2 s: kube-apiserver's
+        graceful shutdown otherwise waits out the 10 s for a watch some test's client left
+        open, at the end of every worker's run, and nothing here needs its data kept."""
         for name in reversed(list(self.processes)):
-            end(self.processes.pop(name))
+            end(self.processes.pop(name), grace=2)
 
     def remove(self) -> None:
         """Stop and delete the data folder."""
