@@ -25,7 +25,6 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import kubernetes
 import pytest
 
 from gitops_sched.cluster import Backoff, ClusterClient, ObjectRef
@@ -61,11 +60,14 @@ def connect(plane: ControlPlane, timeout: float = 30.0) -> ClusterClient:
     return ClusterClient(plane.configuration(), backoff=FAST_BACKOFF, timeout=timeout)
 
 
+def _by_key(kinds: list[Kind]) -> dict[tuple[str, str], Kind]:
+    return {(k.group, k.kind): k for k in kinds}
+
+
 def _names(
-    api: PlainApi, kinds: list[Kind], wanted: tuple[tuple[str, str], ...] = WIPED
+    api: PlainApi, by_key: dict[tuple[str, str], Kind], wanted: tuple[tuple[str, str], ...] = WIPED
 ) -> dict[tuple[str, str], set[str]]:
     """The names of the objects of each cluster-scoped kind `wanted` (group, kind)."""
-    by_key = {(k.group, k.kind): k for k in kinds}
     return {key: {m["name"] for m in api.metadata(by_key[key].path())} for key in wanted}
 
 
@@ -87,7 +89,7 @@ def control_plane(
     plane.crds = install_crds(plane)  # type: ignore[attr-defined]
     api = PlainApi(plane)
     kinds = api.kinds()
-    plane.baseline = _names(api, kinds)  # type: ignore[attr-defined]
+    plane.baseline = _names(api, _by_key(kinds))  # type: ignore[attr-defined]
     plane.shared = {key for key, _ in _namespaced(api, _emptied(kinds), {SHARED})}  # type: ignore[attr-defined]
     api.close()
     try:
@@ -107,8 +109,9 @@ def wipe(plane: ControlPlane) -> None:
     try:
         baseline = plane.baseline  # type: ignore[attr-defined]
         kinds = api.kinds()
-        namespace = next(k for k in kinds if (k.group, k.kind) == NAMESPACE)
-        namespaces = _names(api, kinds, (NAMESPACE,))[NAMESPACE] - baseline[NAMESPACE]
+        by_key = _by_key(kinds)
+        namespace = by_key[NAMESPACE]
+        namespaces = _names(api, by_key, (NAMESPACE,))[NAMESPACE] - baseline[NAMESPACE]
         for name in sorted(namespaces):
             api.delete(namespace.path(name=name))  # no new objects in them
         _empty(plane, api, _emptied(kinds), namespaces)
@@ -116,8 +119,7 @@ def wipe(plane: ControlPlane) -> None:
             with contextlib.suppress(Refused):
                 body = {"metadata": {"name": name}, "spec": {"finalizers": []}}
                 api.request("PUT", f"{namespace.path(name=name)}/finalize", body)
-        by_key = {(k.group, k.kind): k for k in kinds}
-        for key, names in _names(api, kinds).items():
+        for key, names in _names(api, by_key).items():
             for name in sorted(names - baseline[key]):
                 api.delete(by_key[key].path(name=name))
         _delete_custom_resources(api)
@@ -132,13 +134,13 @@ def wipe(plane: ControlPlane) -> None:
         api.close()
 
 
-def install_crds(plane: ControlPlane) -> dict[str, str]:
-    """The product's CRDs as the default reconciler's sync writes them (server-side apply as
-    its field manager, its owner label), waited for until Established; name ->
-    resourceVersion."""
+def install_crds(plane: ControlPlane, crds: list[dict[str, Any]] | None = None) -> dict[str, str]:
+    """The product's CRDs (or those of them in `crds`) as the default reconciler's sync
+    writes them (server-side apply as its field manager, its owner label), waited for until
+    all are Established; name -> resourceVersion."""
     client = connect(plane)
     try:
-        for crd in render_crds():
+        for crd in render_crds() if crds is None else crds:
             client.apply(owned(crd, RECONCILER_NAME), FIELD_MANAGER, force=True)
         return _established(plane, client)
     finally:
@@ -168,24 +170,36 @@ def _storage_ready(plane: ControlPlane, crds: list[dict[str, Any]]) -> None:
     """Wait until the API server answers a list of each CRD's kind from its watch cache
     (resourceVersion 0): not while it still fills it (429, "storage is (re)initializing"),
     and then the CRD can be deleted at once. A kind not served (404) has nothing to wait for."""
-    api = kubernetes.client.CustomObjectsApi(plane.api_client())
+    api = PlainApi(plane)
 
-    def cached(group: str, version: str, plural: str) -> bool:
+    def cached(kind: Kind) -> bool:
         try:
-            api.list_cluster_custom_object(group, version, plural, resource_version="0", limit=1)
-        except kubernetes.client.ApiException as exc:
-            if exc.status not in (404, 429):
+            api.request("GET", f"{kind.path()}?resourceVersion=0&limit=1")  # None: 404
+        except Refused as exc:
+            if exc.status != 429:
                 raise
-            return exc.status == 404
+            return False
         return True
 
     try:
         for crd in crds:
-            spec = crd["spec"]
-            kind = (spec["group"], spec["versions"][0]["name"], spec["names"]["plural"])
-            wait(f"the storage of {_name(crd)} ready", functools.partial(cached, *kind))
+            wait(f"the storage of {_name(crd)} ready", functools.partial(cached, _kind_of(crd)))
     finally:
-        api.api_client.close()
+        api.close()
+
+
+def _kind_of(crd: dict[str, Any]) -> Kind:
+    """The kind a CRD serves, in its first version."""
+    spec = crd["spec"]
+    names = spec["names"]
+    return Kind(
+        spec["group"],
+        spec["versions"][0]["name"],
+        names["kind"],
+        names["plural"],
+        spec["scope"] == "Namespaced",
+        frozenset(),
+    )
 
 
 def _restore_crds(plane: ControlPlane, api: PlainApi, versions: dict[str, str]) -> dict[str, str]:
@@ -206,13 +220,7 @@ def _restore_crds(plane: ControlPlane, api: PlainApi, versions: dict[str, str]) 
         if _name(crd) in now:
             api.delete(f"{path}/{_name(crd)}")
     wait("the changed CRDs deleted", lambda: not {_name(c) for c in moved} & live().keys())
-    client = connect(plane)
-    try:
-        for crd in moved:
-            client.apply(owned(crd, RECONCILER_NAME), FIELD_MANAGER, force=True)
-        return _established(plane, client)
-    finally:
-        client.close()
+    return install_crds(plane, moved)
 
 
 def _crds(client: ClusterClient, selector: str | None = None) -> list[dict[str, Any]]:
@@ -226,16 +234,7 @@ def _name(obj: dict[str, Any]) -> str:
 def _delete_custom_resources(api: PlainApi) -> None:
     """Delete every custom resource of the baseline CRDs a test left (those in its
     namespaces went with them), finalizers dropped first, as deleting the CRD would."""
-    for crd in render_crds():
-        spec = crd["spec"]
-        kind = Kind(
-            spec["group"],
-            spec["versions"][0]["name"],
-            spec["names"]["kind"],
-            spec["names"]["plural"],
-            spec["scope"] == "Namespaced",
-            frozenset(),
-        )
+    for kind in map(_kind_of, render_crds()):
         for meta in api.metadata(kind.path()):
             path = kind.path(meta.get("namespace", ""), meta["name"])
             if meta.get("finalizers"):
