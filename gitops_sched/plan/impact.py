@@ -12,6 +12,8 @@ Two scenarios, both through the code `simulate` runs (`bridge` for the translati
   head's only could start. A settled state continued under its own config decides nothing
   (the workloads queue in the order they were submitted, the MIG layout stays), so a
   change that changes nothing shows nothing, and only what the change causes is shown.
+  The base's continuation of its own settled run is that run (it would decide nothing), so
+  the plan runs the engine on the base once, not twice.
 
 Carrying the state over: a workload keeps its pods when it still exists, asks the same
 per pod, has no more pods than replicas, its nodes still exist with the same GPUs and its
@@ -413,9 +415,16 @@ def _pool_impacts(
 def workloads(base: Repo, head: Repo, state: Simulation | None = None) -> Scenario:
     """The base and the head each continued from the same state: the `--state`, else the
     repo's workloads settled under the base. What differs is what the change causes; what
-    the base would do anyway (start pending work of an unsettled state) is not."""
-    start = state if state is not None else settled_state(simulate(base))
-    base_result = simulate(base, start)
+    the base would do anyway (start pending work of an unsettled state) is not.
+
+    The repo's workloads settled under the base are their own continuation under the base:
+    a settled state continued under its own config decides nothing and ends as it started
+    (tests/test_settled_state.py), so the base is run once, not settled a second time."""
+    if state is None:
+        base_result = simulate(base)
+        start = settled_state(base_result)
+    else:
+        start, base_result = state, simulate(base, state)
     simulation, lost = carried_over(start, base, head)
     head_result = simulate(head, simulation)
     before = {s.workload.name: s for s in base_result.workloads}
