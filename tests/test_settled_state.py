@@ -24,6 +24,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import yaml
 from hypothesis import assume, example, given, settings
@@ -46,9 +47,10 @@ from gitops_sched.engine.codec import pod_to_dict, snapshot_from_dict, snapshot_
 from gitops_sched.engine.types import Node, Snapshot
 from gitops_sched.hardware.gpus import MIB
 from gitops_sched.plan.build import Plan, make_plan
-from gitops_sched.plan.impact import state_simulation
+from gitops_sched.plan.impact import settled_state, state_simulation
 from gitops_sched.scheduler.snapshot import CycleMemory, build_view
 from gitops_sched.scheduler.view import ClusterView
+from gitops_sched.sim import run as sim_run
 from gitops_sched.sim.events import load_simulation
 from gitops_sched.sim.report import to_json
 from gitops_sched.sim.run import SimulationResult, simulate
@@ -258,6 +260,26 @@ def test_the_plan_of_a_change_that_changes_nothing_moves_nothing(
     files = generated(seed, departments, projects, workloads)
     assume(load(files) is not None)
     assert_no_moves(plan_of_no_op(files, file, how))
+
+
+@settings(max_examples=examples(4), deadline=None)
+@given(**sizes, fairness=st.sampled_from((None, *FAIRNESS)))
+@example(**ISSUE_23, fairness=None)
+def test_a_run_that_starts_where_a_settled_run_ended_is_not_cycled_and_ends_the_same(
+    seed: int, departments: int, projects: int, workloads: int, fairness: dict | None
+) -> None:
+    """plan's head when the change leaves the engine's input as it was (`settled=`): no
+    cycle is run, and the run ends as the one that cycles (which decides nothing)."""
+    repo = load(generated(seed, departments, projects, workloads, fairness))
+    assume(repo is not None)
+    first = simulate(repo)
+    cycled = simulate(repo, settled_state(first))
+    with mock.patch.object(sim_run, "settle", wraps=sim_run.settle) as engine:
+        known = simulate(repo, settled_state(first), settled=first)
+    assert engine.call_count == 0
+    assert known.log == cycled.log == ()
+    assert as_json(known) == as_json(cycled)
+    assert (known.snapshot, known.projects) == (cycled.snapshot, cycled.projects)
 
 
 # --- the in-cluster scheduler: its view rebuilt from live pods ------------------------------

@@ -13,7 +13,8 @@ Two scenarios, both through the code `simulate` runs (`bridge` for the translati
   (the workloads queue in the order they were submitted, the MIG layout stays), so a
   change that changes nothing shows nothing, and only what the change causes is shown.
   The base's continuation of its own settled run is that run (it would decide nothing), so
-  the plan runs the engine on the base once, not twice.
+  the plan runs the engine on the base once, not twice; a head whose engine input is the
+  base's settled state (a change the engine does not see) is not cycled at all.
 
 Carrying the state over: a workload keeps its pods when it still exists, asks the same
 per pod, has no more pods than replicas, its nodes still exist with the same GPUs and its
@@ -426,7 +427,7 @@ def workloads(base: Repo, head: Repo, state: Simulation | None = None) -> Scenar
     else:
         start, base_result = state, simulate(base, state)
     simulation, lost = carried_over(start, base, head)
-    head_result = simulate(head, simulation)
+    head_result = simulate(head, simulation, settled=base_result)
     before = {s.workload.name: s for s in base_result.workloads}
     after = {s.workload.name: s for s in head_result.workloads}
     old_jobs = {j.name: j for j in base_result.snapshot.jobs}

@@ -139,6 +139,8 @@ def _gangs_over_quota(scenario: Scenario) -> list[PlanWarning]:
     they can never start again. Those over it before the change already were."""
     if scenario.base_result is None or scenario.head_result is None:
         return []
+    if scenario.head_result.snapshot == scenario.base_result.snapshot:
+        return []  # the same engine input: the same gangs over the same caps
     before = _gang_caps(scenario.base_result.snapshot)
     found = []
     for (workload, rule), (gang, cap, queue) in sorted(

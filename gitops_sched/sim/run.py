@@ -108,6 +108,14 @@ class SimulationResult:
     log: tuple[LogEntry, ...]
     expectations: int  # fields checked
     failures: tuple[ExpectationFailure, ...]
+    # the last cycle's decisions: none (`changed` False) when the run ended settled, its
+    # `snapshot` then a state the engine decides nothing on
+    last: Decisions = field(default_factory=Decisions, repr=False, compare=False)
+
+    @property
+    def settled(self) -> Snapshot | None:
+        """The final state when the run ended on a cycle that decided nothing, else None."""
+        return None if self.last.changed else self.snapshot
 
     @property
     def queue(self) -> list[WorkloadState]:
@@ -121,8 +129,15 @@ def nodes_of(pods: tuple[PodPlacement, ...]) -> str:
     return ",".join(sorted({pod.node for pod in pods}))
 
 
-def simulate(repo: Repo, simulation: Simulation | None = None) -> SimulationResult:
-    """Run the simulation (None: the repo's workloads on the repo's nodes) to its end."""
+def simulate(
+    repo: Repo, simulation: Simulation | None = None, settled: SimulationResult | None = None
+) -> SimulationResult:
+    """Run the simulation (None: the repo's workloads on the repo's nodes) to its end.
+
+    `settled`: a run that ended settled (plan's base): a state equal to its end is not
+    cycled again. The engine decides on the snapshot alone, so it would decide nothing
+    there again, with the same status; a change that leaves the engine's input as it was
+    costs no cycle."""
     if simulation is None:
         name = repo.cluster.name if repo.cluster else ""
         simulation = Simulation(name, nodes_from_repo(repo), running=(), steps=())
@@ -133,7 +148,7 @@ def simulate(repo: Repo, simulation: Simulation | None = None) -> SimulationResu
         now=simulation.start,
         history=simulation.history,
     )
-    run = _Run(repo, start)
+    run = _Run(repo, start, known=settled)
     arriving = list(simulation.running)
     if not simulation.steps:
         listed = {placed.workload.name for placed in simulation.running} | simulation.ended
@@ -163,6 +178,7 @@ class _Run:
     submitted: int = 0
     # the repo's own workload objects; the others came from the simulation file
     own: set[int] = field(default_factory=set)
+    known: SimulationResult | None = None  # a run that ended settled (see `simulate`)
 
     def __post_init__(self) -> None:
         self.own = {id(workload) for workload in self.repo.workloads}
@@ -254,6 +270,9 @@ class _Run:
         self.snapshot = replace(self.snapshot, jobs=jobs)
 
     def settle(self, step: int) -> None:
+        if self.known is not None and self.known.settled == self.snapshot:
+            self.last = self.known.last  # what settle would find: one cycle, no decision
+            return
         self.snapshot, history = settle(self.snapshot)
         for cycle, decisions in enumerate(history, 1):
             self._record(step, cycle, decisions)
@@ -372,4 +391,5 @@ class _Run:
             log=tuple(self.log),
             expectations=self.checked,
             failures=tuple(self.failures),
+            last=self.last,
         )
