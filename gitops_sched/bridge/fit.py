@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gitops_sched.bridge.build import job_from_workload, nodes_from_repo
+from gitops_sched.bridge.build import gpu_request, job_from_workload, nodes_from_repo
 from gitops_sched.config import codes
 from gitops_sched.config.checks.common import error_at
 from gitops_sched.config.checks.gpus import valid_gpu
@@ -36,13 +36,15 @@ def check_workloads_fit(repo: Repo) -> Iterator[Diagnostic]:
     nodes = nodes_from_repo(repo)
     answers: dict[tuple, NeverFit | None] = {}  # many workloads share one shape
     for workload in repo.workloads:
-        gpu = repo.pod_spec(workload).get("gpu")
+        spec = repo.pod_spec(workload)
+        gpu = spec.get("gpu")
         if (gpu is not None and not valid_gpu(gpu)) or workload.min_available > workload.replicas:
             continue  # check_gpu_values and check_gang_sizes report these
-        job = job_from_workload(repo, workload, 0)
-        shape = (job.request, min(job.min_available, job.pods), job.node_groups)
+        # the job's shape, without building the job: one per shape is enough
+        request, groups = gpu_request(spec), repo.workload_node_group_names(workload)
+        shape = (request, min(workload.min_available, workload.replicas), groups)
         if shape not in answers:
-            answers[shape] = never_fits(job, nodes)
+            answers[shape] = never_fits(job_from_workload(repo, workload, 0), nodes)
         misfit = answers[shape]
         if misfit is None or misfit.kind not in MISFIT_CODES:
             continue
