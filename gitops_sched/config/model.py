@@ -392,8 +392,13 @@ class Repo:
         """The node groups a workload may run on: the one rule the checks, the compiler and
         the engine's input all follow (`node_group_setting` says which setting decided).
         Sorted; a name that matches no group stays (the reference checks report it, and
-        nothing runs there)."""
-        return tuple(sorted(set(self.node_group_setting(workload)[1])))
+        nothing runs there). Worked out once per workload: checks, the compiler, the
+        bridge and plan's two runs each ask for every workload."""
+        entry = self._node_group_names.get(id(workload))
+        if entry is None or entry[0] is not workload:  # the id of an object no longer here
+            names = tuple(sorted(set(self.node_group_setting(workload)[1])))
+            entry = self._node_group_names[id(workload)] = (workload, names)
+        return entry[1]
 
     def node_group_setting(self, workload: Workload) -> tuple[str, tuple[str, ...]]:
         """Which setting decides the workload's node groups, and the names it gives: its own
@@ -408,9 +413,14 @@ class Repo:
         return "every", tuple(g.name for g in self.node_groups if g.runs_workloads)
 
     def workload_node_groups(self, workload: Workload) -> list[NodeGroup]:
-        """The defined node groups of `workload_node_group_names`, in file order."""
-        names = set(self.workload_node_group_names(workload))
-        return [g for g in self.node_groups if g.name in names]
+        """The defined node groups of `workload_node_group_names`, in file order (a new
+        list; the workloads that share names share the lookup)."""
+        names = self.workload_node_group_names(workload)
+        groups = self._groups_named.get(names)
+        if groups is None:
+            wanted = set(names)
+            groups = self._groups_named[names] = [g for g in self.node_groups if g.name in wanted]
+        return list(groups)
 
     def volume_claims(self, workload: Workload) -> list[tuple[int, VolumeClaim]]:
         """The claims the workload's volumes ask the repo to render, with their index in
@@ -465,6 +475,14 @@ class Repo:
 
     @cached_property
     def _pod_specs(self) -> dict[int, tuple[Workload, dict[str, Any]]]:
+        return {}
+
+    @cached_property
+    def _node_group_names(self) -> dict[int, tuple[Workload, tuple[str, ...]]]:
+        return {}
+
+    @cached_property
+    def _groups_named(self) -> dict[tuple[str, ...], list[NodeGroup]]:
         return {}
 
 
