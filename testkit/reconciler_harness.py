@@ -117,22 +117,6 @@ def commit(repo: Path, files: dict[str, Any]) -> str:
     return git(repo, "rev-parse", "HEAD")
 
 
-def listable_kinds(client: ClusterClient) -> list[tuple[str, str]]:
-    """Every kind the server lists (its preferred version), CRDs applied a moment ago too."""
-    resources = client.dynamic.resources
-    resources.invalidate_cache()
-    return sorted(
-        {
-            (r.group_version, r.kind)
-            for r in resources.search()
-            if r.preferred
-            and "list" in (r.verbs or ())
-            and "/" not in r.name
-            and not r.kind.endswith("List")
-        }
-    )
-
-
 class Harness:
     """A reconciler named `name` of the Git repo `repo`.
 
@@ -213,7 +197,7 @@ class Harness:
         """Every object carrying this reconciler's owner label, of any kind, by
         "Kind/ns/name"."""
         out = {}
-        for api_version, kind in listable_kinds(self.look):
+        for api_version, kind in self.look.listable_kinds():
             for obj in self.look.list(api_version, kind, f"{OWNER_LABEL}={self.name}") or ():
                 out[str(ObjectRef.of(obj))] = obj
         return out
