@@ -9,12 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gitops_sched.cluster import ClusterClient, ObjectRef
 from gitops_sched.contract.labels import API_VERSION as API
 from gitops_sched.reconciler import OWNER_LABEL, Reconciler, Settings
 from gitops_sched.reconciler.inventory import Inventory
+from testkit import fast_yaml
 
 # a finalizer a test puts on an object: deleted, it stays (terminating) until `release`
 HOLD = "gitops-sched.io/test-hold"
@@ -110,27 +109,11 @@ def commit(repo: Path, files: dict[str, Any]) -> str:
     for old in repo.glob("*.yaml"):
         old.unlink()
     for name, content in files.items():
-        text = content if isinstance(content, str) else yaml.safe_dump_all(content, sort_keys=False)
+        text = content if isinstance(content, str) else fast_yaml.dump_all(content, sort_keys=False)
         (repo / name).write_text(text, encoding="utf-8")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "change", "--allow-empty")
     return git(repo, "rev-parse", "HEAD")
-
-
-def listable_kinds(client: ClusterClient) -> list[tuple[str, str]]:
-    """Every kind the server lists (its preferred version), CRDs applied a moment ago too."""
-    resources = client.dynamic.resources
-    resources.invalidate_cache()
-    return sorted(
-        {
-            (r.group_version, r.kind)
-            for r in resources.search()
-            if r.preferred
-            and "list" in (r.verbs or ())
-            and "/" not in r.name
-            and not r.kind.endswith("List")
-        }
-    )
 
 
 class Harness:
@@ -213,7 +196,7 @@ class Harness:
         """Every object carrying this reconciler's owner label, of any kind, by
         "Kind/ns/name"."""
         out = {}
-        for api_version, kind in listable_kinds(self.look):
+        for api_version, kind in self.look.listable_kinds():
             for obj in self.look.list(api_version, kind, f"{OWNER_LABEL}={self.name}") or ():
                 out[str(ObjectRef.of(obj))] = obj
         return out

@@ -283,23 +283,24 @@ def test_objects_someone_else_made_are_refused_unless_adopted(harness):
 
 
 @pytest.mark.usefixtures("bare_cluster")  # the discovery refreshed as the sync makes the CRDs
-def test_reconcile_once_survives_a_group_discovery_answering_503_and_version_500(
+def test_reconcile_once_survives_a_group_discovery_answering_503_and_the_core_500(
     harness, real_cluster, proxy, tmp_path
 ):
-    """Two 503s on the discovery of our CRDs' group and a 500 on `/version` while the
-    discovery cache is refreshed: once left the official client's cache half-reset
-    (KeyError: 'resources'). Now discovery starts afresh, within the request's retries."""
+    """Two 503s on the discovery of our CRDs' group (read as the sync makes the CRDs) and a
+    500 on the core group's: the official client's discovery once read such a group as one
+    without kinds, or was left half-reset (KeyError: 'resources'). A group version's
+    discovery is a request like any other, retried within its budget."""
     h = harness
     commit(h.repo, config({"vision": 8}))
     proxy.add(
         Rule(UNAVAILABLE, r"^/apis/gitops-sched\.io/v1alpha1$", "GET", times=2),
-        Rule(INTERNAL, r"^/version", "GET", times=1, armed_by="gitops-sched.io"),
+        Rule(INTERNAL, r"^/api/v1$", "GET", times=1),
     )
     kubeconfig = proxy.write_kubeconfig(tmp_path / "proxied", token(real_cluster, *RECONCILER))
     done = reconcile(h.repo, kubeconfig, "--once")
     _, err = done.communicate(timeout=120)
     assert sorted(proxy.injected) == [
-        "500 GET /version",
+        "500 GET /api/v1",
         "503 GET /apis/gitops-sched.io/v1alpha1",
         "503 GET /apis/gitops-sched.io/v1alpha1",
     ]

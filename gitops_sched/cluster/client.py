@@ -1,12 +1,13 @@
-"""A small client over the official one's DynamicClient: plain dicts in and out, one
-retrying request path, and request counting.
+"""A small client over the official one's ApiClient: plain dicts in and out, one retrying
+request path, and request counting.
 
-Resources are found through discovery (the DynamicClient's), refreshed once when a kind is
-missing, since a CRD applied a moment ago adds kinds. A kind discovery says is missing is
-checked with a GET of its group version (the official discoverer reads a group that answered
-503 as empty); discovery that fails in any way (an error answer, a dropped connection, an
-answer that does not decode, the discoverer's cache left half-reset) is thrown away and
-started afresh, within the retry budget of the request that needed it. Every request goes
+A kind's resource (its plural, whether it is namespaced) comes from its group version's
+discovery document (`GET /apis/<group>/<version>`, `/api/v1`), read once per group version
+through the same retrying request path as everything else, and read again when it lacks the
+kind asked for (a CRD applied a moment ago adds kinds); a group version the server answers
+404 for is not served. The official DynamicClient's discoverer did this by reading every
+group and building an object per resource and subresource: most of a short-lived client's
+CPU, and a group that answered 503 came out of it as one without kinds. Every request goes
 through `_request`, which retries with jittered backoff (see `retry`) and calls the
 `before_request` hooks (tests use them to stop a process between two requests).
 """
@@ -14,11 +15,7 @@ through `_request`, which retries with jittered backoff (see `retry`) and calls 
 from __future__ import annotations
 
 import builtins  # `list` is also a method of ClusterClient
-import contextlib
 import json
-import os
-import shutil
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -27,9 +24,6 @@ from typing import Any
 import kubernetes
 import kubernetes.watch
 import urllib3
-from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.discovery import LazyDiscoverer
-from kubernetes.dynamic.exceptions import DynamicApiError, ResourceNotFoundError
 
 from gitops_sched.cluster.errors import ApiFailure, NotFound
 from gitops_sched.cluster.retry import Backoff
@@ -61,6 +55,22 @@ class ObjectRef:
         return f"{self.kind}/{where}{self.name}"
 
 
+@dataclass(frozen=True)
+class Resource:
+    """Where a kind's objects are: its group version's path (`/apis/<group>/<version>` or
+    `/api/v1`), its plural, and whether it is namespaced."""
+
+    prefix: str
+    plural: str
+    namespaced: bool
+
+    def path(self, name: str | None = None, namespace: str | None = None) -> str:
+        """The path of one object (`name`), or of the list of them (in `namespace`, or in
+        every namespace)."""
+        where = f"/namespaces/{namespace}" if self.namespaced and namespace else ""
+        return f"{self.prefix}{where}/{self.plural}" + (f"/{name}" if name else "")
+
+
 class ClusterClient:
     def __init__(
         self,
@@ -76,52 +86,44 @@ class ClusterClient:
         self.timeout = timeout
         self.before_request: list[Callable[[str, str], None]] = []
         self.requests: Counter[str] = Counter()  # "read" / "write" requests sent, retries too
-        self._cache_dir = tempfile.mkdtemp(prefix="gitops-sched-discovery-")
-        self._dynamic: DynamicClient | None = None
+        self._kinds: dict[str, dict[str, Resource]] = {}  # api_version -> kind -> Resource
 
     def close(self) -> None:
         self.api_client.close()
-        shutil.rmtree(self._cache_dir, ignore_errors=True)
 
     # --- discovery -------------------------------------------------------------------
 
-    @property
-    def dynamic(self) -> DynamicClient:
-        if self._dynamic is None:
-            cache = os.path.join(self._cache_dir, "discovery.json")
-            self._dynamic = self._call(
-                lambda: self._discovering(
-                    lambda: _Discovering(self.api_client, cache, self.backoff)
-                )
-            )
-        return self._dynamic
+    def resource(self, api_version: str, kind: str) -> Resource | None:
+        """Where the objects of a kind are, or None when the server does not serve it (its
+        group version answers 404, or lists no such kind)."""
+        known = self._kinds.get(api_version)
+        if known is not None and kind in known:
+            return known[kind]
+        known = self._discover(api_version)
+        return known.get(kind) if known is not None else None
 
-    def resource(self, api_version: str, kind: str) -> Any | None:
-        """The DynamicClient resource of a kind, or None when the server does not serve it
-        (its group version answers 404, or lists no such kind)."""
+    def _discover(self, api_version: str) -> dict[str, Resource] | None:
+        """The kinds of a group version's discovery document (its subresources aside), read
+        afresh; None when the server does not serve the group version."""
+        prefix = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+        try:
+            body = self._request("GET", prefix)
+        except NotFound:
+            self._kinds.pop(api_version, None)
+            return None
+        kinds = {
+            str(r["kind"]): Resource(prefix, str(r["name"]), bool(r.get("namespaced")))
+            for r in body.get("resources") or []
+            if isinstance(r, dict) and "/" not in str(r.get("name", "/")) and r.get("kind")
+        }
+        self._kinds[api_version] = kinds
+        return kinds
 
-        def find() -> Any | None:
-            def get() -> Any:
-                return self.dynamic.resources.get(api_version=api_version, kind=kind)
-
-            try:
-                return self._discovering(get)
-            except ResourceNotFoundError:  # the discoverer already refreshed once
-                return None
-
-        found = self._call(find)
-        if found is None and self._served(api_version, kind):
-            self._forget_discovery()  # it read a group that failed as one without kinds
-            found = self._call(find)
-            if found is None:
-                raise ApiFailure(503, "DiscoveryIncomplete", f"{api_version} {kind}: not found")
-        return found
-
-    def namespaced_kinds(self) -> builtins.list[tuple[str, str]]:
-        """Every namespaced kind the server lists, in each group's preferred version, read
-        afresh (not from the discoverer's cache): one request per group version, each with
-        its own retries. ApiFailure when a group cannot be read, so a group that did not
-        answer is never taken for one without kinds."""
+    def listable_kinds(self, namespaced_only: bool = False) -> builtins.list[tuple[str, str]]:
+        """Every kind the server lists (or every namespaced one), in each group's preferred
+        version, read afresh: one request per group version, each with its own retries.
+        ApiFailure when a group cannot be read, so a group that did not answer is never
+        taken for one without kinds."""
         groups = self._request("GET", "/apis").get("groups") or []
         paths = ["/api/v1"] + [f"/apis/{g['preferredVersion']['groupVersion']}" for g in groups]
         kinds = set()
@@ -129,38 +131,10 @@ class ClusterClient:
             body = self._request("GET", path)
             for r in body.get("resources") or []:
                 listed = "list" in (r.get("verbs") or ())
-                if r.get("namespaced") and listed and "/" not in r["name"]:
+                scoped = r.get("namespaced") or not namespaced_only
+                if scoped and listed and "/" not in r["name"]:
                     kinds.add((str(body["groupVersion"]), str(r["kind"])))
         return sorted(kinds)
-
-    def _served(self, api_version: str, kind: str) -> bool:
-        """Whether the group version's own discovery document lists the kind."""
-        prefix = "/apis" if "/" in api_version else "/api"
-        try:
-            body = self._request("GET", f"{prefix}/{api_version}")
-        except NotFound:
-            return False
-        resources = body.get("resources") or []
-        return any(r.get("kind") == kind and "/" not in r.get("name", "/") for r in resources)
-
-    def _discovering(self, action: Callable[[], Any]) -> Any:
-        """`action()` on the discoverer; when it fails, the discoverer is thrown away (its
-        cache may be half-reset) and the failure is an ApiFailure, retried like any other."""
-        try:
-            return action()
-        except ResourceNotFoundError:
-            raise
-        except (DynamicApiError, kubernetes.client.ApiException, urllib3.exceptions.HTTPError):
-            self._forget_discovery()
-            raise  # `_translated` makes it an ApiFailure
-        except Exception as exc:  # whatever a half-reset cache or an undecodable answer raises
-            self._forget_discovery()
-            raise ApiFailure(0, "DiscoveryFailed", f"{type(exc).__name__}: {exc}") from exc
-
-    def _forget_discovery(self) -> None:
-        self._dynamic = None
-        with contextlib.suppress(OSError):
-            os.remove(os.path.join(self._cache_dir, "discovery.json"))
 
     def _path(self, ref: ObjectRef, subresource: str | None = None) -> str:
         resource = self.resource(ref.api_version, ref.kind)
@@ -245,17 +219,18 @@ class ClusterClient:
         resource = self.resource(api_version, kind)
         if resource is None:
             raise NotFound(404, "NotFound", f"{api_version} {kind} is not served")
+        query = [("watch", "true"), ("allowWatchBookmarks", "true")]
+        query += [("resourceVersion", resource_version), ("timeoutSeconds", str(timeout))]
+        query += [("fieldSelector", field_selector)] if field_selector else []
+        path = resource.path(namespace=namespace)
+
+        def open_watch(**_: Any) -> Any:
+            """The open response; `Watch.stream`'s own arguments are all in `query`."""
+            return self._send("GET", path, query=query, timeout=timeout + self.timeout)
+
         watcher = kubernetes.watch.Watch()
-        events = watcher.stream(
-            resource.get,
-            namespace=namespace,
-            field_selector=field_selector,
-            resource_version=resource_version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=timeout,
-            serialize=False,  # plain dicts (the client's own ERROR handling needs its parsing)
-            _request_timeout=timeout + self.timeout,
-        )
+        # `timeout_seconds` given: the official watch neither resumes nor retries on its own
+        events = watcher.stream(open_watch, timeout_seconds=timeout)
         self.requests["read"] += 1
         try:
             while True:
@@ -364,17 +339,7 @@ class ClusterClient:
             for hook in self.before_request:
                 hook(method, path)
             self.requests["read" if method == "GET" else "write"] += 1
-            response = DynamicClient.request(
-                self.dynamic,
-                method,
-                path,
-                body=body,
-                serialize=False,
-                query_params=list(query or []),
-                content_type=content_type,
-                header_params=dict(headers),
-                _request_timeout=self.timeout,
-            )
+            response = self._send(method, path, body, query, headers, content_type)
             try:
                 answer = json.loads(response.data or b"{}")
             except ValueError as exc:
@@ -384,6 +349,34 @@ class ClusterClient:
             return answer
 
         return self._call(send, retry_conflicts, retry_throttled)
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        query: builtins.list[tuple[str, str]] | None = None,
+        headers: dict[str, str] | None = None,
+        content_type: str | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """One request, not retried: the open urllib3 response (a watch streams from it);
+        an error answer raises the official client's ApiException."""
+        header_params = {"Accept": "application/json", **(headers or {})}
+        header_params["Content-Type"] = content_type or "application/json"
+        request = self.api_client.param_serialize(
+            method,
+            path,
+            query_params=list(query or []),
+            header_params=header_params,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        answer = self.api_client.call_api(*request, _request_timeout=timeout or self.timeout)
+        if not 200 <= answer.status <= 299:
+            answer.read()
+            self.api_client.response_deserialize(answer, {})  # raises ApiException
+        return answer.response
 
     def _call(
         self, action: Callable[[], Any], retry_conflicts: bool = True, retry_throttled: bool = True
@@ -397,43 +390,10 @@ def _dry(dry_run: bool) -> list[tuple[str, str]]:
     return [("dryRun", "All")] if dry_run else []
 
 
-class _Discovering(DynamicClient):
-    """The DynamicClient whose discoverer retries each of its requests on its own: one
-    lookup may read every group, and one budget for all of them would rarely suffice on a
-    flaky server. A request that still fails raises what the discoverer expects (its 404
-    and 503 handling stay as they are)."""
-
-    def __init__(self, api_client: kubernetes.client.ApiClient, cache: str, backoff: Backoff):
-        self.backoff = backoff
-        super().__init__(api_client, cache_file=cache, discoverer=_Unwritten)
-
-    def request(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
-        def send() -> Any:
-            return super(_Discovering, self).request(method, path, body, **params)
-
-        try:
-            return self.backoff.call(lambda: _translated(send))
-        except ApiFailure as failure:
-            raise (failure.__cause__ or failure) from None
-
-
-class _Unwritten(LazyDiscoverer):
-    """The official lazy discoverer, its cache file never written. The file (in the
-    client's own folder) would only be read by a discoverer made after it, and the client
-    makes one only after removing the file (`_forget_discovery`), so writing it was pure
-    cost: the whole cache through the pure-Python JSON encoder after each lookup that
-    learnt a group (about 2 ms each, six writes a sync of a small repo)."""
-
-    def _write_cache(self) -> None:
-        pass
-
-
 def _translated(action: Callable[[], Any]) -> Any:
     """`action()`, with the client's and the network's exceptions as ApiFailure."""
     try:
         return action()
-    except DynamicApiError as exc:
-        raise ApiFailure.from_response(exc.status, exc.body, exc.headers) from exc
     except kubernetes.client.ApiException as exc:
         raise ApiFailure.from_response(exc.status, exc.body, exc.headers) from exc
     except (urllib3.exceptions.HTTPError, OSError) as exc:

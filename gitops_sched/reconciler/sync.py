@@ -469,7 +469,7 @@ class Syncer:
             return "namespaces are never pruned (--prune-namespaces=never)"
         try:
             if not kinds:
-                kinds.extend(self.client.namespaced_kinds())
+                kinds.extend(self.client.listable_kinds(namespaced_only=True))
             for api_version, kind in kinds:
                 if (api_version, kind) in NAMESPACE_RECORDS:
                     continue
