@@ -9,12 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gitops_sched.cluster import ClusterClient, ObjectRef
 from gitops_sched.contract.labels import API_VERSION as API
 from gitops_sched.reconciler import OWNER_LABEL, Reconciler, Settings
 from gitops_sched.reconciler.inventory import Inventory
+from testkit import fast_yaml
 
 # a finalizer a test puts on an object: deleted, it stays (terminating) until `release`
 HOLD = "gitops-sched.io/test-hold"
@@ -110,7 +109,7 @@ def commit(repo: Path, files: dict[str, Any]) -> str:
     for old in repo.glob("*.yaml"):
         old.unlink()
     for name, content in files.items():
-        text = content if isinstance(content, str) else yaml.safe_dump_all(content, sort_keys=False)
+        text = content if isinstance(content, str) else fast_yaml.dump_all(content, sort_keys=False)
         (repo / name).write_text(text, encoding="utf-8")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "change", "--allow-empty")

@@ -15,7 +15,8 @@ from typing import Any
 
 import jsonschema
 import pytest
-import yaml
+
+from testkit import fast_yaml
 
 SCRIPT = Path(__file__).resolve().parents[1] / "hack" / "target-crds.sh"
 # what the Go command says when the module proxy cannot be reached or will not serve the module
@@ -47,8 +48,7 @@ def _load(target: str) -> list[dict[str, Any]]:
         folder = crd_folder(target)
     except Unavailable as exc:
         pytest.skip(f"{target}'s CRDs cannot be fetched from the Go module proxy: {exc}")
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # Kueue's CRDs are 2 MB of YAML
-    return [yaml.load(p.read_text(), Loader=loader) for p in sorted(folder.glob("*.yaml"))]
+    return [fast_yaml.load(p.read_text()) for p in sorted(folder.glob("*.yaml"))]  # 2 MB
 
 
 @functools.cache

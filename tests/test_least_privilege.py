@@ -57,7 +57,7 @@ from testkit.control_plane.audit import Audit, Call
 from testkit.control_plane.cluster import ControlPlane
 from testkit.control_plane.faultproxy import FaultProxy
 from testkit.control_plane.fixtures import bare, connect, wipe
-from testkit.control_plane.install import kubectl_apply_kustomization, kustomization
+from testkit.control_plane.install import apply_kustomization, kustomization
 from testkit.control_plane.nodes import group_nodes
 from testkit.control_plane.permissions import Grant, grants, missing, table, unused
 from testkit.control_plane.waiting import wait
@@ -153,7 +153,7 @@ def reconciler_scenario(plane: ControlPlane, repo: Path) -> None:
     kind, replace Jobs whose image changed, prune a project and drop a claim, report an
     invalid commit; with its Lease, Events and the Cluster's status, as the Deployment runs
     it."""
-    kubectl_apply_kustomization(plane, "reconciler")
+    apply_kustomization(plane, "reconciler")
     kubeconfig = account_kubeconfig(plane, *RECONCILER)
     admin = connect(plane)
     cluster = ObjectRef(API, "Cluster", "", "lab")
@@ -272,8 +272,8 @@ def mig_request(plane: ControlPlane) -> None:
     layout."""
     repo, _ = check_repo(mig_test.EXAMPLE)
     assert repo is not None
-    kubectl_apply_kustomization(plane, "reconciler")
-    kubectl_apply_kustomization(plane, "scheduler")
+    apply_kustomization(plane, "reconciler")
+    apply_kustomization(plane, "scheduler")
     rest = [o for o in render_repo(repo) if o["kind"] not in ("Job", "Deployment")]
     reconciler = account_client(plane, *RECONCILER)
     admin = connect(plane)

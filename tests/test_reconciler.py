@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from gitops_sched.cluster import ApiFailure, ObjectRef
 from gitops_sched.cluster.leader import LeaderElector
 from gitops_sched.reconciler import OWNER_LABEL, Reconciler, Settings
+from testkit import fast_yaml
 from testkit.control_plane.accounts import RECONCILER, account_client, account_kubeconfig
 from testkit.control_plane.cluster import ControlPlane, free_port
 from testkit.control_plane.fixtures import connect
@@ -779,8 +779,8 @@ def test_the_rendered_folder_applies_with_kubectl_crds_first(bare_cluster, tmp_p
     repo, _ = check_repo(Path(__file__).resolve().parent.parent / "examples/clusters/netapp-dgx")
     out = tmp_path / "out"
     write_directory(render_repo(repo), out)
-    objects = [o for o in yaml.safe_load_all(kubectl(bare_cluster, "kustomize", str(out))) if o]
-    crds = list(yaml.safe_load_all(kubectl(bare_cluster, "kustomize", str(out / "crds"))))
+    objects = [o for o in fast_yaml.load_all(kubectl(bare_cluster, "kustomize", str(out))) if o]
+    crds = fast_yaml.load_all(kubectl(bare_cluster, "kustomize", str(out / "crds")))
     assert {o["kind"] for o in crds} == {"CustomResourceDefinition"}
 
     kubectl(bare_cluster, "apply", "--server-side", "-k", str(out / "crds"))

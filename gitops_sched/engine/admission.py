@@ -84,8 +84,11 @@ def quota_blocker(
     """
     if job.project not in session.projects:
         return f"project {job.project!r} is not in the policy"
+    found = bounds(session, job)
+    if not found:  # most work: no rule bounds it, nothing to add up
+        return None
     amount = session.wanted_gpus(job)
-    for bound in bounds(session, job):
+    for bound in found:
         total = bound.used + amount
         freed = freeable.get(bound.queue, 0.0) if freeable and bound.evictable else 0.0
         if total - freed > bound.cap + GPU_EPSILON:

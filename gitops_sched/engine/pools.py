@@ -21,8 +21,6 @@ without per-group quotas. A repo with no per-group quota builds none of this
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Protocol
 
 from gitops_sched.engine.fairshare import Claim, split
@@ -365,19 +363,34 @@ def tries(session: Session, job: Job) -> list[tuple[str, ...] | None]:
     return [(group,) for group in ranked]
 
 
-@contextmanager
-def restricted(session: Session, job: Job, groups: tuple[str, ...] | None) -> Iterator[Job]:
-    """The job as the session holds it, limited to `groups` while inside (None: as it is);
-    it leaves with its own node groups and whatever pods it gained. Only outside any
-    statement: an undo logged inside is settled before the limit is lifted."""
-    if groups is None:
-        yield session.jobs[job.key]
-        return
-    original = session.jobs[job.key].node_groups
-    session.put_job(session.jobs[job.key].with_node_groups(groups))
-    try:
-        yield session.jobs[job.key]
-    finally:
-        current = session.jobs.get(job.key)
+def restricted(session: Session, job: Job, groups: tuple[str, ...] | None) -> _Restricted:
+    """`with restricted(session, job, groups) as each:` -- the job as the session holds it,
+    limited to `groups` while inside (None: as it is); it leaves with its own node groups
+    and whatever pods it gained. Only outside any statement: an undo logged inside is
+    settled before the limit is lifted."""
+    return _Restricted(session, job.key, groups)
+
+
+class _Restricted:
+    """restricted's context manager: a class, not a generator, as allocate, reclaim and
+    preempt enter one per job and node group tried (tens of thousands a cycle)."""
+
+    __slots__ = ("groups", "key", "original", "session")
+
+    def __init__(self, session: Session, key: str, groups: tuple[str, ...] | None) -> None:
+        self.session, self.key, self.groups = session, key, groups
+
+    def __enter__(self) -> Job:
+        jobs = self.session.jobs
+        if self.groups is not None:
+            current = jobs[self.key]
+            self.original = current.node_groups
+            self.session.put_job(current.with_node_groups(self.groups))
+        return jobs[self.key]
+
+    def __exit__(self, *_: object) -> None:
+        if self.groups is None:
+            return
+        current = self.session.jobs.get(self.key)
         if current is not None:
-            session.put_job(current.with_node_groups(original))
+            self.session.put_job(current.with_node_groups(self.original))

@@ -21,10 +21,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
 from kubernetes.client import Configuration
 
 from gitops_sched.cluster import ClusterClient, ObjectRef, load_configuration
+from testkit import fast_yaml
 from testkit.control_plane.cluster import ADMIN_TOKENS, ControlPlane
 from testkit.control_plane.fixtures import FAST_BACKOFF, connect
 from testkit.control_plane.install import apply_kustomization
@@ -74,13 +74,13 @@ def token(plane: ControlPlane, namespace: str, account: str) -> str:
 def account_kubeconfig(plane: ControlPlane, namespace: str, account: str) -> Path:
     """`<plane>/accounts/<namespace>.<account>.kubeconfig`: the plane's server and CA, the
     ServiceAccount's token (a fresh one each call)."""
-    config = yaml.safe_load(plane.kubeconfig.read_text())
+    config = fast_yaml.load(plane.kubeconfig.read_text())
     user = f"{namespace}.{account}"
     config["users"] = [{"name": user, "user": {"token": token(plane, namespace, account)}}]
     config["contexts"][0]["context"]["user"] = user
     path = plane.root / "accounts" / f"{user}.kubeconfig"
     path.parent.mkdir(exist_ok=True)
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(fast_yaml.dump(config))
     return path
 
 

@@ -261,7 +261,10 @@ def _empty(
     """Delete every object of `kinds` in `namespaces`, and what the session did not start
     with in `SHARED`, until none is left: finalizers dropped one object at a time, then one
     collection delete per kind and namespace (a test's namespace goes whole), so a wipe
-    costs requests per kind, not per object."""
+    costs requests per kind, not per object. The namespaces are being deleted already, so
+    nothing new appears in them (the API server refuses it) and one pass empties them; the
+    kinds are listed again only after a pass that deleted something in `SHARED` (a
+    controller may make more there) or was refused."""
     kept = plane.shared  # type: ignore[attr-defined]
     deadline = time.monotonic() + seconds
     while True:
@@ -275,19 +278,27 @@ def _empty(
             return
         if time.monotonic() > deadline:
             raise AssertionError(f"{len(left)} objects left in {sorted(namespaces | {SHARED})}")
+        again = False
         whole: dict[tuple[str, str, str], Kind] = {}
         for kind, meta in left:
             path = kind.path(meta["namespace"], meta["name"])
-            with contextlib.suppress(Refused):
+            try:
                 if meta.get("finalizers"):
                     api.drop_finalizers(path)
                 if meta["namespace"] in namespaces and "deletecollection" in kind.verbs:
                     whole[(kind.group, kind.kind, meta["namespace"])] = kind
                     continue
                 api.delete(path, NO_GRACE)
+            except Refused:
+                again = True
+            again = again or meta["namespace"] not in namespaces
         for (_, _, namespace), kind in whole.items():
-            with contextlib.suppress(Refused):
+            try:
                 api.delete(kind.path(namespace), NO_GRACE)  # the whole collection
+            except Refused:
+                again = True
+        if not again:
+            return
 
 
 def _emptied(kinds: list[Kind]) -> list[Kind]:

@@ -64,11 +64,11 @@ def consolidate(session: Session) -> None:
         return
     queues = session.pending_by_project()
     failed: set[tuple] = set()
-    # plans per (node groups, request), and whole-GPU plans per (node, GPUs), kept while
-    # nothing is moved: a failed try leaves no trace, so the next job of that request (or
-    # of that size on other node groups) finds the same plans
-    plans: dict[tuple, list[Plan]] = {}
-    node_plans: dict[tuple[str, int], Plan | None] = {}
+    # plans per (node groups, request), whole-GPU plans per (node, GPUs), each node's movable
+    # jobs in victim order and the victim ranks, kept while nothing is moved: a failed try
+    # leaves no trace, so the next job of that request (or of another size, or on other
+    # node groups) finds the same plans, jobs and ranks
+    cache = _Plans(session)
     for name in session.serve_order(queues):
         for job in queues[name]:
             job = session.jobs[job.key]
@@ -81,12 +81,21 @@ def consolidate(session: Session) -> None:
             # moves keep the room in total: a job without enough of it never fits this cycle
             if room_in_total(session, job) < pod_need(session, job) * job.next_pods - GPU_EPSILON:
                 failed.add(shape)
-            elif _consolidate_for(session, job, plans, node_plans):
+            elif _consolidate_for(session, job, cache):
                 session.pending_reasons.pop(job.key, None)
-                plans.clear()
-                node_plans.clear()
+                cache = _Plans(session)
             else:
                 failed.add(shape)
+
+
+class _Plans:
+    """What _plans works out that holds until something is moved (see consolidate)."""
+
+    def __init__(self, session: Session) -> None:
+        self.by_request: dict[tuple, list[Plan]] = {}  # (node groups, request) -> plans
+        self.node_plans: dict[tuple[str, int], Plan | None] = {}  # (node, GPUs) -> plan
+        self.node_moves: dict[str, _NodeMoves] = {}  # node -> its movable whole-GPU jobs
+        self.ranks = _VictimRanks(session)
 
 
 def pod_need(session: Session, job: Job) -> float:
@@ -105,19 +114,14 @@ def room_in_total(session: Session, job: Job) -> float:
     return room
 
 
-def _consolidate_for(
-    session: Session,
-    job: Job,
-    cache: dict[tuple, list[Plan]],
-    node_plans: dict[tuple[str, int], Plan | None],
-) -> bool:
+def _consolidate_for(session: Session, job: Job, cache: _Plans) -> bool:
     if job.running:  # its own pods are not movable: its plans are its own
-        plans = _plans(session, job, {})
+        plans = _plans(session, job, _Plans(session))
     else:
         key = (job.node_groups, job.request)
-        if key not in cache:
-            cache[key] = _plans(session, job, node_plans)
-        plans = cache[key]
+        if key not in cache.by_request:
+            cache.by_request[key] = _plans(session, job, cache)
+        plans = cache.by_request[key]
     for start in range(min(len(plans), MAX_TRIES)):
         with session.statement() as commit:
             taken: list[Taken] = []
@@ -136,20 +140,23 @@ def _consolidate_for(
     return False
 
 
-def _plans(
-    session: Session, job: Job, node_plans: dict[tuple[str, int], Plan | None]
-) -> list[Plan]:
+def _plans(session: Session, job: Job, cache: _Plans) -> list[Plan]:
     """Every node's (whole GPUs) or GPU's (shares) plan, the fewest and youngest first.
     A node's whole-GPU plan depends only on the node and the GPUs needed (the job's own
-    pods aside): `node_plans` keeps them for other jobs of that size."""
+    pods aside): `cache` keeps them for other jobs of that size, and each node's movable
+    jobs for jobs of any size."""
     plans = []
     need = pod_need(session, job)
-    ranks = _VictimRanks(session)
+    ranks = cache.ranks
+    node_plans = cache.node_plans
     for use in session.candidate_nodes(job):
         if job.request.kind is RequestKind.WHOLE:
             key = (use.name, int(need))
             if key not in node_plans:
-                node_plans[key] = _node_plan(session, job, use, int(need), ranks)
+                moves = cache.node_moves.get(use.name)
+                if moves is None:
+                    moves = cache.node_moves[use.name] = _NodeMoves(session, job, use, ranks)
+                node_plans[key] = moves.plan(session, use, int(need), ranks)
             plan = node_plans[key]
             if plan is not None:
                 plans.append(plan)
@@ -175,49 +182,52 @@ def _plan(moves: list[Job], gpus: float, ranks: _VictimRanks) -> Plan:
     return Plan((order[-1], len(moves), gpus, order), tuple(m.key for m in moves))
 
 
-def _node_plan(
-    session: Session, job: Job, use: NodeUse, count: int, ranks: _VictimRanks
-) -> Plan | None:
-    """Move whole jobs off the node, in victim order, until `count` of its GPUs are free."""
-    deficit = count - use.free_whole
-    if deficit <= 0:
+class _NodeMoves:
+    """A node's whole-GPU plans for any number of GPUs: the jobs that may move off it (every
+    GPU they hold there holds only movable jobs) in victim order, and how many jobs hold
+    each of its busy GPUs. Worked out once per node, not once per size of job."""
+
+    def __init__(self, session: Session, job: Job, use: NodeUse, ranks: _VictimRanks) -> None:
+        holders: dict[str, list[int]] = {}  # job -> GPUs of this node it holds
+        blocked: set[int] = set()
+        movable: dict[str, Job | None] = {}
+        self.holding: dict[int, int] = {}  # busy GPU -> how many jobs hold it
+        for gpu in use.gpus:
+            if gpu.is_free or gpu.mig_enabled or gpu.held:
+                continue
+            names = [gpu.whole] if gpu.whole else list(gpu.shares)
+            self.holding[gpu.index] = len(names)
+            for name in names:
+                if name not in movable:
+                    movable[name] = _movable(session, name, job)
+                holders.setdefault(name, []).append(gpu.index)
+            if not all(movable[name] for name in names):
+                blocked.add(gpu.index)
+        candidates = [
+            (session.jobs[name], gpus)
+            for name, gpus in holders.items()
+            if not blocked.intersection(gpus) and movable[name]
+        ]
+        candidates.sort(key=lambda c: ranks.of(c[0]))
+        self.candidates = candidates
+
+    def plan(self, session: Session, use: NodeUse, count: int, ranks: _VictimRanks) -> Plan | None:
+        """Move jobs off the node, in victim order, until `count` of its GPUs are free."""
+        deficit = count - use.free_whole
+        if deficit <= 0:
+            return None
+        left = dict(self.holding)  # GPU -> its holders not moved yet
+        freed = 0
+        moves: list[Job] = []
+        for candidate, gpus in self.candidates:
+            moves.append(candidate)
+            for index in gpus:
+                left[index] -= 1
+                freed += left[index] == 0
+            if freed >= deficit:
+                total = sum(session.placed_gpus(m) for m in moves)
+                return _plan(moves, total, ranks)
         return None
-    holders: dict[str, list[int]] = {}  # job -> GPUs of this node it holds
-    blocked: set[int] = set()
-    movable: dict[str, Job | None] = {}
-    for gpu in use.gpus:
-        if gpu.is_free or gpu.mig_enabled or gpu.held:
-            continue
-        names = [gpu.whole] if gpu.whole else list(gpu.shares)
-        for name in names:
-            if name not in movable:
-                movable[name] = _movable(session, name, job)
-            holders.setdefault(name, []).append(gpu.index)
-        if not all(movable[name] for name in names):
-            blocked.add(gpu.index)
-    candidates = [
-        session.jobs[name]
-        for name, gpus in holders.items()
-        if not blocked.intersection(gpus) and movable[name]
-    ]
-    candidates.sort(key=ranks.of)
-    moves: list[Job] = []
-    for candidate in candidates:
-        moves.append(candidate)
-        if len(_freed(use, {m.key for m in moves})) >= deficit:
-            gpus = sum(session.placed_gpus(m) for m in moves)
-            return _plan(moves, gpus, ranks)
-    return None
-
-
-def _freed(use: NodeUse, moved: set[str]) -> set[int]:
-    """The node's GPUs left free once the `moved` jobs have gone."""
-    return {
-        gpu.index
-        for gpu in use.gpus
-        if not (gpu.is_free or gpu.mig_enabled or gpu.held)
-        and ({gpu.whole} if gpu.whole else set(gpu.shares)) <= moved
-    }
 
 
 def _gpu_plan(

@@ -129,8 +129,7 @@ def ranks_ahead(session: Session, job: Job, gain: float, victim: Victim) -> bool
     later victim of that queue, as losing more only moves it further ahead."""
     current = session.jobs[victim.job]
     pods = current.placement if victim.pods is None else victim.pods
-    amounts = [session.pod_gpus(current, pod) for pod in pods]
-    back = sum(amounts)
+    back = session.placed_gpus(current, victim.pods)  # the whole job's is kept per job
     queues = (current.project, session.department_of(current.project))
     allocated = session.allocated
     for queue in queues:
@@ -142,6 +141,7 @@ def ranks_ahead(session: Session, job: Job, gain: float, victim: Victim) -> bool
     if pools is not None and current.project not in pools.quotas:
         pools = None
     if pools is not None:
+        amounts = [session.pod_gpus(current, pod) for pod in pods]
         pools.account(current, pods, -1, amounts)
     try:
         return session.serves_before((current, back, (1,)), (job, gain, (0,)))
