@@ -1,4 +1,4 @@
-"""How the suite's tests are spread over the xdist workers (`-n 4`): only speed, never what
+"""How the suite's tests are spread over the xdist workers (`-n 3`): only speed, never what
 a test sees.
 
 - A module whose tests share a module-scoped cluster fixture (an installed example, an
@@ -7,7 +7,7 @@ a test sees.
   `--dist loadgroup` would say so with marks, but it groups nothing under pytest 9.2
   (pytest-xdist#1386), so the grouping is made here, from the module's path.
 - The modules holding the suite's longest tests go out first, so the run does not end with
-  three workers idle while one finishes a minute-long test it started last.
+  the other workers idle while one finishes a minute-long test it started last.
 Everything else goes out one test at a time, in the order collected, as `--dist load` does.
 """
 
