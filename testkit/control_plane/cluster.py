@@ -78,7 +78,6 @@ class ControlPlane:
         self.root = root
         self.die_with_parent = die_with_parent
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
-        self.kustomizations_applied: set[str] = set()  # see `install.apply_kustomization`
         self.token = ""
         self.api_port = 0
         self.version = ""

@@ -62,14 +62,9 @@ def _kustomized(folder: str) -> list[dict]:
 
 def apply_kustomization(plane: ControlPlane, folder: str) -> list[dict]:
     """`kubectl apply --server-side` of a folder of this repository, without what runs an
-    image; the objects applied. The first apply of each folder on a control plane is
-    validated strictly, as an admin's kubectl does; a later apply of the same objects skips
-    kubectl's validation (`--validate=false`: about 0.33 of its 0.45 CPU-s went to fetching
-    the OpenAPI document to learn whether the server checks fields)."""
+    image; the objects applied."""
     objects = kustomization(folder)
-    flags = ["--validate=false"] if folder in plane.kustomizations_applied else []
-    kubectl(plane, "apply", "--server-side", *flags, "-f", "-", stdin=_stream(folder))
-    plane.kustomizations_applied.add(folder)
+    kubectl(plane, "apply", "--server-side", "-f", "-", stdin=_stream(folder))
     return objects
 
 
