@@ -58,11 +58,12 @@ class ObjectRef:
 @dataclass(frozen=True)
 class Resource:
     """Where a kind's objects are: its group version's path (`/apis/<group>/<version>` or
-    `/api/v1`), its plural, and whether it is namespaced."""
+    `/api/v1`), its plural, whether it is namespaced and whether it can be listed."""
 
     prefix: str
     plural: str
     namespaced: bool
+    listable: bool
 
     def path(self, name: str | None = None, namespace: str | None = None) -> str:
         """The path of one object (`name`), or of the list of them (in `namespace`, or in
@@ -112,7 +113,12 @@ class ClusterClient:
             self._kinds.pop(api_version, None)
             return None
         kinds = {
-            str(r["kind"]): Resource(prefix, str(r["name"]), bool(r.get("namespaced")))
+            str(r["kind"]): Resource(
+                prefix,
+                str(r["name"]),
+                bool(r.get("namespaced")),
+                "list" in (r.get("verbs") or ()),
+            )
             for r in body.get("resources") or []
             if isinstance(r, dict) and "/" not in str(r.get("name", "/")) and r.get("kind")
         }
@@ -122,18 +128,18 @@ class ClusterClient:
     def listable_kinds(self, namespaced_only: bool = False) -> builtins.list[tuple[str, str]]:
         """Every kind the server lists (or every namespaced one), in each group's preferred
         version, read afresh: one request per group version, each with its own retries.
-        ApiFailure when a group cannot be read, so a group that did not answer is never
-        taken for one without kinds."""
+        ApiFailure (NotFound too) when a group cannot be read, so a group that did not
+        answer is never taken for one without kinds."""
         groups = self._request("GET", "/apis").get("groups") or []
-        paths = ["/api/v1"] + [f"/apis/{g['preferredVersion']['groupVersion']}" for g in groups]
+        versions = ["v1"] + [str(g["preferredVersion"]["groupVersion"]) for g in groups]
         kinds = set()
-        for path in paths:
-            body = self._request("GET", path)
-            for r in body.get("resources") or []:
-                listed = "list" in (r.get("verbs") or ())
-                scoped = r.get("namespaced") or not namespaced_only
-                if scoped and listed and "/" not in r["name"]:
-                    kinds.add((str(body["groupVersion"]), str(r["kind"])))
+        for api_version in versions:
+            found = self._discover(api_version)
+            if found is None:
+                raise NotFound(404, "NotFound", f"{api_version}: listed, but not served")
+            for kind, resource in found.items():
+                if resource.listable and (resource.namespaced or not namespaced_only):
+                    kinds.add((api_version, kind))
         return sorted(kinds)
 
     def _path(self, ref: ObjectRef, subresource: str | None = None) -> str:
