@@ -15,6 +15,7 @@ two requests) are in `test_reconciler_faults.py`, on the API emulator.
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -80,8 +81,10 @@ def job_pods(h: Harness, uid: str) -> list[dict[str, Any]]:
     return pods or []
 
 
-def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout)
+def run_cli(
+    *args: str, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
 # --- creating, changing, pruning ------------------------------------------------------
@@ -577,17 +580,23 @@ def test_the_reconcilers_own_namespace_is_never_pruned(harness):
 # --- the command ------------------------------------------------------------------------
 
 
-def test_the_reconcile_command_syncs_once(harness, real_cluster):
+def test_the_reconcile_command_syncs_once(harness, real_cluster, tmp_path):
+    """From a Git URL: each run clones into a scratch folder it removes when it ends."""
     h = harness()
     commit(h.repo, config({"vision": 8}))
     kubeconfig = account_kubeconfig(real_cluster, *RECONCILER)  # as its Deployment runs it
-    base = ["reconcile", "--repo", str(h.repo), "--kubeconfig", str(kubeconfig)]
-    done = run_cli(*base, "--once", "--namespace", SYSTEM)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    url = ["reconcile", "--repo", h.repo.resolve().as_uri(), "--kubeconfig", str(kubeconfig)]
+    done = run_cli(
+        *url, "--once", "--namespace", SYSTEM, env={**os.environ, "TMPDIR": str(scratch)}
+    )
     assert done.returncode == 0, done.stderr
     assert h.get(API, "Project", "vision") is not None
+    assert not list(scratch.glob("gitops-sched-reconcile-*"))  # the clone is gone
     assert set(h.live()) == h.listed()
     commit(h.repo, config({"vision": 6}))
-    dry = run_cli(*base, "--dry-run", "--namespace", SYSTEM)
+    dry = run_cli(*url, "--dry-run", "--namespace", SYSTEM)
     assert dry.returncode == 0, dry.stderr
     assert "+    gpu: 6" in dry.stdout
     assert h.get(API, "Project", "vision")["spec"]["quota"]["gpu"] == 8

@@ -87,7 +87,13 @@ class Reconciler:
         self.elector = elector
         self.metrics = metrics or Metrics()
         self.health = health or Health(stale_after=max(300.0, settings.interval * 5))
-        workdir = settings.workdir or Path(tempfile.mkdtemp(prefix="gitops-sched-reconcile-"))
+        # a clone's folder: given, or a scratch folder of our own that `close` removes (a
+        # `reconcile --once` in CI must not leave one behind per run)
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None
+        workdir = settings.workdir
+        if workdir is None:
+            self._scratch = tempfile.TemporaryDirectory(prefix="gitops-sched-reconcile-")
+            workdir = Path(self._scratch.name)
         self.source = open_source(settings.repo, settings.ref, workdir)
         self.syncer = Syncer(
             client,
@@ -103,6 +109,11 @@ class Reconciler:
         self._compiled: tuple[str, list[dict[str, Any]] | tuple[str, ...]] | None = None
         if elector is not None:
             elector.guard_writes(client)
+
+    def close(self) -> None:
+        """Remove the scratch folder (a Git URL's clone), if this reconciler made one."""
+        if self._scratch is not None:
+            self._scratch.cleanup()
 
     def compile(self, checkout: Checkout) -> list[dict[str, Any]] | tuple[str, ...]:
         """The rendered objects, or the errors (cached per revision)."""

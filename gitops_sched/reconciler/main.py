@@ -83,6 +83,7 @@ def run_reconciler(
         if elector is not None:
             elector.stop(release=True)
         client.close()
+        reconciler.close()
     if dry_run and outcome is not None and outcome.result is not None:
         for text in outcome.result.diff:
             sys.stdout.write(text)
