@@ -9,7 +9,6 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
 from hypothesis import given, settings
 
 from gitops_sched.bridge.build import nodes_from_repo
@@ -20,7 +19,7 @@ from gitops_sched.config.loader import load_repo
 from gitops_sched.config.model import Repo, build_repo
 from gitops_sched.engine import schedule, settle
 from gitops_sched.engine.requests import placed_pod_gpus
-from gitops_sched.engine.types import GPU_EPSILON, Decisions, Snapshot
+from gitops_sched.engine.types import GPU_EPSILON, Decisions, EvictReason, Snapshot
 from gitops_sched.plan.impact import workloads as plan_workloads
 from gitops_sched.scheduler.snapshot import CycleMemory, build_view
 from gitops_sched.scheduler.status import queue_status
@@ -136,22 +135,22 @@ def test_a_repo_without_per_pool_quotas_builds_no_pools() -> None:
     assert Session(snapshot(pol, cluster(), jobs("a", "a", 2))).pools is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap, found by the property below: consolidation skips a job whose own "
-    "pool has no room in total, though what blocks it may run in another pool that has",
-)
 def test_work_that_may_run_anywhere_makes_way_in_the_pool_a_project_is_guaranteed() -> None:
     """vision is guaranteed 2 A100s and pins 2 jobs there; free (within its own quota) put
-    its job, which may run anywhere, on the A100 node while an H100 was free."""
+    its job, which may run anywhere, on the A100 node while an H100 was free: it is moved
+    to the H100 (consolidation counts the free GPUs of every pool), not stopped."""
     pol = policy(
         pooled("vision", 0, 2),
         project("free", 1, department="other"),
         departments=(department("dept", 2), department("other", 1)),
     )
     work = [*jobs("v", "vision", 2, node_groups=(A100,)), job("f", "free", 1)]
-    settled, _ = settle(snapshot(pol, (*nodes(A100, 1, gpus=2), *nodes(H100, 1, gpus=1)), work))
+    settled, history = settle(
+        snapshot(pol, (*nodes(A100, 1, gpus=2), *nodes(H100, 1, gpus=1)), work)
+    )
     assert held_in(settled, "vision", A100) == 2
+    assert held_in(settled, "free", H100) == 1
+    assert {e.reason for d in history for e in d.evictions} <= {EvictReason.CONSOLIDATE}
 
 
 @settings(max_examples=examples(100), deadline=None)

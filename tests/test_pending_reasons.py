@@ -235,8 +235,9 @@ def test_a_holder_over_its_share_loses_even_the_job_that_takes_it_below_it() -> 
 def test_nothing_to_reclaim_names_a_holder_at_its_share() -> None:
     # a (1 of its fair share of 3) needs 2 GPUs on group x, where b holds exactly its
     # fair share of 3: a queue must hold more than max(deserved, fair share) to lose work
+    # (b's work is pinned to x: work that may use y's free GPUs would be moved there)
     def on_x(*gpus: int) -> dict:
-        return {"placement": (PodPlacement("x-0", gpus),), "started_at": 0.0}
+        return {"placement": (PodPlacement("x-0", gpus),), "started_at": 0.0, "node_groups": ("x",)}
 
     state, _ = settle(
         snapshot(

@@ -1,17 +1,22 @@
 """Consolidate: when free GPUs are scattered so a pending job fits nowhere, move work.
 
-Only when the allowed nodes have enough room in total (the job is blocked by
-fragmentation, not by capacity) and its quota allows it -- no fair-share condition, as in
-KAI's consolidation: the only rule is that every job moved is placed again, so nothing is
-lost, only restarted. Whole GPUs, fractions and `gpuMemory` requests, gangs included, are
-consolidated; MIG work is neither moved nor made room for (a MIG pod's instance would have
-to be created on the target first, and dynamic MIG already reshapes idle instances).
+Only when the cluster has enough room in total and the job's quota allows it -- no
+fair-share condition, as in KAI's consolidation (its IsEnoughGPUsAllocatableForJob counts
+the idle GPUs of every node): the only rule is that every job moved is placed again, so
+nothing is lost, only restarted. The room counted is the whole cluster's, not only that of
+the job's node groups: work that may run in several groups moves out of the job's into
+another that has room, so a job pinned to the group its project is guaranteed GPUs in
+(engine.pools) is not kept out by work that could run elsewhere. Whole GPUs, fractions
+and `gpuMemory` requests, gangs included, are consolidated; MIG work is neither moved nor
+made room for (a MIG pod's instance would have to be created on the target first, and
+dynamic MIG already reshapes idle instances).
 
 What to move goes in KAI's victim order (its consolidation takes victims from the same
 queue of victims as reclaim): queues in reverse allocation order (Session.victim_queue_key),
 inside a queue the lowest priority first, then the newest job -- the latest start, then
 the latest submission; never by node name. Each node (for whole GPUs) or GPU (for shares)
-gets a plan: its preemptible jobs in that order until one pod fits there. Plans are tried
+gets a plan: its preemptible jobs in that order until one pod fits there, leaving out
+those with no room for them on any other node (they would have to come back). Plans are tried
 by the victim order of their last move (the plan that needs to go least far down the
 order first), then the fewest moves, then the fewest GPUs moved; a gang takes several.
 A try is kept only if every job moved finds a place; one the job did not need keeps its own.
@@ -19,6 +24,7 @@ A try is kept only if every job moved finds a place; one the job did not need ke
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gitops_sched.engine.actions.victims import Taken, evict, give_back, place_within
@@ -78,8 +84,8 @@ def consolidate(session: Session) -> None:
             shape = (job.request, job.next_pods, job.node_groups)
             if shape in failed or quota_blocker(session, job):
                 continue
-            # moves keep the room in total: a job without enough of it never fits this cycle
-            if room_in_total(session, job) < pod_need(session, job) * job.next_pods - GPU_EPSILON:
+            # moves keep the room in total: a job needing more never fits this cycle
+            if room_anywhere(session) < pod_need(session, job) * job.next_pods - GPU_EPSILON:
                 failed.add(shape)
             elif _consolidate_for(session, job, cache):
                 session.pending_reasons.pop(job.key, None)
@@ -96,6 +102,7 @@ class _Plans:
         self.node_plans: dict[tuple[str, int], Plan | None] = {}  # (node, GPUs) -> plan
         self.node_moves: dict[str, _NodeMoves] = {}  # node -> its movable whole-GPU jobs
         self.ranks = _VictimRanks(session)
+        self.rooms: dict[tuple[str, ...], float] = {}  # node groups -> room_in_total there
 
 
 def pod_need(session: Session, job: Job) -> float:
@@ -107,10 +114,21 @@ def pod_need(session: Session, job: Job) -> float:
 
 def room_in_total(session: Session, job: Job) -> float:
     """Free GPUs plus the room left on shared ones, on the job's schedulable nodes."""
-    room = float(session.free_whole(job))
-    for group in session.groups_of(job):
+    return _room(session, session.groups_of(job))
+
+
+def room_anywhere(session: Session) -> float:
+    """Free GPUs plus the room left on shared ones, on every schedulable node: the most
+    that moves can free for any job (a move takes its room with it)."""
+    return _room(session, session.usage.free_total)
+
+
+def _room(session: Session, groups: Iterable[str]) -> float:
+    usage = session.usage
+    room = float(sum(usage.free_total.get(g, 0) for g in groups))
+    for group in groups:
         # shared GPUs are indexed as (-used, node, index)
-        room += sum(1.0 + minus_used for minus_used, _, _ in session.usage.shared.get(group, ()))
+        room += sum(1.0 + minus_used for minus_used, _, _ in usage.shared.get(group, ()))
     return room
 
 
@@ -155,14 +173,14 @@ def _plans(session: Session, job: Job, cache: _Plans) -> list[Plan]:
             if key not in node_plans:
                 moves = cache.node_moves.get(use.name)
                 if moves is None:
-                    moves = cache.node_moves[use.name] = _NodeMoves(session, job, use, ranks)
+                    moves = cache.node_moves[use.name] = _NodeMoves(session, job, use, cache)
                 node_plans[key] = moves.plan(session, use, int(need), ranks)
             plan = node_plans[key]
             if plan is not None:
                 plans.append(plan)
         else:
             for gpu in use.gpus:
-                plan = _gpu_plan(session, job, use, gpu, ranks)
+                plan = _gpu_plan(session, job, use, gpu, cache)
                 if plan is not None:
                     plans.append(plan)
     return sorted(plans, key=lambda p: p.key)
@@ -176,6 +194,20 @@ def _movable(session: Session, holder: str, job: Job) -> Job | None:
     return None if held.request.kind is RequestKind.MIG else held
 
 
+def _may_leave(session: Session, held: Job, use: NodeUse, here: float, cache: _Plans) -> bool:
+    """Whether one pod of the job could run elsewhere than where the plan makes room on
+    `use` (`here`: the free room there), by the room left in its node groups. One that
+    could not is no move: it would have to come back to the GPUs the plan makes room on,
+    so a plan that counts on moving it fails (and hides the plan of the same node, or
+    GPU, that moves work with somewhere to go)."""
+    room = cache.rooms.get(held.node_groups)
+    if room is None:
+        room = cache.rooms[held.node_groups] = room_in_total(session, held)
+    if use.node.node_group in session.groups_of(held):
+        room -= here
+    return room >= pod_need(session, held) - GPU_EPSILON
+
+
 def _plan(moves: list[Job], gpus: float, ranks: _VictimRanks) -> Plan:
     """The moves in victim order: later plans are those whose last move comes later."""
     order = tuple(ranks.of(m) for m in moves)
@@ -187,7 +219,7 @@ class _NodeMoves:
     GPU they hold there holds only movable jobs) in victim order, and how many jobs hold
     each of its busy GPUs. Worked out once per node, not once per size of job."""
 
-    def __init__(self, session: Session, job: Job, use: NodeUse, ranks: _VictimRanks) -> None:
+    def __init__(self, session: Session, job: Job, use: NodeUse, cache: _Plans) -> None:
         holders: dict[str, list[int]] = {}  # job -> GPUs of this node it holds
         blocked: set[int] = set()
         movable: dict[str, Job | None] = {}
@@ -199,7 +231,9 @@ class _NodeMoves:
             self.holding[gpu.index] = len(names)
             for name in names:
                 if name not in movable:
-                    movable[name] = _movable(session, name, job)
+                    held = _movable(session, name, job)
+                    leaves = held and _may_leave(session, held, use, use.free_whole, cache)
+                    movable[name] = held if leaves else None
                 holders.setdefault(name, []).append(gpu.index)
             if not all(movable[name] for name in names):
                 blocked.add(gpu.index)
@@ -208,7 +242,7 @@ class _NodeMoves:
             for name, gpus in holders.items()
             if not blocked.intersection(gpus) and movable[name]
         ]
-        candidates.sort(key=lambda c: ranks.of(c[0]))
+        candidates.sort(key=lambda c: cache.ranks.of(c[0]))
         self.candidates = candidates
 
     def plan(self, session: Session, use: NodeUse, count: int, ranks: _VictimRanks) -> Plan | None:
@@ -230,9 +264,7 @@ class _NodeMoves:
         return None
 
 
-def _gpu_plan(
-    session: Session, job: Job, use: NodeUse, gpu: GpuUse, ranks: _VictimRanks
-) -> Plan | None:
+def _gpu_plan(session: Session, job: Job, use: NodeUse, gpu: GpuUse, cache: _Plans) -> Plan | None:
     """Move shares off the GPU, in victim order, until the job's share fits on it."""
     if gpu.mig_enabled or gpu.whole or gpu.used <= GPU_EPSILON:
         return None  # a free GPU needs no plan: the job would have taken it
@@ -242,7 +274,12 @@ def _gpu_plan(
         share = job.request.memory_mib / gpu.memory_mib if gpu.memory_mib else 2.0
     if share > 1 + GPU_EPSILON:
         return None
-    candidates = [m for m in map(lambda n: _movable(session, n, job), gpu.shares) if m]
+    candidates = [
+        m
+        for m in map(lambda n: _movable(session, n, job), gpu.shares)
+        if m and _may_leave(session, m, use, 1.0 - gpu.used, cache)
+    ]
+    ranks = cache.ranks
     candidates.sort(key=ranks.of)
     room = 1.0 - gpu.used
     moves: list[Job] = []
