@@ -19,7 +19,7 @@ from gitops_sched.config.loader import load_repo
 from gitops_sched.config.model import Repo, build_repo
 from gitops_sched.engine import schedule, settle
 from gitops_sched.engine.requests import placed_pod_gpus
-from gitops_sched.engine.types import GPU_EPSILON, Decisions, EvictReason, Snapshot
+from gitops_sched.engine.types import GPU_EPSILON, Decisions, EvictReason, PodPlacement, Snapshot
 from gitops_sched.plan.impact import workloads as plan_workloads
 from gitops_sched.scheduler.snapshot import CycleMemory, build_view
 from gitops_sched.scheduler.status import queue_status
@@ -52,6 +52,11 @@ def held_in(settled: Snapshot, name: str, group: str) -> float:
         for pod in j.placement
         if nodes_by[pod.node].node_group == group
     )
+
+
+def on(group: str) -> PodPlacement:
+    """The first GPU of the group's first node."""
+    return PodPlacement(f"{group}-0", (0,))
 
 
 def pool_status(decisions: Decisions, name: str, group: str):
@@ -151,6 +156,32 @@ def test_work_that_may_run_anywhere_makes_way_in_the_pool_a_project_is_guarantee
     assert held_in(settled, "vision", A100) == 2
     assert held_in(settled, "free", H100) == 1
     assert {e.reason for d in history for e in d.evictions} <= {EvictReason.CONSOLIDATE}
+
+
+def test_a_department_gives_back_what_it_holds_in_a_pool_beyond_what_its_projects_deserve_there():
+    """vision holds its one GPU of fair share on the A100 (borrowing nlp's quota there);
+    free, with no quota, holds the one H100, the GPU vision is guaranteed. Free's
+    department is below its share over the cluster, but holds in h100 more than its
+    projects deserve there (0): vision reclaims it, as it would from a project over its
+    quota there."""
+    pol = policy(
+        pooled("vision", 1, 0, department="d1"),
+        pooled("nlp", 0, 1, department="d2"),
+        project("free", 0, department="d2"),
+        departments=(department("d1", 1), department("d2", 1)),
+    )
+    work = [
+        job("v-a", "vision", 1, node_groups=(A100,), placement=(on(A100),), started_at=0.0),
+        job("f-h", "free", 1, node_groups=(H100,), placement=(on(H100),), started_at=0.0),
+        job("v-h", "vision", 1, node_groups=(H100,), submitted=10),
+    ]
+    settled, history = settle(
+        snapshot(pol, (*nodes(A100, 1, gpus=1), *nodes(H100, 1, gpus=1)), work)
+    )
+    assert held_in(settled, "vision", H100) == 1
+    assert [(e.job, e.reason) for d in history for e in d.evictions] == [
+        ("f-h", EvictReason.RECLAIM)
+    ]
 
 
 @settings(max_examples=examples(100), deadline=None)

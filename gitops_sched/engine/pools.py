@@ -106,6 +106,7 @@ class Pools:
         self.usage, self.history_weight = self._usage()
         self.fair_share = self._shares()
         self.department_bounds = self._department_bounds()
+        self.pooled_departments = {d for d, _ in self.department_bounds}
 
     def account(
         self,
@@ -248,9 +249,16 @@ class Pools:
         """A serve-order key (Session._serve_level) of the job's project (or department)
         whose first item, over its deserved quota with the job, is judged in the job's node
         groups where the project has per-group quotas: the group it is tried in, else
-        those its pods run on (a victim), else those it may use. A department is judged
-        there by its projects with per-group quotas (see department_in)."""
-        if job.project not in self.quotas:
+        those its pods run on (a victim), else those it may use. A department with such
+        projects is judged there by them (see department_in) whatever project the job is
+        of, as reclaim judges whether it may lose work (reclaim._pool_department_floor):
+        a department holding more in a group than its projects deserve there (the work of
+        its projects without per-group quotas counted too) comes after one within what
+        it deserves there, so a project's deserved quota in a group is guaranteed there
+        against work that only its department's totals would keep."""
+        if job.project not in self.quotas and not (
+            department and self.has_pooled(self.session.department_of(job.project))
+        ):
             return key
         groups = self.job_groups(job)
         if department:
@@ -270,6 +278,10 @@ class Pools:
         usage of a group lowered its share there (fairness over time) ranks after one that
         did not, in that group, even where their shares over the cluster are equal."""
         return share_items(self.held(project, groups), gain, self.allocatable(project, groups))
+
+    def has_pooled(self, department: str) -> bool:
+        """Whether any project of the department has per-group quotas."""
+        return department in self.pooled_departments
 
     def job_groups(self, job: Job) -> frozenset[str]:
         """The node groups a job is judged in (see in_groups)."""
@@ -325,10 +337,11 @@ def pool_queues(
 
 def ran_in(session: Session, job: Job, pods: tuple[PodPlacement, ...]) -> Job:
     """The job limited to the node groups `pods` ran in: how allocation order judges a
-    victim with per-group quotas that is offered its place back (Pools.in_groups). Only
-    for ordering: the session keeps the job as it is."""
+    victim that is offered its place back where per-group quotas exist (Pools.in_groups:
+    its project, if it has them, and its department). Only for ordering: the session
+    keeps the job as it is."""
     pools = session.pools
-    if pools is None or job.project not in pools.quotas or not pods:
+    if pools is None or not pods:
         return job
     groups = tuple(sorted({pools.group.get(pod.node, "") for pod in pods}))
     return job.with_node_groups(groups)

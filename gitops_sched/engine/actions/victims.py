@@ -135,11 +135,9 @@ def ranks_ahead(session: Session, job: Job, gain: float, victim: Victim) -> bool
     for queue in queues:
         if queue in allocated:
             allocated[queue] -= back
-    # and in the node groups it runs in, which the order reads only for a project with
-    # per-group quotas (Pools.in_groups): the claimant's are another project's
+    # and in the node groups it runs in, which the order reads for a project with
+    # per-group quotas and for a department with such projects (Pools.in_groups)
     pools = session.pools
-    if pools is not None and current.project not in pools.quotas:
-        pools = None
     if pools is not None:
         amounts = [session.pod_gpus(current, pod) for pod in pods]
         pools.account(current, pods, -1, amounts)
