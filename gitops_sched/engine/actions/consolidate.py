@@ -133,8 +133,8 @@ def _room(session: Session, groups: Iterable[str]) -> float:
 
 
 def _consolidate_for(session: Session, job: Job, cache: _Plans) -> bool:
-    if job.running:  # its own pods are not movable: its plans are its own
-        plans = _plans(session, job, _Plans(session))
+    if job.running:  # its own pods are not movable: its plans there are its own
+        plans = _plans(session, job, cache, frozenset(pod.node for pod in job.placement))
     else:
         key = (job.node_groups, job.request)
         if key not in cache.by_request:
@@ -158,17 +158,24 @@ def _consolidate_for(session: Session, job: Job, cache: _Plans) -> bool:
     return False
 
 
-def _plans(session: Session, job: Job, cache: _Plans) -> list[Plan]:
+def _plans(
+    session: Session, job: Job, cache: _Plans, own: frozenset[str] = frozenset()
+) -> list[Plan]:
     """Every node's (whole GPUs) or GPU's (shares) plan, the fewest and youngest first.
     A node's whole-GPU plan depends only on the node and the GPUs needed (the job's own
     pods aside): `cache` keeps them for other jobs of that size, and each node's movable
-    jobs for jobs of any size."""
+    jobs for jobs of any size. On the nodes `own`, where the job runs pods of its own
+    (which never move), its plans are worked out for it alone and not kept."""
     plans = []
     need = pod_need(session, job)
     ranks = cache.ranks
     node_plans = cache.node_plans
     for use in session.candidate_nodes(job):
-        if job.request.kind is RequestKind.WHOLE:
+        if job.request.kind is RequestKind.WHOLE and use.name in own:
+            plan = _NodeMoves(session, job, use, cache).plan(session, use, int(need), ranks)
+            if plan is not None:
+                plans.append(plan)
+        elif job.request.kind is RequestKind.WHOLE:
             key = (use.name, int(need))
             if key not in node_plans:
                 moves = cache.node_moves.get(use.name)
