@@ -168,33 +168,32 @@ def test_a_queue_over_its_share_may_lose_the_job_that_takes_it_below():
     assert [allocated(history[-1], p) for p in ("a", "b")] == [3, 0]
 
 
-def test_a_queue_at_its_share_loses_nothing():
-    # the same with b holding 3 of its fair share of 3 on the node a must use, b's work
-    # pinned there too (so nothing can make way by moving to y)
+def b_at_its_share(b_groups: tuple[str, ...]) -> Snapshot:
+    """b holds 3 of its fair share of 3 on the node a's 2-GPU job must use (group x); y
+    has 2 free GPUs; b's work may use `b_groups` (every group if empty)."""
     pol = policy(project("a", 1), project("b", 1))
     work = [
         running("a-run", "a", 1, on("x-0", 0), type="inference"),
-        *(running(f"b-{i}", "b", 1, on("x-0", 1 + i), node_groups=("x",)) for i in range(3)),
+        *(running(f"b-{i}", "b", 1, on("x-0", 1 + i), node_groups=b_groups) for i in range(3)),
         job("a-two", "a", 2, node_groups=("x",), submitted=10),
     ]
     snap = snapshot(pol, (*nodes("x", 1, gpus=4), *nodes("y", 1, gpus=2)), work)
-    final, history = settled(replace(snap, now=100.0))
+    return replace(snap, now=100.0)
+
+
+def test_a_queue_at_its_share_loses_nothing():
+    # the same with b holding 3 of its fair share of 3 on the node a must use, b's work
+    # pinned there too (so nothing can make way by moving to y)
+    final, history = settled(b_at_its_share(("x",)))
     assert not evicted(history)
     assert not is_running(final, "a-two")
 
 
 def test_work_of_a_queue_at_its_share_that_may_run_elsewhere_makes_way_by_moving():
-    # the same with b's work free to use y, which has 2 free GPUs: consolidation (which
-    # counts the cluster's free GPUs, as KAI's does) moves two of b's jobs there, so a's
-    # job runs and b still holds its 3 GPUs -- restarted, not lost
-    pol = policy(project("a", 1), project("b", 1))
-    work = [
-        running("a-run", "a", 1, on("x-0", 0), type="inference"),
-        *(running(f"b-{i}", "b", 1, on("x-0", 1 + i)) for i in range(3)),
-        job("a-two", "a", 2, node_groups=("x",), submitted=10),
-    ]
-    snap = snapshot(pol, (*nodes("x", 1, gpus=4), *nodes("y", 1, gpus=2)), work)
-    final, history = settled(replace(snap, now=100.0))
+    # the same with b's work free to use y: consolidation (which counts the cluster's
+    # free GPUs, as KAI's does) moves two of b's jobs there, so a's job runs and b still
+    # holds its 3 GPUs -- restarted, not lost
+    final, history = settled(b_at_its_share(()))
     assert is_running(final, "a-two")
     assert {e.reason for d in history for e in d.evictions} == {EvictReason.CONSOLIDATE}
     assert [allocated(history[-1], p) for p in ("a", "b")] == [3, 3]
