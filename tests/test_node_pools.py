@@ -17,7 +17,7 @@ from gitops_sched.compiler import render_repo
 from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.loader import load_repo
 from gitops_sched.config.model import Repo, build_repo
-from gitops_sched.engine import schedule, settle
+from gitops_sched.engine import apply_decisions, schedule, settle
 from gitops_sched.engine.requests import placed_pod_gpus
 from gitops_sched.engine.types import GPU_EPSILON, Decisions, EvictReason, PodPlacement, Snapshot
 from gitops_sched.plan.impact import workloads as plan_workloads
@@ -200,6 +200,22 @@ def test_per_pool_deserved_quota_is_guaranteed_per_pool(snapshot: Snapshot) -> N
             owed = min(math.floor(quota + GPU_EPSILON), pinned)
             held = held_in(settled, queue.name, group)
             assert held >= owed - GPU_EPSILON, (queue.name, group, held, owed)
+
+
+@settings(max_examples=examples(50), deadline=None)
+@given(pool_quota_snapshots())
+def test_work_made_to_make_way_in_a_pool_is_moved_never_stopped(snapshot: Snapshot) -> None:
+    """Consolidation across pools takes only work that can run elsewhere: every job it
+    evicts in a cycle runs again, in its own pool or another it may use, when the cycle
+    ends -- through every cycle of a settle."""
+    for _ in range(50):
+        decisions = schedule(snapshot)
+        placed = {bind.job for bind in decisions.binds}
+        for evict in decisions.evictions:
+            assert evict.reason is not EvictReason.CONSOLIDATE or evict.job in placed, evict
+        if not decisions.changed:
+            break
+        snapshot = apply_decisions(snapshot, decisions)
 
 
 # -- simulate, plan and the scheduler agree ----------------------------------------------------
