@@ -55,6 +55,7 @@ from testkit.control_plane.fixtures import (  # noqa: E402, F401
     control_plane,
     real_client,
     real_cluster,
+    uninstalled,
 )
 
 # the classes through which each in-cluster part talks to the API server

@@ -48,7 +48,7 @@ def harness(real_cluster: ControlPlane, tmp_path: Path) -> Iterator[Harness]:
 
 
 @pytest.mark.as_admin("a bare cluster: no ServiceAccount yet, an admin runs it from outside")
-@pytest.mark.usefixtures("bare_cluster")  # the CRDs too: their kinds not served yet
+@pytest.mark.usefixtures("bare_cluster", "uninstalled")  # the CRDs too: not served yet
 def test_a_dry_run_on_a_bare_cluster_lists_what_the_first_sync_then_creates(harness: Harness):
     """The reconciler's own namespace (its inventory lives there) is a write of the sync:
     the dry run lists it, as the real sync does, and creates nothing."""

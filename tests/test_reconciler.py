@@ -35,7 +35,7 @@ from gitops_sched.reconciler import OWNER_LABEL, Reconciler, Settings
 from testkit import fast_yaml
 from testkit.control_plane.accounts import RECONCILER, account_client, account_kubeconfig
 from testkit.control_plane.cluster import ControlPlane, free_port
-from testkit.control_plane.fixtures import connect
+from testkit.control_plane.fixtures import connect, uninstall
 from testkit.control_plane.install import apply_kustomization, kubectl
 from testkit.control_plane.nodes import gpu_node
 from testkit.control_plane.waiting import wait as wait_for
@@ -48,16 +48,18 @@ JOB = ("batch/v1", "Job", "vision-train", "gpu-vision")
 @pytest.fixture
 def harness(real_cluster: ControlPlane, tmp_path: Path) -> Iterator[Callable[..., Harness]]:
     """`harness(repo=tmp_path/"repo", name="gitops-sched", installed=True)`: a Harness on
-    the real cluster. Installed (`kubectl apply -k reconciler/`, its Deployment aside), the
-    reconciler runs as its ServiceAccount; on a bare cluster, as an admin would from outside."""
+    the real cluster. Installed (`kubectl apply -k reconciler/`, its Deployment aside: the
+    session's baseline), the reconciler runs as its ServiceAccount; on a cluster without it
+    (`uninstall`), as an admin would from outside."""
     made: list[Harness] = []
 
     def make(repo: Path | None = None, name: str = "gitops-sched", installed: bool = True):
         reconciler = None
         if installed:
-            if not made:
-                apply_kustomization(real_cluster, "reconciler")
+            apply_kustomization(real_cluster, "reconciler")
             reconciler = lambda: account_client(real_cluster, *RECONCILER)  # noqa: E731
+        elif not made:
+            uninstall(real_cluster)  # as the `uninstalled` fixture
         folder = repo or tmp_path / "repo"
         made.append(Harness(lambda: connect(real_cluster), folder, name, reconciler))
         return made[-1]
@@ -96,7 +98,10 @@ def test_first_sync_creates_everything_in_order_and_the_second_writes_nothing(ha
     revision = commit(h.repo, config({"vision": 8, "nlp": 4}))
     outcome = h.sync()
     assert outcome.ok, outcome.result.errors
-    assert outcome.result.objects == len(outcome.result.created) > 20
+    # everything made but the system namespace: the scheduler's manifests made that one,
+    # annotated to be adopted (both parts are installed before the first sync)
+    assert outcome.result.adopted == ["Namespace/gitops-sched-system"]
+    assert outcome.result.objects == len(outcome.result.created) + 1 > 20
     # the order the reconciler sent its applies in; a real server would have refused a
     # custom resource before its CRD was served, or an object before its namespace
     applied = [w for w in h.sent if w.startswith("PATCH") and "inventory" not in w]

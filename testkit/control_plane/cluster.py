@@ -81,6 +81,9 @@ class ControlPlane:
         self.token = ""
         self.api_port = 0
         self.version = ""
+        # the folders of the product's manifests installed as the session's baseline holds
+        # them (`installed.py`): `apply_kustomization` of one sends nothing
+        self.installed: set[str] = set()
 
     @property
     def kubeconfig(self) -> Path:

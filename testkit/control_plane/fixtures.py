@@ -1,11 +1,12 @@
 """pytest fixtures for the real control plane.
 
 `control_plane` (session): one cluster for the whole run, started on first use, its
-kube-apiserver's version printed once, stopped at the end even when tests fail. Its
-baseline holds the product's CRDs as the default reconciler (`--name gitops-sched`) leaves
-them after its first sync (`install_crds`): a later sync of that reconciler finds them its
-own and unchanged, so most tests neither create nor delete them (a CRD costs the API server
-about a second to create and as much to delete).
+kube-apiserver's version printed once, stopped at the end even when tests fail. Its baseline
+holds the reconciler and the scheduler installed (`installed.py`) and the product's CRDs as
+the default reconciler (`--name gitops-sched`) leaves them after its first sync
+(`install_crds`): a later sync of that reconciler finds them its own and unchanged, so most
+tests neither create nor delete them (a CRD costs the API server about a second to create
+and as much to delete).
 `real_cluster` (per test): that cluster, wiped back to its baseline after the test (new
 namespaces, nodes, CRDs, priority classes and cluster RBAC deleted, namespaces waited for;
 what a test left in the `default` namespace deleted too, or a pod bound to a node of the
@@ -14,7 +15,8 @@ CRDs deleted, a baseline CRD a test changed or deleted put back), so every test 
 from the same state. `real_client`: a ClusterClient on it.
 `bare_cluster` (per test, or `bare(plane)`): the cluster without the baseline CRDs, for a
 test about what a bare cluster does (the first sync creating the CRDs, kubectl applying
-them, the reconciler's calls on them); the wipe puts them back.
+them, the reconciler's calls on them); the wipe puts them back. `uninstalled` (or
+`uninstall(plane)`): without the installed parts; the wipe installs them again.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from gitops_sched.cluster import Backoff, ClusterClient, ObjectRef
 from gitops_sched.cluster.diff import FIELD_MANAGER
 from gitops_sched.compiler.crds import render_crds
 from gitops_sched.reconciler.sync import CRD_KIND, OWNER_LABEL, established, owned
+from testkit.control_plane import installed
 from testkit.control_plane.cluster import ControlPlane
 from testkit.control_plane.plain_api import Kind, PlainApi, Refused
 from testkit.control_plane.waiting import wait
@@ -88,9 +91,11 @@ def control_plane(
             )
     plane.crds = install_crds(plane)  # type: ignore[attr-defined]
     api = PlainApi(plane)
+    plane.parts = installed.install(plane, api)  # type: ignore[attr-defined]
     kinds = api.kinds()
     plane.baseline = _names(api, _by_key(kinds))  # type: ignore[attr-defined]
-    plane.shared = {key for key, _ in _namespaced(api, _emptied(kinds), {SHARED})}  # type: ignore[attr-defined]
+    shared = {SHARED} | plane.parts.namespaces()  # type: ignore[attr-defined]
+    plane.shared = {key for key, _ in _namespaced(api, _emptied(kinds), shared)}  # type: ignore[attr-defined]
     api.close()
     try:
         yield plane
@@ -110,28 +115,62 @@ def wipe(plane: ControlPlane) -> None:
         baseline = plane.baseline  # type: ignore[attr-defined]
         kinds = api.kinds()
         by_key = _by_key(kinds)
-        namespace = by_key[NAMESPACE]
-        namespaces = _names(api, by_key, (NAMESPACE,))[NAMESPACE] - baseline[NAMESPACE]
-        for name in sorted(namespaces):
-            api.delete(namespace.path(name=name))  # no new objects in them
-        _empty(plane, api, _emptied(kinds), namespaces)
-        for name in sorted(namespaces):
-            with contextlib.suppress(Refused):
-                body = {"metadata": {"name": name}, "spec": {"finalizers": []}}
-                api.request("PUT", f"{namespace.path(name=name)}/finalize", body)
+        listed = api.metadata(by_key[NAMESPACE].path())
+        # new namespaces, and those of the installed parts a test deleted or made again
+        namespaces = {m["name"] for m in listed if m.get("deletionTimestamp")}
+        namespaces |= {m["name"] for m in listed} - baseline[NAMESPACE]
+        namespaces |= plane.parts.replaced(listed)  # type: ignore[attr-defined]
+        _delete_namespaces(plane, api, kinds, namespaces)
         for key, names in _names(api, by_key).items():
             for name in sorted(names - baseline[key]):
                 api.delete(by_key[key].path(name=name))
         _delete_custom_resources(api)
         plane.crds = _restore_crds(plane, api, plane.crds)  # type: ignore[attr-defined]
-        kept = baseline[NAMESPACE]
-        deadline = time.monotonic() + 120
-        while left := {m["name"] for m in api.metadata(namespace.path())} - kept:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"namespaces {sorted(left)} still terminating after 120s")
-            time.sleep(0.1)
+        _gone(api, by_key[NAMESPACE], namespaces)
+        installed.restore(plane, api, plane.parts)  # type: ignore[attr-defined]
     finally:
         api.close()
+
+
+def uninstall(plane: ControlPlane) -> ControlPlane:
+    """`plane` without the product's installed parts (their namespaces and cluster-scoped
+    roles deleted, waited for until gone), for a test about a cluster they are not on yet;
+    the wipe after the test installs them again."""
+    api = PlainApi(plane)
+    try:
+        kinds = api.kinds()
+        parts: installed.Installed = plane.parts  # type: ignore[attr-defined]
+        _delete_namespaces(plane, api, kinds, parts.namespaces())
+        for path, (applied, _) in parts.objects.items():
+            if "namespace" not in applied["metadata"] and applied["kind"] != "Namespace":
+                api.delete(path)
+        _gone(api, _by_key(kinds)[NAMESPACE], parts.namespaces())
+        plane.installed.clear()
+    finally:
+        api.close()
+    return plane
+
+
+def _delete_namespaces(
+    plane: ControlPlane, api: PlainApi, kinds: list[Kind], names: set[str]
+) -> None:
+    """Delete the namespaces, empty them and finalize them (`_gone` waits for them)."""
+    namespace = _by_key(kinds)[NAMESPACE]
+    for name in sorted(names):
+        api.delete(namespace.path(name=name))  # no new objects in them
+    _empty(plane, api, _emptied(kinds), names)
+    for name in sorted(names):
+        with contextlib.suppress(Refused):
+            body = {"metadata": {"name": name}, "spec": {"finalizers": []}}
+            api.request("PUT", f"{namespace.path(name=name)}/finalize", body)
+
+
+def _gone(api: PlainApi, namespace: Kind, names: set[str]) -> None:
+    deadline = time.monotonic() + 120
+    while left := {m["name"] for m in api.metadata(namespace.path())} & names:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"namespaces {sorted(left)} still terminating after 120s")
+        time.sleep(0.1)
 
 
 def install_crds(plane: ControlPlane, crds: list[dict[str, Any]] | None = None) -> dict[str, str]:
@@ -266,18 +305,19 @@ def _empty(
     kinds are listed again only after a pass that deleted something in `SHARED` (a
     controller may make more there) or was refused."""
     kept = plane.shared  # type: ignore[attr-defined]
+    shared = {SHARED} | plane.parts.namespaces()  # type: ignore[attr-defined]
     deadline = time.monotonic() + seconds
     while True:
         left = [
             (kind, meta)
-            for key, (kind, meta) in _namespaced(api, kinds, namespaces | {SHARED})
+            for key, (kind, meta) in _namespaced(api, kinds, namespaces | shared)
             if meta["namespace"] in namespaces
-            or (key not in kept and (kind.group, kind.kind) not in OWN_WRITES)
+            or (key not in kept and not _own_write(kind, meta["namespace"]))
         ]
         if not left:
             return
         if time.monotonic() > deadline:
-            raise AssertionError(f"{len(left)} objects left in {sorted(namespaces | {SHARED})}")
+            raise AssertionError(f"{len(left)} objects left in {sorted(namespaces | shared)}")
         again = False
         whole: dict[tuple[str, str, str], Kind] = {}
         for kind, meta in left:
@@ -299,6 +339,11 @@ def _empty(
                 again = True
         if not again:
             return
+
+
+def _own_write(kind: Kind, namespace: str) -> bool:
+    """What the control plane writes into `default` all along (elsewhere a test's)."""
+    return namespace == SHARED and (kind.group, kind.kind) in OWN_WRITES
 
 
 def _emptied(kinds: list[Kind]) -> list[Kind]:
@@ -336,3 +381,10 @@ def real_client(real_cluster: ControlPlane) -> Iterator[ClusterClient]:
 def bare_cluster(real_cluster: ControlPlane) -> ControlPlane:
     """`real_cluster` without the product's CRDs, as before the reconciler's first sync."""
     return bare(real_cluster)
+
+
+@pytest.fixture
+def uninstalled(real_cluster: ControlPlane) -> ControlPlane:
+    """`real_cluster` without the product's installed parts, as before an admin installs
+    them (`kubectl apply -k reconciler/ scheduler/`)."""
+    return uninstall(real_cluster)

@@ -62,8 +62,11 @@ def _kustomized(folder: str) -> list[dict]:
 
 def apply_kustomization(plane: ControlPlane, folder: str) -> list[dict]:
     """`kubectl apply --server-side` of a folder of this repository, without what runs an
-    image; the objects applied."""
+    image; the objects applied. A folder the control plane holds as installed is not sent
+    again (`installed.py`)."""
     objects = kustomization(folder)
+    if folder in plane.installed:
+        return objects
     kubectl(plane, "apply", "--server-side", "-f", "-", stdin=_stream(folder))
     return objects
 
