@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 from unittest import mock
 
@@ -18,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitops_sched.engine import schedule
+from gitops_sched.engine.actions.reclaim import reclaim
 from gitops_sched.engine.pools import ran_in
 from gitops_sched.engine.session import Session
 from gitops_sched.engine.types import (
@@ -39,7 +41,16 @@ from tests.strategies import (
     pool_quota_snapshots,
     two_waves,
 )
-from tests.test_engine_kai_parity import bound, evicted, is_running, on, running, settled
+from tests.test_engine_kai_parity import (
+    bound,
+    evicted,
+    evictions,
+    is_running,
+    on,
+    placement,
+    running,
+    settled,
+)
 from tests.test_engine_properties import two_settles
 
 # -- allocation order: department first, then project -----------------------------------------
@@ -150,6 +161,24 @@ def test_a_job_within_its_deserved_quota_reclaims_from_a_higher_rank():
     assert is_running(final, "c-new")
 
 
+def test_a_reclaimers_extra_pod_uses_room_its_victim_that_ranks_ahead_cannot_use():
+    # h (rank 1, no quota) holds the only GPU; c (quota 0.5) reclaims it for the gang of
+    # c-gang (1 of 2 pods of 0.1), within its quota and so ahead of h. c-more fills c's
+    # quota; then h-whole ranks ahead of c-gang's extra pod (both over quota, h the higher
+    # rank) and is offered the GPU first, but a whole GPU shared by c's work within its
+    # quota is no room for it: the extra pod takes what is left, h-whole stays stopped
+    pol = policy(project("c", 0.5), project("h", 0, over_quota_rank=1, weight=0))
+    work = [
+        running("h-whole", "h", 1, on("n-0", 0)),
+        job("c-gang", "c", 0.1, pods=2, min_available=1, submitted=1),
+        job("c-more", "c", 0.4, submitted=2),
+    ]
+    final, history = settled(replace(snapshot(pol, nodes("n", 1, gpus=1), work), now=100.0))
+    assert evictions(history) == [("h-whole", EvictReason.RECLAIM)]
+    assert [len(placement(final, j)) for j in ("c-gang", "c-more", "h-whole")] == [2, 1, 0]
+    assert [allocated(history[-1], p) for p in ("c", "h")] == [0.6, 0.0]
+
+
 # -- how far a victim's queue may drop --------------------------------------------------------
 
 
@@ -219,25 +248,32 @@ def test_a_hard_limit_caps_the_share_a_victim_keeps():
 
 
 class _Watched(Session):
-    """A cycle's session that notes, each time a job that has reclaimed is placed, whether
-    it came first in allocation order against each victim then stopped (each judged with
-    what its queue holds without it, in the node groups it ran in), and how many pods that
-    victim ran: a victim whose queue ranks ahead may still be stopped at that moment, but
-    it gets its place back next (as KAI orders them, a queue is ranked by its first job,
-    so the claimant can come between a victim's queue's first job and its second)."""
+    """A cycle's session that notes, each time reclaim places a job that has reclaimed in
+    that run of reclaim, whether it came first in allocation order against each victim
+    it stopped in that run (each judged with what its queue holds without it, in the node
+    groups it ran in), and how many pods that victim ran: a victim whose queue ranks ahead
+    may still be stopped at that moment, but it gets its place back next (as KAI orders
+    them, a queue is ranked by its first job, so the claimant can come between a victim's
+    queue's first job and its second). A later placement of the job by another action
+    (allocate giving its next elastic pod free room) or a later run of reclaim reclaims
+    nothing from those victims: a victim that could use that room would be served first
+    there, by allocation order."""
 
     def __init__(self, snapshot: Snapshot) -> None:
         super().__init__(snapshot)
         self.first: dict[tuple[str, tuple[PodPlacement, ...]], list[tuple[str, int, bool]]] = {}
+        self.reclaim_since: int | None = None  # evictions before the running reclaim's
         _SESSIONS.append(self)
 
     def bind(
         self, job: Job, pods: tuple[PodPlacement, ...], started_at: float | None = None
     ) -> None:
-        if started_at is None:  # a claimant placed, not a victim given its place back
+        self.first.pop((job.key, pods), None)
+        # a claimant placed by reclaim, not a victim given its place back
+        if started_at is None and self.reclaim_since is not None:
             claimant = (self.jobs[job.key], self.wanted_gpus(job), (0,))
             judged = []
-            for evict in self.evictions:
+            for evict in self.evictions[self.reclaim_since :]:
                 victim = self.jobs.get(evict.job)  # None: stopped for good (limits)
                 if victim and evict.by == job.key and evict.reason is EvictReason.RECLAIM:
                     stopped = tuple(p for p in evict.pods if p not in victim.placement)
@@ -248,6 +284,16 @@ class _Watched(Session):
                         judged.append((victim.key, ran, self.serves_before(claimant, entry)))
             self.first[(job.key, pods)] = judged
         super().bind(job, pods, started_at)
+
+
+def _watched_reclaim(session: Session, claimants: Collection[str] | None = None) -> None:
+    """reclaim, telling a _Watched session which of its evictions that run makes."""
+    assert isinstance(session, _Watched)
+    session.reclaim_since = len(session.evictions)
+    try:
+        reclaim(session, claimants)
+    finally:
+        session.reclaim_since = None
 
 
 _SESSIONS: list[_Watched] = []
@@ -295,10 +341,14 @@ def test_reclaim_never_takes_from_a_queue_that_ranks_ahead_of_the_claimants(
 ) -> None:
     """KAI places the reclaimer and its victims again in allocation order, so a victim
     left stopped never belongs to a queue that ranks ahead of the reclaimer's: checked
-    at every committed placement of a job that reclaimed, over random clusters, with and
-    without per-node-group quotas, through every cycle of two settles."""
+    at every committed placement reclaim makes of a job that reclaimed in that run (see
+    _Watched), over random clusters, with and without per-node-group quotas, through
+    every cycle of two settles."""
     _SESSIONS.clear()
-    with mock.patch("gitops_sched.engine.cycle.Session", _Watched):
+    with (
+        mock.patch("gitops_sched.engine.cycle.Session", _Watched),
+        mock.patch("gitops_sched.engine.cycle.reclaim", _watched_reclaim),
+    ):
         two_settles(*case)
     for session in _SESSIONS:
         claimants = {e.by for e in session.evictions if e.reason is EvictReason.RECLAIM}
