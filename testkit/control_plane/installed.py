@@ -122,7 +122,9 @@ def ready(api: PlainApi, installed: Installed) -> None:
         namespace = binding["metadata"].get("namespace", "")
         ref = binding["roleRef"]
         role = roles[(ref["kind"], namespace if ref["kind"] == "Role" else "", ref["name"])]
-        rule = next(r for r in role.get("rules") or () if r.get("resources"))
+        rule = next((r for r in role.get("rules") or () if r.get("resources")), None)
+        if rule is None:  # non-resource URLs only: no resource to ask about
+            continue
         for subject in binding["subjects"]:
             _granted(api, subject, namespace, rule)
 
