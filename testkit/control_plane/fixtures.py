@@ -40,7 +40,7 @@ from testkit.control_plane.waiting import wait
 
 FAST_BACKOFF = Backoff(attempts=6, base=0.05, cap=0.5)
 NO_GRACE = {"gracePeriodSeconds": 0}  # no kubelet here needs the time
-SHARED = "default"  # the one namespace the session starts with that tests put objects in
+SHARED = "default"  # beside the installed parts' namespaces, where tests put objects too
 # kinds the control plane itself writes into it all along; never a test's leftover
 OWN_WRITES = {("", "Event"), ("events.k8s.io", "Event"), ("", "Endpoints")}
 OWN_WRITES |= {("discovery.k8s.io", "EndpointSlice")}
@@ -94,8 +94,8 @@ def control_plane(
     plane.parts = installed.install(plane, api)  # type: ignore[attr-defined]
     kinds = api.kinds()
     plane.baseline = _names(api, _by_key(kinds))  # type: ignore[attr-defined]
-    shared = {SHARED} | plane.parts.namespaces()  # type: ignore[attr-defined]
-    plane.shared = {key for key, _ in _namespaced(api, _emptied(kinds), shared)}  # type: ignore[attr-defined]
+    kept = _namespaced(api, _emptied(kinds), _shared(plane))
+    plane.shared = {key for key, _ in kept}  # type: ignore[attr-defined]
     api.close()
     try:
         yield plane
@@ -297,15 +297,15 @@ def bare(plane: ControlPlane) -> ControlPlane:
 def _empty(
     plane: ControlPlane, api: PlainApi, kinds: list[Kind], namespaces: set[str], seconds: float = 60
 ) -> None:
-    """Delete every object of `kinds` in `namespaces`, and what the session did not start
-    with in `SHARED`, until none is left: finalizers dropped one object at a time, then one
-    collection delete per kind and namespace (a test's namespace goes whole), so a wipe
-    costs requests per kind, not per object. The namespaces are being deleted already, so
-    nothing new appears in them (the API server refuses it) and one pass empties them; the
-    kinds are listed again only after a pass that deleted something in `SHARED` (a
-    controller may make more there) or was refused."""
+    """Delete every object of `kinds` in `namespaces`, and what the session did not start with
+    in the namespaces it keeps (`_shared`), until none is left: finalizers dropped one
+    object at a time, then one collection delete per kind and namespace (a test's namespace
+    goes whole), so a wipe costs requests per kind, not per object. The namespaces are being
+    deleted already, so nothing new appears in them (the API server refuses it) and one pass
+    empties them; the kinds are listed again only after a pass that deleted something in a
+    kept namespace (a controller may make more there) or was refused."""
     kept = plane.shared  # type: ignore[attr-defined]
-    shared = {SHARED} | plane.parts.namespaces()  # type: ignore[attr-defined]
+    shared = _shared(plane)
     deadline = time.monotonic() + seconds
     while True:
         left = [
@@ -339,6 +339,12 @@ def _empty(
                 again = True
         if not again:
             return
+
+
+def _shared(plane: ControlPlane) -> set[str]:
+    """The namespaces of the baseline tests put objects in: `default` and the installed
+    parts'; the wipe deletes there only what the session did not start with."""
+    return {SHARED} | plane.parts.namespaces()  # type: ignore[attr-defined]
 
 
 def _own_write(kind: Kind, namespace: str) -> bool:
