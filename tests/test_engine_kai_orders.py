@@ -20,8 +20,10 @@ from hypothesis import strategies as st
 
 from gitops_sched.engine import schedule
 from gitops_sched.engine.actions.reclaim import reclaim
+from gitops_sched.engine.actions.victims import evict, replace_together
+from gitops_sched.engine.apply import apply_decisions
 from gitops_sched.engine.pools import ran_in
-from gitops_sched.engine.session import Entry, Session, job_order
+from gitops_sched.engine.session import Entry, Session, Victim, job_order
 from gitops_sched.engine.types import (
     EvictReason,
     Gpu,
@@ -197,6 +199,47 @@ def test_an_elastic_victim_that_loses_its_gang_is_ranked_by_its_gang():
     assert evictions(history) == [("h-elastic", EvictReason.RECLAIM)]
     assert is_running(final, "c-new")
     assert not placement(final, "h-elastic")
+
+
+def test_placed_again_together_an_elastic_victims_gang_goes_before_its_extra_pods():
+    # h (rank 1) ranks ahead of c (rank 0), neither within its quota. With h-elastic's
+    # extra pod and then its gang stopped for c-one, the gang takes its GPUs back first,
+    # then the extra pod its own: nothing is left for c-one. The extra pod offered before
+    # its gang could not start, and c-one would have taken its GPU from a queue ahead
+    pol = policy(project("c", 0), project("h", 0, over_quota_rank=1))
+    pods = (on("n-0", i, index=i) for i in range(3))
+    work = [
+        running("h-elastic", "h", 1, *pods, pods=3, min_available=2),
+        job("c-one", "c", 1, submitted=10),
+    ]
+    session = Session(snapshot(pol, nodes("n", 1, gpus=3), work))
+    claimant = session.jobs["c-one"]
+    extra = session.jobs["h-elastic"].placement[2:]
+    taken = [
+        evict(session, Victim("h-elastic", pods, frozenset()), EvictReason.RECLAIM, claimant)
+        for pods in (extra, None)
+    ]
+    assert not replace_together(session, claimant, taken, lambda: True)
+
+
+def test_a_victims_pod_given_back_never_runs_twice():
+    # p4's elastic j0 (4 pods, at least 2) gives its pods 3 and 2 and p1 its 3-GPU job for
+    # p2's 4-GPU job, which takes pod 3's GPU. Given back, pod 3 moves to a free GPU under
+    # the lowest index not running (2); pod 2 may not then run again where it ran under
+    # the same index (it did: the cycle bound a second pod 2 and lost pod 3), so it runs
+    # there as pod 3: the job runs pods 0-3 once each
+    pol = policy(
+        *(project(f"p{i}", quota, age=float(i)) for i, quota in ((0, 4), (1, 0), (2, 3), (4, 0)))
+    )
+    pods = (on("n-0", gpu, index=i) for i, gpu in enumerate((6, 0, 7, 1)))
+    work = [
+        running("j0", "p4", 1, *pods, pods=4, min_available=2, priority=40),
+        running("j1", "p1", 3, on("n-0", 2, 3, 5), priority=60, started=1.0),
+        job("new0", "p2", 4, submitted=100),
+    ]
+    snap = replace(snapshot(pol, nodes("n", 1, gpus=8), work), now=1000.0)
+    after = apply_decisions(snap, schedule(snap))
+    assert sorted(pod.index for pod in placement(after, "j0")) == [0, 1, 2, 3]
 
 
 # -- how far a victim's queue may drop --------------------------------------------------------
