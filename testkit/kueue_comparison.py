@@ -27,8 +27,8 @@ from gitops_sched.config.model import Repo, Workload
 from gitops_sched.sim.events import Delete, Simulation, Step, Submit, load_simulation
 from gitops_sched.sim.run import simulate
 from gitops_sched.validate import check_repo
+from testkit.control_plane.client import connect
 from testkit.control_plane.cluster import ControlPlane
-from testkit.control_plane.fixtures import connect
 from testkit.control_plane.install import apply_rendered
 from testkit.control_plane.kueue import Kueue, settled, wait_active
 from testkit.control_plane.nodes import repo_nodes

@@ -48,9 +48,10 @@ from gitops_sched.contract.pods import (
 )
 from gitops_sched.hardware.mig import MigInstance
 from testkit.control_plane.accounts import account_client, install_agent, make_namespace
+from testkit.control_plane.client import connect
 from testkit.control_plane.cluster import ControlPlane
 from testkit.control_plane.devices import PodLog
-from testkit.control_plane.fixtures import connect, wipe
+from testkit.control_plane.fixtures import wipe
 from testkit.control_plane.migplugin import NAMESPACE as PLUGIN_NAMESPACE
 from testkit.control_plane.migplugin import MigDevicePlugin
 from testkit.control_plane.nodes import gpu_node, settled

@@ -22,8 +22,8 @@ from testkit.control_plane.accounts import (
     account_client,
     account_kubeconfig,
 )
+from testkit.control_plane.client import connect
 from testkit.control_plane.cluster import ControlPlane
-from testkit.control_plane.fixtures import connect
 from testkit.control_plane.install import apply_kustomization
 from testkit.control_plane.waiting import wait
 from testkit.reconciler_harness import SYSTEM, Harness, commit, config

@@ -20,8 +20,10 @@ from hypothesis import strategies as st
 
 from gitops_sched.engine import schedule
 from gitops_sched.engine.actions.reclaim import reclaim
+from gitops_sched.engine.actions.victims import evict, replace_together
+from gitops_sched.engine.apply import apply_decisions
 from gitops_sched.engine.pools import ran_in
-from gitops_sched.engine.session import Session
+from gitops_sched.engine.session import Entry, Session, Victim, job_order
 from gitops_sched.engine.types import (
     EvictReason,
     Gpu,
@@ -179,6 +181,67 @@ def test_a_reclaimers_extra_pod_uses_room_its_victim_that_ranks_ahead_cannot_use
     assert [allocated(history[-1], p) for p in ("c", "h")] == [0.6, 0.0]
 
 
+def test_an_elastic_victim_that_loses_its_gang_is_ranked_by_its_gang():
+    # h-elastic (3 pods of 1 GPU, at least 2) fills h's share and more; c (1 of its share
+    # of 3) asks for 2. Its extra pod is not enough, so its gang goes too. Placed again
+    # together, h asks for its gang (2 GPUs: over h's quota of 1, behind c) -- not for the
+    # extra pod alone (1 GPU, within h's quota: it would rank ahead), which cannot start
+    # without the gang -- so c's job is placed first and the whole job stays stopped, as
+    # KAI (GetTasksToAllocate asks for a job's gang first) would decide
+    pol = policy(project("c", 2), project("h", 1))
+    pods = (on("n-0", i, index=i) for i in range(3))
+    work = [
+        running("h-elastic", "h", 1, *pods, pods=3, min_available=2),
+        running("c-run", "c", 1, on("n-0", 3), type="inference"),
+        job("c-new", "c", 2, submitted=10),
+    ]
+    final, history = settled(replace(snapshot(pol, nodes("n", 1, gpus=4), work), now=100.0))
+    assert evictions(history) == [("h-elastic", EvictReason.RECLAIM)]
+    assert is_running(final, "c-new")
+    assert not placement(final, "h-elastic")
+
+
+def test_placed_again_together_an_elastic_victims_gang_goes_before_its_extra_pods():
+    # h (rank 1) ranks ahead of c (rank 0), neither within its quota. With h-elastic's
+    # extra pod and then its gang stopped for c-one, the gang takes its GPUs back first,
+    # then the extra pod its own: nothing is left for c-one. The extra pod offered before
+    # its gang could not start, and c-one would have taken its GPU from a queue ahead
+    pol = policy(project("c", 0), project("h", 0, over_quota_rank=1))
+    pods = (on("n-0", i, index=i) for i in range(3))
+    work = [
+        running("h-elastic", "h", 1, *pods, pods=3, min_available=2),
+        job("c-one", "c", 1, submitted=10),
+    ]
+    session = Session(snapshot(pol, nodes("n", 1, gpus=3), work))
+    claimant = session.jobs["c-one"]
+    extra = session.jobs["h-elastic"].placement[2:]
+    taken = [
+        evict(session, Victim("h-elastic", pods, frozenset()), EvictReason.RECLAIM, claimant)
+        for pods in (extra, None)
+    ]
+    assert not replace_together(session, claimant, taken, lambda: True)
+
+
+def test_a_victims_pod_given_back_never_runs_twice():
+    # p4's elastic j0 (4 pods, at least 2) gives its pods 3 and 2 and p1 its 3-GPU job for
+    # p2's 4-GPU job, which takes pod 3's GPU. Given back, pod 3 moves to a free GPU under
+    # the lowest index not running (2); pod 2 may not then run again where it ran under
+    # the same index (it did: the cycle bound a second pod 2 and lost pod 3), so it runs
+    # there as pod 3: the job runs pods 0-3 once each
+    pol = policy(
+        *(project(f"p{i}", quota, age=float(i)) for i, quota in ((0, 4), (1, 0), (2, 3), (4, 0)))
+    )
+    pods = (on("n-0", gpu, index=i) for i, gpu in enumerate((6, 0, 7, 1)))
+    work = [
+        running("j0", "p4", 1, *pods, pods=4, min_available=2, priority=40),
+        running("j1", "p1", 3, on("n-0", 2, 3, 5), priority=60, started=1.0),
+        job("new0", "p2", 4, submitted=100),
+    ]
+    snap = replace(snapshot(pol, nodes("n", 1, gpus=8), work), now=1000.0)
+    after = apply_decisions(snap, schedule(snap))
+    assert sorted(pod.index for pod in placement(after, "j0")) == [0, 1, 2, 3]
+
+
 # -- how far a victim's queue may drop --------------------------------------------------------
 
 
@@ -249,19 +312,26 @@ def test_a_hard_limit_caps_the_share_a_victim_keeps():
 
 class _Watched(Session):
     """A cycle's session that notes, each time reclaim places a job that has reclaimed in
-    that run of reclaim, whether it came first in allocation order against each victim
-    it stopped in that run (each judged with what its queue holds without it, in the node
-    groups it ran in), and how many pods that victim ran: a victim whose queue ranks ahead
-    may still be stopped at that moment, but it gets its place back next (as KAI orders
-    them, a queue is ranked by its first job, so the claimant can come between a victim's
-    queue's first job and its second). A later placement of the job by another action
-    (allocate giving its next elastic pod free room) or a later run of reclaim reclaims
-    nothing from those victims: a victim that could use that room would be served first
-    there, by allocation order."""
+    that run of reclaim, whether it comes first in allocation order against each queue
+    whose work it stopped in that run and that still waits to be placed again: the rule
+    KAI's solvers follow (the preemptor and its victims' jobs popped from one
+    JobsOrderByQueues), judged at the moment the engine serves the claimant.
+
+    A queue is ranked as that order ranks it, by its first waiting entry: a project by its
+    stopped victim that comes first in job order, a department by its first such project
+    (Session.project_order_key). Judging each victim alone would be stricter than the rule:
+    the claimant may come between a queue's first job and its second, which, ranked alone
+    with its smaller gain, would come first. Nor does a victim's fate later in the cycle
+    count: a later action may place it again (it was stopped all the same) or evict it
+    again for its own reasons (its project's preempt).
+
+    Only pods that could be placed on their own wait: an elastic job's extra pod stopped
+    along with its gang waits for the gang (Job.starts_short), so the job waits as its
+    gang, as KAI's GetTasksToAllocate asks for a job's gang before any further pod."""
 
     def __init__(self, snapshot: Snapshot) -> None:
         super().__init__(snapshot)
-        self.first: dict[tuple[str, tuple[PodPlacement, ...]], list[tuple[str, int, bool]]] = {}
+        self.first: dict[tuple[str, tuple[PodPlacement, ...]], list[tuple[str, bool]]] = {}
         self.reclaim_since: int | None = None  # evictions before the running reclaim's
         _SESSIONS.append(self)
 
@@ -272,18 +342,40 @@ class _Watched(Session):
         # a claimant placed by reclaim, not a victim given its place back
         if started_at is None and self.reclaim_since is not None:
             claimant = (self.jobs[job.key], self.wanted_gpus(job), (0,))
-            judged = []
-            for evict in self.evictions[self.reclaim_since :]:
-                victim = self.jobs.get(evict.job)  # None: stopped for good (limits)
-                if victim and evict.by == job.key and evict.reason is EvictReason.RECLAIM:
-                    stopped = tuple(p for p in evict.pods if p not in victim.placement)
-                    if stopped:
-                        gain = self.placed_gpus(victim, stopped)
-                        entry = (ran_in(self, victim, stopped), gain, (1,))
-                        ran = len(victim.placement) + len(stopped)
-                        judged.append((victim.key, ran, self.serves_before(claimant, entry)))
-            self.first[(job.key, pods)] = judged
+            self.first[(job.key, pods)] = [
+                (queue, self.serves_before(claimant, entry))
+                for queue, entry in self._waiting(job).items()
+            ]
         super().bind(job, pods, started_at)
+
+    def _waiting(self, claimant: Job) -> dict[str, Entry]:
+        """The first waiting entry of each queue the claimant stopped work of in this run
+        of reclaim that allocation order compares it with: each project of its own
+        department, the first project of every other department."""
+        assert self.reclaim_since is not None
+        projects: dict[str, Entry] = {}
+        for taken in self.evictions[self.reclaim_since :]:
+            victim = self.jobs.get(taken.job)  # None: stopped for good (limits)
+            if victim and taken.by == claimant.key and taken.reason is EvictReason.RECLAIM:
+                stopped = tuple(p for p in taken.pods if p not in victim.placement)
+                if stopped and not victim.starts_short(len(stopped)):
+                    gain = self.placed_gpus(victim, stopped)
+                    entry = (ran_in(self, victim, stopped), gain, job_order(victim))
+                    known = projects.get(victim.project)
+                    if known is None or entry[2] < known[2]:
+                        projects[victim.project] = entry
+        own = self.department_of(claimant.project)
+        queues: dict[str, Entry] = {}
+        for name, entry in sorted(projects.items()):
+            department = self.department_of(name)
+            if department == own:
+                queues[name] = entry
+                continue
+            known = queues.get(department)
+            key = self.project_order_key(name, entry[0], entry[1])
+            if known is None or key < self.project_order_key(known[0].project, *known[:2]):
+                queues[department] = entry
+        return queues
 
 
 def _watched_reclaim(session: Session, claimants: Collection[str] | None = None) -> None:
@@ -354,6 +446,5 @@ def test_reclaim_never_takes_from_a_queue_that_ranks_ahead_of_the_claimants(
         claimants = {e.by for e in session.evictions if e.reason is EvictReason.RECLAIM}
         for bind in session.binds:
             if bind.job in claimants and (bind.job, bind.pods) in session.first:
-                for victim, ran, first in session.first[(bind.job, bind.pods)]:
-                    left = session.jobs.get(victim)  # its pods placed when the cycle ends
-                    assert first or (left and len(left.placement) >= ran), (bind, victim)
+                for queue, first in session.first[(bind.job, bind.pods)]:
+                    assert first, (bind, queue)

@@ -54,9 +54,10 @@ from testkit.control_plane.accounts import (
     make_namespace,
 )
 from testkit.control_plane.audit import Audit, Call
+from testkit.control_plane.client import connect
 from testkit.control_plane.cluster import ControlPlane
 from testkit.control_plane.faultproxy import FaultProxy
-from testkit.control_plane.fixtures import bare, connect, wipe
+from testkit.control_plane.fixtures import bare, wipe
 from testkit.control_plane.install import apply_kustomization, kustomization
 from testkit.control_plane.nodes import group_nodes
 from testkit.control_plane.permissions import Grant, grants, missing, table, unused

@@ -34,8 +34,9 @@ from gitops_sched.cluster.leader import LeaderElector
 from gitops_sched.reconciler import OWNER_LABEL, Reconciler, Settings
 from testkit import fast_yaml
 from testkit.control_plane.accounts import RECONCILER, account_client, account_kubeconfig
+from testkit.control_plane.client import connect
 from testkit.control_plane.cluster import ControlPlane, free_port
-from testkit.control_plane.fixtures import connect, uninstall
+from testkit.control_plane.fixtures import uninstall
 from testkit.control_plane.install import apply_kustomization, kubectl
 from testkit.control_plane.nodes import gpu_node
 from testkit.control_plane.waiting import wait as wait_for

@@ -31,9 +31,9 @@ from testkit.control_plane.accounts import (
     install_reconciler,
     token,
 )
+from testkit.control_plane.client import FAST_BACKOFF, connect
 from testkit.control_plane.cluster import ControlPlane
 from testkit.control_plane.faultproxy import INTERNAL, UNAVAILABLE, FaultProxy, Rates, Rule
-from testkit.control_plane.fixtures import FAST_BACKOFF, connect
 from testkit.control_plane.waiting import wait
 from testkit.reconciler_harness import API, SYSTEM, Harness, commit, config
 from tests.conftest import examples, seeds

@@ -76,9 +76,9 @@ from testkit.control_plane.accounts import (
     make_namespace,
 )
 from testkit.control_plane.accounts import SCHEDULER as SCHEDULER_ACCOUNT
+from testkit.control_plane.client import FAST_BACKOFF
 from testkit.control_plane.cluster import ControlPlane
 from testkit.control_plane.faultproxy import FaultProxy
-from testkit.control_plane.fixtures import FAST_BACKOFF
 from testkit.control_plane.install import apply_kustomization
 from testkit.control_plane.nodes import add_settled, gpu_node
 from testkit.control_plane.waiting import wait

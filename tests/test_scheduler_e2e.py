@@ -53,9 +53,10 @@ from testkit.control_plane.accounts import (
     account_client,
     account_kubeconfig,
 )
+from testkit.control_plane.client import connect
 from testkit.control_plane.cluster import ControlPlane, end, free_port
 from testkit.control_plane.devices import DevicePlugin, PodLog
-from testkit.control_plane.fixtures import connect, wipe
+from testkit.control_plane.fixtures import wipe
 from testkit.control_plane.install import apply_kustomization
 from testkit.control_plane.nodes import repo_nodes
 from testkit.control_plane.waiting import wait

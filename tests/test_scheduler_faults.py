@@ -34,10 +34,10 @@ from testkit.control_plane.accounts import (
     account_configuration,
     account_kubeconfig,
 )
+from testkit.control_plane.client import FAST_BACKOFF, connect
 from testkit.control_plane.cluster import ControlPlane
 from testkit.control_plane.devices import DevicePlugin, gpus_asked
 from testkit.control_plane.faultproxy import THROTTLED, FaultProxy, Rule
-from testkit.control_plane.fixtures import FAST_BACKOFF, connect
 from testkit.control_plane.install import apply_kustomization
 from testkit.control_plane.nodes import gpu_node
 from testkit.control_plane.waiting import wait

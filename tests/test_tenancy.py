@@ -22,8 +22,9 @@ from gitops_sched.config.model import Repo
 from gitops_sched.reconciler.sync import Syncer
 from gitops_sched.validate import check_repo
 from testkit.control_plane.accounts import RECONCILER, account_client
+from testkit.control_plane.client import connect
 from testkit.control_plane.cluster import ControlPlane
-from testkit.control_plane.fixtures import connect, wipe
+from testkit.control_plane.fixtures import wipe
 from testkit.control_plane.install import apply_kustomization
 from tests.readme_blocks import check
 

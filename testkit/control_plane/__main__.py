@@ -23,8 +23,8 @@ from pathlib import Path
 
 from gitops_sched.validate import check_repo
 from testkit.control_plane import binaries
+from testkit.control_plane.client import connect
 from testkit.control_plane.cluster import ControlPlane, StartFailed
-from testkit.control_plane.fixtures import connect
 from testkit.control_plane.nodes import names, repo_nodes
 
 

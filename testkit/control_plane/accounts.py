@@ -25,8 +25,8 @@ from kubernetes.client import Configuration
 
 from gitops_sched.cluster import ClusterClient, ObjectRef, load_configuration
 from testkit import fast_yaml
+from testkit.control_plane.client import FAST_BACKOFF, connect
 from testkit.control_plane.cluster import ADMIN_TOKENS, ControlPlane
-from testkit.control_plane.fixtures import FAST_BACKOFF, connect
 from testkit.control_plane.install import apply_kustomization
 from testkit.control_plane.waiting import wait
 

@@ -29,16 +29,16 @@ from typing import Any
 
 import pytest
 
-from gitops_sched.cluster import Backoff, ClusterClient, ObjectRef
+from gitops_sched.cluster import ClusterClient, ObjectRef
 from gitops_sched.cluster.diff import FIELD_MANAGER
 from gitops_sched.compiler.crds import render_crds
 from gitops_sched.reconciler.sync import CRD_KIND, OWNER_LABEL, established, owned
 from testkit.control_plane import installed
+from testkit.control_plane.client import connect
 from testkit.control_plane.cluster import ControlPlane
 from testkit.control_plane.plain_api import Kind, PlainApi, Refused
 from testkit.control_plane.waiting import wait
 
-FAST_BACKOFF = Backoff(attempts=6, base=0.05, cap=0.5)
 NO_GRACE = {"gracePeriodSeconds": 0}  # no kubelet here needs the time
 SHARED = "default"  # beside the installed parts' namespaces, where tests put objects too
 # kinds the control plane itself writes into it all along; never a test's leftover
@@ -57,10 +57,6 @@ WIPED = (
 # the reconciler's default name (`Settings`, `reconcile --name`): the baseline CRDs are its
 RECONCILER_NAME = "gitops-sched"
 OURS = f"{OWNER_LABEL}={RECONCILER_NAME}"
-
-
-def connect(plane: ControlPlane, timeout: float = 30.0) -> ClusterClient:
-    return ClusterClient(plane.configuration(), backoff=FAST_BACKOFF, timeout=timeout)
 
 
 def _by_key(kinds: list[Kind]) -> dict[tuple[str, str], Kind]:

@@ -14,7 +14,7 @@ last test or not yet the new roles (a 401 or 403 no real install sees).
   (SubjectAccessReview), so a part started next is let in.
 - `restore` (in the wipe): an installed object a test changed is put back as recorded (its
   labels, annotations, rules and managed fields), one it deleted is made again as kubectl
-  made it, then `ready` again.
+  made it, then `ready` again if an account or a role came back.
 - `apply_kustomization` of an installed part sends nothing (`ControlPlane.installed`).
 """
 
@@ -33,6 +33,8 @@ NAMESPACE_MADE = (("/api/v1", "serviceaccounts", "default"),)
 NAMESPACE_MADE += (("/api/v1", "configmaps", "kube-root-ca.crt"),)
 APPLY = "application/apply-patch+yaml"
 KUBECTL = "fieldManager=kubectl&force=true"  # as `kubectl apply --server-side` writes
+# the kinds that decide who the API server lets in and what it grants them
+ACCESS = {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
 
 
 @dataclass
@@ -87,25 +89,31 @@ def _record(api: PlainApi, installed: Installed) -> None:
 
 def restore(plane: ControlPlane, api: PlainApi, installed: Installed) -> None:
     """Put back what a test changed, deleted or made again of the installed parts (such a
-    namespace is gone by now: the wipe finalized it)."""
-    moved = False
+    namespace is gone by now: the wipe finalized it). The API server's caches are waited
+    for (`ready`) only when an account or a role came back: a namespace a sync labelled
+    (the reconciler adopts the scheduler's), put back as it was, lets nobody in or out."""
+    made: set[str] = set()
+    access = False
     for path, (applied, recorded) in installed.objects.items():  # namespaces first
         live = api.request("GET", path)
         if live is not None and live["metadata"]["uid"] != recorded["metadata"]["uid"]:
             api.delete(path)  # a test made it again: not what was installed
             live = None
         if live is None:
-            api.request("PATCH", f"{path}?{KUBECTL}", applied, content_type=APPLY)
+            live = api.request("PATCH", f"{path}?{KUBECTL}", applied, content_type=APPLY)
+            if applied["kind"] == "Namespace":
+                made.add(applied["metadata"]["name"])
         elif live["metadata"]["resourceVersion"] != recorded["metadata"]["resourceVersion"]:
             body = {**recorded, "metadata": {**recorded["metadata"]}}
             body["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"]
-            api.request("PUT", path, body)
+            live = api.request("PUT", path, body)
         else:
             continue
-        moved = True
-    if moved:
-        _made_by_namespace(api, installed.namespaces())
-        _record(api, installed)
+        assert live is not None, f"{path} not restored"
+        installed.objects[path] = (applied, live)
+        access = access or applied["kind"] in ACCESS
+    _made_by_namespace(api, made)
+    if access or made:
         ready(api, installed)
     plane.installed.update(PARTS)
 

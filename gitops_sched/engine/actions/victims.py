@@ -175,10 +175,10 @@ def replace_together(
     victims together: a victim whose queue ranks ahead of the job's takes its GPUs back
     first. Inside a project the entries go by job order, move-only victims before those
     the action may stop (which, being cheaper to lose, are the ones left stopped when
-    room is short). True, with all of it kept, when the job is placed and `accept()`
-    holds and every move-only victim found a place; else nothing is kept, and the
-    answer is None when a move-only victim found no place, False when the job did not
-    fit."""
+    room is short), a job's gang before its extra pods (see _within). True, with all of
+    it kept, when the job is placed and `accept()` holds and every move-only victim
+    found a place; else nothing is kept, and the answer is None when a move-only victim
+    found no place, False when the job did not fit."""
     with session.statement() as commit:
         waiting: list[Taken | None] = [None, *taken]  # None: the job itself
 
@@ -202,8 +202,11 @@ def replace_together(
 
 
 def _within(job: Job, victim: Taken | None) -> tuple:
-    """An entry's place among its project's entries: see replace_together."""
-    return (victim is not None and not victim.move_only, job_order(job))
+    """An entry's place among its project's entries: see replace_together. An elastic
+    job's gang goes before its extra pods, which cannot start without it
+    (Job.starts_short): offered first, they would fail and not be offered again."""
+    extra = victim is not None and len(victim.pods) < min(job.min_available, job.pods)
+    return (victim is not None and not victim.move_only, job_order(job), extra)
 
 
 def _gain(session: Session, job: Job, victim: Taken | None) -> float:
@@ -230,8 +233,14 @@ def _take_back(session: Session, victim: Taken, accept: Callable[[], bool]) -> b
 
 def restore(session: Session, victim: Taken) -> bool:
     """Run the victim's pods again exactly where they ran, if nothing took their GPUs and
-    the job would not run short of its gang (an elastic pod whose gang has gone)."""
-    if session.jobs[victim.job].starts_short(len(victim.pods)):
+    the job would not run short of its gang (an elastic pod whose gang has gone) and none
+    of their indexes runs again already (a sibling pod given back elsewhere before it
+    took the lowest free index, see placement.place): a pod never runs twice."""
+    current = session.jobs[victim.job]
+    if current.starts_short(len(victim.pods)):
+        return False
+    running = {pod.index for pod in current.placement}
+    if any(pod.index in running for pod in victim.pods):
         return False
     shared: dict[tuple[str, int], float] = {}  # what the victim's own pods add per GPU
     for pod in victim.pods:
@@ -250,7 +259,7 @@ def restore(session: Session, victim: Taken) -> bool:
                 return False
         elif not all(gpu.is_free for gpu in gpus):
             return False
-    session.bind(session.jobs[victim.job], victim.pods, started_at=victim.started_at)
+    session.bind(current, victim.pods, started_at=victim.started_at)
     return True
 
 
