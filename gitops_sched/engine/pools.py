@@ -21,6 +21,7 @@ without per-group quotas. A repo with no per-group quota builds none of this
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from gitops_sched.engine.fairshare import Claim, split
@@ -81,7 +82,9 @@ class Pools:
     """Per (project, node group): deserved quota, what it holds (and of that what is not
     preemptible), fair share. Only projects with per-group quotas are tracked."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, counted: dict[str, list[float]] | None = None) -> None:
+        """`counted`: each running job's pods' GPUs (Session.pod_gpus), where the session
+        has them already."""
         self.session = session
         self.quotas: dict[str, dict[str, float]] = {
             p.name: dict(p.pool_quotas) for p in session.projects.values() if p.pool_quotas
@@ -93,9 +96,19 @@ class Pools:
         self.group = {name: use.node.node_group for name, use in session.nodes.items()}
         # every group a pod can be counted in: its node's, or "" on a node not known
         self.known_groups = sorted({*self.group.values(), ""})
+        counted = counted or {}
+        # group -> GPUs projects with one quota hold there (see _shares)
+        others: dict[str, float] = {}
         for job in session.jobs.values():
             if job.running:
-                self.account(job, job.placement, +1)
+                amounts = counted.get(job.key)
+                if amounts is None:
+                    amounts = [session.pod_gpus(job, pod) for pod in job.placement]
+                self.account(job, job.placement, +1, amounts)
+                if job.project not in self.quotas:
+                    for pod, gpus in zip(job.placement, amounts, strict=True):
+                        group = self.group.get(pod.node, "")
+                        others[group] = others.get(group, 0.0) + gpus
         self.capacity: dict[str, float] = {}
         for use in session.nodes.values():
             if use.node.schedulable:
@@ -104,7 +117,7 @@ class Pools:
                 self.capacity[group] = self.capacity.get(group, 0.0) + free
         self.demand = self._demand()
         self.usage, self.history_weight = self._usage()
-        self.fair_share = self._shares()
+        self.fair_share = self._shares(others)
         self.department_bounds = self._department_bounds()
         self.pooled_departments = {d for d, _ in self.department_bounds}
 
@@ -133,6 +146,29 @@ class Pools:
             self.allocated[key] = self.allocated.get(key, 0.0) + amount
             if not job.preemptible:
                 self.fixed[key] = self.fixed.get(key, 0.0) + amount
+
+    def uncounted(
+        self, job: Job, pods: tuple[PodPlacement, ...], amounts: list[float]
+    ) -> Callable[[], None]:
+        """Uncount the pods (account, sign -1) for a look at the order without them; the
+        returned call puts every number it changed back as it was, to the last bit."""
+        department = self.session.department_of(job.project)
+        groups = {self.group.get(pod.node, "") for pod in pods}
+        saved = [(self.department_held, (department, g)) for g in groups]
+        saved += [
+            (table, (job.project, g)) for table in (self.allocated, self.fixed) for g in groups
+        ]
+        values = [table.get(key) for table, key in saved]
+        self.account(job, pods, -1, amounts)
+
+        def restore() -> None:
+            for (table, key), value in zip(saved, values, strict=True):
+                if value is None:
+                    table.pop(key, None)
+                else:
+                    table[key] = value
+
+        return restore
 
     def _demand(self) -> dict[tuple[str, str], float]:
         """What each project holds in each group plus what its pending work may ask there
@@ -165,16 +201,10 @@ class Pools:
                 found.add(group)
         return sorted(found)
 
-    def _shares(self) -> dict[tuple[str, str], float]:
-        """Each node group's GPUs, less what projects with one quota hold there, split
-        among the projects with per-group quotas (see module doc)."""
+    def _shares(self, others: dict[str, float]) -> dict[tuple[str, str], float]:
+        """Each node group's GPUs, less what projects with one quota hold there (`others`,
+        per group), split among the projects with per-group quotas (see module doc)."""
         session = self.session
-        others: dict[str, float] = {}  # group -> GPUs projects with one quota hold there
-        for job in session.jobs.values():
-            if job.running and job.project not in self.quotas:
-                for pod in job.placement:
-                    group = self.group.get(pod.node, "")
-                    others[group] = others.get(group, 0.0) + session.pod_gpus(job, pod)
         shares: dict[tuple[str, str], float] = {}
         for group in sorted(self.capacity):
             claims = []
@@ -278,6 +308,13 @@ class Pools:
         usage of a group lowered its share there (fairness over time) ranks after one that
         did not, in that group, even where their shares over the cluster are equal."""
         return share_items(self.held(project, groups), gain, self.allocatable(project, groups))
+
+    def reads(self, project: str) -> bool:
+        """Whether allocation order (in_groups) reads what the project's work holds per
+        group: the project has per-group quotas, or its department has projects that do."""
+        if project in self.quotas:
+            return True
+        return self.session.department_of(project) in self.pooled_departments
 
     def has_pooled(self, department: str) -> bool:
         """Whether any project of the department has per-group quotas."""

@@ -153,9 +153,12 @@ class Session:
         # job -> (the job as last seen, its victims, its nodes): see actions.victims.VictimPool
         self.victim_cache: dict[str, tuple[Job, list[Victim], tuple[str, ...]]] = {}
         self.pools: Pools | None = None  # per-node-group quotas, built below where any
+        # each running job's pods' GPUs, counted once here: the pools count them again
+        counted: dict[str, list[float]] = {}
         for job in self.jobs.values():
             if job.running:
-                self._account(job, job.placement, +1)
+                amounts = counted[job.key] = self._account(job, job.placement, +1)
+                self._placed[job.key] = (job, sum(amounts))  # as placed_gpus sums them
         self.capacity = nodes_capacity(use.node for use in self.nodes.values())
         demand = {name: self.allocated[name] for name in self.projects}
         for job in self.pending():
@@ -178,7 +181,7 @@ class Session:
         )
         self._queue_facts: dict[str, tuple[float, int, float, float]] = {}  # see _facts
         if any(p.pool_quotas for p in policy.projects):
-            self.pools = Pools(self)
+            self.pools = Pools(self, counted)
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -280,19 +283,30 @@ class Session:
         }
         return sorted(queues, key=lambda n: (departments[self.department_of(n)], keys[n]))
 
-    def serves_before(self, first: Entry, second: Entry) -> bool:
+    def serves_before(
+        self, first: Entry, second: Entry, known: dict[str, tuple] | None = None
+    ) -> bool:
         """Whether allocation order (InOrder) serves `first` before `second`, two entries
         left alone, without building an InOrder: inside one project by their places, inside
-        one department by their projects' keys, else by their departments' levels."""
+        one department by their projects' keys, else by their departments' levels.
+
+        `known` keeps `second`'s key and level for the next call about the same `second`
+        while nothing changed its project's or department's allocation (reclaim asks
+        about one claimant against victim after victim of other projects)."""
         (job, gain, place), (other, other_gain, other_place) = first, second
         if job.project == other.project:
             return bool(place < other_place)
         department, theirs = self.department_of(job.project), self.department_of(other.project)
+        known = {} if known is None else known
         if department == theirs:
             mine = self.project_order_key(job.project, job, gain)
-            return mine < self.project_order_key(other.project, other, other_gain)
+            if "project" not in known:
+                known["project"] = self.project_order_key(other.project, other, other_gain)
+            return mine < known["project"]
         level = (self.department_order_level(department, job, gain), department)
-        return level < (self.department_order_level(theirs, other, other_gain), theirs)
+        if "department" not in known:
+            known["department"] = (self.department_order_level(theirs, other, other_gain), theirs)
+        return level < known["department"]
 
     def project_order_key(self, project: str, job: Job, gain: float) -> tuple:
         """A project's key among its department's in InOrder, with `job` (adding `gain`)
@@ -557,7 +571,9 @@ class Session:
         for pod in pods if gpus is None else gpus:
             self.usage.give_back(job.key, pod)
 
-    def _account(self, job: Job, pods: tuple[PodPlacement, ...], sign: int) -> None:
+    def _account(self, job: Job, pods: tuple[PodPlacement, ...], sign: int) -> list[float]:
+        """Count (sign +1) or uncount (-1) the pods' GPUs for the job's queues; each pod's
+        GPUs, as worked out."""
         amounts = [self.pod_gpus(job, pod) for pod in pods]  # each pod's, for the pools too
         amount = sign * sum(amounts)
         for queue in (job.project, self.department_of(job.project)):
@@ -567,6 +583,7 @@ class Session:
                     self.fixed[queue] += amount
         if self.pools is not None:
             self.pools.account(job, pods, sign, amounts)
+        return amounts
 
 
 class InOrder:

@@ -22,6 +22,10 @@ class RequestKind(StrEnum):
     MIG = "mig"  # one MIG instance of `mig_profile` per pod
     NONE = "none"  # no GPU
 
+    # hashed as its value, as `str` is: Enum's own hash (of the name, in Python) is most
+    # of the cost of hashing a job's shape, which the actions do per job tried
+    __hash__ = str.__hash__
+
 
 @dataclass(frozen=True, slots=True)
 class GpuRequest:

@@ -280,6 +280,7 @@ def _reclaim_for(
         nonlocal movable, scan, asked_all
         order.refresh(last)
         last.clear()
+        known: dict[str, tuple] = {}  # the job's order key and level: see ranks_ahead
         if not asked_all:
             for pair in order.walk(guaranteed, scan):
                 project = pair[1][-1]
@@ -292,7 +293,7 @@ def _reclaim_for(
                     victim = pool.victims(project)[index]
                     if _may_lose(
                         session, job, gain, project, pool.gpus(victim), guaranteed, victim.groups
-                    ) and not ranks_ahead(session, job, gain, victim):
+                    ) and not ranks_ahead(session, job, gain, victim, known):
                         cursors[project] = index + 1
                         last.append(project)
                         touched.add(project)
@@ -306,7 +307,7 @@ def _reclaim_for(
         while movable:
             victim = movable.pop()
             # one whose queue ranks ahead would take its place back first, moving nothing
-            if pool.still_running(victim) and not ranks_ahead(session, job, gain, victim):
+            if pool.still_running(victim) and not ranks_ahead(session, job, gain, victim, known):
                 touched.add(session.jobs[victim.job].project)
                 return victim
         return None

@@ -122,33 +122,42 @@ def give_back(session: Session, taken: list[Taken], accept: Callable[[], bool]) 
     return True
 
 
-def ranks_ahead(session: Session, job: Job, gain: float, victim: Victim) -> bool:
+def ranks_ahead(
+    session: Session, job: Job, gain: float, victim: Victim, known: dict[str, tuple] | None = None
+) -> bool:
     """Whether the victim's queue, having lost the victim, comes before the job's queue
     (the job adding `gain`) in allocation order: placed again together (see
     replace_together), the victim would take its GPUs back first -- and so would every
-    later victim of that queue, as losing more only moves it further ahead."""
+    later victim of that queue, as losing more only moves it further ahead.
+
+    `known`: the job's key and level kept between calls (Session.serves_before) while no
+    eviction is made; a victim is never of the job's project and is compared by level
+    only with a job of another department, so taking it out changes neither. The
+    session is left exactly as it was (the numbers put back, not added back), so the
+    job's key stays what it was for the next call."""
     current = session.jobs[victim.job]
     pods = current.placement if victim.pods is None else victim.pods
     back = session.placed_gpus(current, victim.pods)  # the whole job's is kept per job
     queues = (current.project, session.department_of(current.project))
     allocated = session.allocated
-    for queue in queues:
-        if queue in allocated:
-            allocated[queue] -= back
+    saved = [(q, allocated[q]) for q in queues if q in allocated]
+    for queue, held in saved:
+        allocated[queue] = held - back
     # and in the node groups it runs in, which the order reads for a project with
-    # per-group quotas and for a department with such projects (Pools.in_groups)
+    # per-group quotas and for a department with such projects (Pools.in_groups), and
+    # only there
     pools = session.pools
-    if pools is not None:
+    restore = None
+    if pools is not None and pools.reads(current.project):
         amounts = [session.pod_gpus(current, pod) for pod in pods]
-        pools.account(current, pods, -1, amounts)
+        restore = pools.uncounted(current, pods, amounts)
     try:
-        return session.serves_before((current, back, (1,)), (job, gain, (0,)))
+        return session.serves_before((current, back, (1,)), (job, gain, (0,)), known)
     finally:
-        for queue in queues:
-            if queue in allocated:
-                allocated[queue] += back
-        if pools is not None:
-            pools.account(current, pods, +1, amounts)
+        for queue, held in saved:
+            allocated[queue] = held
+        if restore is not None:
+            restore()
 
 
 def fits_alone(session: Session, job: Job, accept: Callable[[], bool]) -> bool:
