@@ -20,7 +20,14 @@ from hypothesis import strategies as st
 
 from gitops_sched.engine import schedule
 from gitops_sched.engine.actions.reclaim import reclaim
-from gitops_sched.engine.actions.victims import evict, replace_together
+from gitops_sched.engine.actions.victims import (
+    VictimPool,
+    evict,
+    ranks_ahead,
+    replace_together,
+    still_running,
+    surely_ranks_ahead,
+)
 from gitops_sched.engine.apply import apply_decisions
 from gitops_sched.engine.pools import ran_in
 from gitops_sched.engine.session import Entry, Session, Victim, job_order
@@ -448,3 +455,30 @@ def test_reclaim_never_takes_from_a_queue_that_ranks_ahead_of_the_claimants(
             if bind.job in claimants and (bind.job, bind.pods) in session.first:
                 for queue, first in session.first[(bind.job, bind.pods)]:
                     assert first, (bind, queue)
+
+
+def _checked_skip(session: Session, job: Job, gain: float, project: str, known: dict) -> bool:
+    """surely_ranks_ahead, checked against ranks_ahead for each of the project's victims."""
+    sure = surely_ranks_ahead(session, job, gain, project, known)
+    if sure:
+        for victim in VictimPool(session, EvictReason.RECLAIM).victims(project):
+            if still_running(session, victim):
+                assert ranks_ahead(session, job, gain, victim), (job.key, victim)
+    return sure
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(st.one_of(ranked_waves(), two_waves(), pool_quota_snapshots().map(lambda s: (s, ()))))
+def test_skipping_queues_that_surely_rank_ahead_changes_no_decision(
+    case: tuple[Snapshot, tuple[Job, ...]],
+) -> None:
+    """Reclaim skips a project whose every victim would rank ahead of the claimant without
+    trying them (victims.surely_ranks_ahead), only to save time: each skipped project's
+    victims all do rank ahead, and every cycle of two settles decides exactly as when
+    each victim is tried."""
+    target = "gitops_sched.engine.actions.reclaim.surely_ranks_ahead"
+    with mock.patch(target, _checked_skip):
+        skipping = two_settles(*case)
+    with mock.patch(target, lambda *_: False):
+        trying = two_settles(*case)
+    assert skipping == trying

@@ -308,6 +308,25 @@ class Session:
             known["department"] = (self.department_order_level(theirs, other, other_gain), theirs)
         return level < known["department"]
 
+    def surely_before(self, queue: str, key: tuple, over_per_group: bool = False) -> bool:
+        """Whether the queue, giving back any part of what it holds (its order key then
+        judged with that part as its gain, as ranks_ahead does), comes before a sibling
+        whose order key is `key` (project_order_key or department_order_level): decided
+        by _serve_level's first items, which read only what it holds with the gain. A
+        margin above that covers the rounding of taking the part out and adding it back,
+        as the items only grow with what is held. `over_per_group`: the first item (over
+        its deserved quota) is judged in the node groups of the part (Pools.in_groups),
+        so it is taken at its latest, over. Not for a queue whose share items are judged
+        per group, nor one with no allocation yet."""
+        if queue not in self.allocated:
+            return False
+        deserved, rank, _, allocatable = self._queue_facts.get(queue) or self._facts(queue)
+        held = self.allocated[queue]
+        held += 1e-9 * max(1.0, held)
+        over = over_per_group or held > deserved + GPU_EPSILON
+        share, ratio, _ = share_items(held, 0.0, allocatable)
+        return (over, -rank, share, ratio) < key[:4]
+
     def project_order_key(self, project: str, job: Job, gain: float) -> tuple:
         """A project's key among its department's in InOrder, with `job` (adding `gain`)
         its first entry: _serve_level, then the name; with per-group quotas, within

@@ -30,7 +30,12 @@ import bisect
 from collections.abc import Collection, Iterable, Iterator
 from enum import StrEnum
 
-from gitops_sched.engine.actions.victims import VictimPool, evict_until_placed, ranks_ahead
+from gitops_sched.engine.actions.victims import (
+    VictimPool,
+    evict_until_placed,
+    ranks_ahead,
+    surely_ranks_ahead,
+)
 from gitops_sched.engine.admission import fits_quota, may_reclaim, quota_blocker
 from gitops_sched.engine.pools import pool_of, restricted, tries
 from gitops_sched.engine.session import Session, Victim, victim_order
@@ -287,7 +292,11 @@ def _reclaim_for(
                 if project in done:
                     continue
                 index = None
-                if _may_lose_any(session, job, gain, project, guaranteed, blocked):
+                # a project whose every victim would rank ahead gives none: its victims
+                # are not tried one by one
+                if _may_lose_any(
+                    session, job, gain, project, guaranteed, blocked
+                ) and not surely_ranks_ahead(session, job, gain, project, known):
                     index = pool.first_usable(project, cursors.get(project, 0), allowed)
                 if index is not None:
                     victim = pool.victims(project)[index]

@@ -160,6 +160,28 @@ def ranks_ahead(
             restore()
 
 
+def surely_ranks_ahead(
+    session: Session, job: Job, gain: float, project: str, known: dict[str, tuple]
+) -> bool:
+    """Whether every victim of `project` would rank ahead of the job (ranks_ahead), told
+    from what its queue holds before losing any (Session.surely_before): reclaim then
+    skips the project without trying its victims one by one. False when unsure: always
+    for a project of the job's department with per-group quotas, whose share items the
+    order judges per node group. `known` as for ranks_ahead."""
+    pools = session.pools
+    department, claimant = session.department_of(project), session.department_of(job.project)
+    if department == claimant:
+        if pools is not None and project in pools.quotas:
+            return False
+        if "project" not in known:
+            known["project"] = session.project_order_key(job.project, job, gain)
+        return session.surely_before(project, known["project"])
+    if "department" not in known:
+        known["department"] = (session.department_order_level(claimant, job, gain), claimant)
+    per_group = pools is not None and pools.reads(project)
+    return session.surely_before(department, known["department"][0], per_group)
+
+
 def fits_alone(session: Session, job: Job, accept: Callable[[], bool]) -> bool:
     """Whether the job would fit now, with no victim given its place back: cheaper than
     replace_together, which can only do worse. Leaves nothing placed."""
