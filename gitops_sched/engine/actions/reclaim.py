@@ -315,10 +315,16 @@ def _reclaim_for(
             movable = _movable(session, job, pool, freed_nodes, allowed) if freed_nodes else []
         while movable:
             victim = movable.pop()
+            if not pool.still_running(victim):
+                continue
             # one whose queue ranks ahead would take its place back first, moving nothing
-            if pool.still_running(victim) and not ranks_ahead(session, job, gain, victim, known):
-                touched.add(session.jobs[victim.job].project)
-                return victim
+            project = session.jobs[victim.job].project
+            if surely_ranks_ahead(session, job, gain, project, known) or ranks_ahead(
+                session, job, gain, victim, known
+            ):
+                continue
+            touched.add(project)
+            return victim
         return None
 
     placed = evict_until_placed(
