@@ -32,6 +32,7 @@ from enum import StrEnum
 
 from gitops_sched.engine.actions.victims import (
     VictimPool,
+    ahead_department_wide,
     evict_until_placed,
     ranks_ahead,
     surely_ranks_ahead,
@@ -280,23 +281,31 @@ def _reclaim_for(
     scan: tuple | None = None
     asked_all = False  # every project was asked
     blocked: set[str] = set()  # departments that may lose nothing to this job
+    own = session.department_of(job.project)
 
     def next_victim() -> Victim | None:
         nonlocal movable, scan, asked_all
         order.refresh(last)
         last.clear()
         known: dict[str, tuple] = {}  # the job's order key and level: see ranks_ahead
+        # other departments whose every victim would rank ahead (by the department's
+        # level alone, see surely_ranks_ahead): none of their projects gives one now
+        ahead: set[str] = set()
         if not asked_all:
             for pair in order.walk(guaranteed, scan):
-                project = pair[1][-1]
+                project, department = pair[1][-1], pair[0][-1]
                 if project in done:
                     continue
                 index = None
                 # a project whose every victim would rank ahead gives none: its victims
-                # are not tried one by one
-                if _may_lose_any(
-                    session, job, gain, project, guaranteed, blocked
-                ) and not surely_ranks_ahead(session, job, gain, project, known):
+                # are not tried one by one (nor is it asked whether it may lose any: its
+                # department's projects all give none, whatever `blocked` would say)
+                if department in ahead:
+                    pass
+                elif surely_ranks_ahead(session, job, gain, project, known):
+                    if department != own and ahead_department_wide(session, project):
+                        ahead.add(department)
+                elif _may_lose_any(session, job, gain, project, guaranteed, blocked):
                     index = pool.first_usable(project, cursors.get(project, 0), allowed)
                 if index is not None:
                     victim = pool.victims(project)[index]

@@ -182,6 +182,15 @@ def surely_ranks_ahead(
     return session.surely_before(department, known["department"][0], per_group)
 
 
+def ahead_department_wide(session: Session, project: str) -> bool:
+    """Whether surely_ranks_ahead's yes for a project of another department than the
+    job's holds for every project of that department: it judged the department's level
+    alone, with its over-quota item either taken at its latest (per node group) or, with
+    no per-group quotas anywhere, as it is for all of them."""
+    pools = session.pools
+    return pools is None or pools.reads(project)
+
+
 def fits_alone(session: Session, job: Job, accept: Callable[[], bool]) -> bool:
     """Whether the job would fit now, with no victim given its place back: cheaper than
     replace_together, which can only do worse. Leaves nothing placed."""
