@@ -88,7 +88,8 @@ class _Commands(click.Group):
             kube = sys.modules.get("kubernetes.config.config_exception")
             if kube is not None and isinstance(exc, kube.ConfigException):
                 # no cluster to talk to (no KUBECONFIG, no ~/.kube/config, not in a pod)
-                click.echo(printable(f"gitops-sched: no cluster configuration: {exc}"), err=True)
+                why = f"no cluster configuration: {exc}; give --kubeconfig, or run in a pod"
+                click.echo(printable(f"gitops-sched: {why}"), err=True)
                 sys.exit(EXIT_USAGE)
             jinja2 = sys.modules.get("jinja2")  # loaded by whatever rendered a template
             if jinja2 is None or not isinstance(exc, jinja2.TemplateError):

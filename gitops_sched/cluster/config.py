@@ -27,9 +27,7 @@ def load_configuration(
     else:
         home = Path(os.path.expanduser("~/.kube/config"))
         if not home.is_file():
-            raise ConfigException(
-                f"set KUBECONFIG or --kubeconfig ({home} does not exist, not in a pod)"
-            )
+            raise ConfigException(f"{home} does not exist and KUBECONFIG is not set")
         kubernetes.config.load_kube_config(context=context, client_configuration=config)
     config.retries = False  # retries are ours (retry.py): counted, jittered, 409/429/5xx aware
     return config
