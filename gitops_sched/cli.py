@@ -85,6 +85,12 @@ class _Commands(click.Group):
             _discard_stdout()
             sys.exit(EXIT_USAGE)
         except Exception as exc:
+            kube = sys.modules.get("kubernetes.config.config_exception")
+            if kube is not None and isinstance(exc, kube.ConfigException):
+                # no cluster to talk to (no KUBECONFIG, no ~/.kube/config, not in a pod)
+                why = f"no cluster configuration: {exc}; give --kubeconfig, or run in a pod"
+                click.echo(printable(f"gitops-sched: {why}"), err=True)
+                sys.exit(EXIT_USAGE)
             jinja2 = sys.modules.get("jinja2")  # loaded by whatever rendered a template
             if jinja2 is None or not isinstance(exc, jinja2.TemplateError):
                 raise

@@ -98,3 +98,20 @@ def test_the_cli_module_loads_no_config_stack() -> None:
     code = f"import sys, gitops_sched.cli; print([m for m in {heavy!r} if m in sys.modules])"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout == "[]\n", result.stderr
+
+
+@pytest.mark.parametrize("args", [["scheduler"], ["reconcile", "--repo", "."]])
+def test_no_cluster_configuration_is_one_line_and_exit_2(
+    args: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A newcomer who runs a cluster command with no KUBECONFIG, no ~/.kube/config and
+    outside a pod is told what to set, not shown a traceback."""
+    for name in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1
+    assert "KUBECONFIG" in lines[0]

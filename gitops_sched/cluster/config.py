@@ -25,6 +25,9 @@ def load_configuration(
     elif os.environ.get(SERVICE_HOST_ENV_NAME):
         load_incluster_config(client_configuration=config)
     else:
+        home = Path(os.path.expanduser("~/.kube/config"))
+        if not home.is_file():
+            raise ConfigException(f"{home} does not exist and KUBECONFIG is not set")
         kubernetes.config.load_kube_config(context=context, client_configuration=config)
     config.retries = False  # retries are ours (retry.py): counted, jittered, 409/429/5xx aware
     return config
