@@ -82,9 +82,9 @@ class Pools:
     """Per (project, node group): deserved quota, what it holds (and of that what is not
     preemptible), fair share. Only projects with per-group quotas are tracked."""
 
-    def __init__(self, session: Session, counted: dict[str, list[float]] | None = None) -> None:
-        """`counted`: each running job's pods' GPUs (Session.pod_gpus), where the session
-        has them already."""
+    def __init__(self, session: Session, counted: dict[str, list[float]]) -> None:
+        """`counted`: each running job's pods' GPUs (Session.pod_gpus), as the session
+        counted them for its own queues."""
         self.session = session
         self.quotas: dict[str, dict[str, float]] = {
             p.name: dict(p.pool_quotas) for p in session.projects.values() if p.pool_quotas
@@ -96,14 +96,11 @@ class Pools:
         self.group = {name: use.node.node_group for name, use in session.nodes.items()}
         # every group a pod can be counted in: its node's, or "" on a node not known
         self.known_groups = sorted({*self.group.values(), ""})
-        counted = counted or {}
         # group -> GPUs projects with one quota hold there (see _shares)
         others: dict[str, float] = {}
         for job in session.jobs.values():
             if job.running:
-                amounts = counted.get(job.key)
-                if amounts is None:
-                    amounts = [session.pod_gpus(job, pod) for pod in job.placement]
+                amounts = counted[job.key]
                 self.account(job, job.placement, +1, amounts)
                 if job.project not in self.quotas:
                     for pod, gpus in zip(job.placement, amounts, strict=True):
