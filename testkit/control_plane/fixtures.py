@@ -64,10 +64,11 @@ def _by_key(kinds: list[Kind]) -> dict[tuple[str, str], Kind]:
 
 
 def _names(
-    api: PlainApi, by_key: dict[tuple[str, str], Kind], wanted: tuple[tuple[str, str], ...] = WIPED
+    api: PlainApi, by_key: dict[tuple[str, str], Kind], since: str = ""
 ) -> dict[tuple[str, str], set[str]]:
-    """The names of the objects of each cluster-scoped kind `wanted` (group, kind)."""
-    return {key: {m["name"] for m in api.metadata(by_key[key].path())} for key in wanted}
+    """The names of the objects of each cluster-scoped kind the wipe deletes (`WIPED`), as
+    of resourceVersion `since` or newer (`PlainApi.metadata`)."""
+    return {key: {m["name"] for m in api.metadata(by_key[key].path(), since)} for key in WIPED}
 
 
 @pytest.fixture(scope="session")
@@ -117,13 +118,14 @@ def wipe(plane: ControlPlane) -> None:
         namespaces |= {m["name"] for m in listed} - baseline[NAMESPACE]
         namespaces |= plane.parts.replaced(listed)  # type: ignore[attr-defined]
         _delete_namespaces(plane, api, kinds, namespaces)
-        for key, names in _names(api, by_key).items():
+        since = api.now()
+        for key, names in _names(api, by_key, since).items():
             for name in sorted(names - baseline[key]):
                 api.delete(by_key[key].path(name=name))
-        _delete_custom_resources(api)
+        _delete_custom_resources(api, since)
         plane.crds = _restore_crds(plane, api, plane.crds)  # type: ignore[attr-defined]
         _gone(api, by_key[NAMESPACE], namespaces)
-        installed.restore(plane, api, plane.parts)  # type: ignore[attr-defined]
+        installed.restore(plane, api, kinds, plane.parts)  # type: ignore[attr-defined]
     finally:
         api.close()
 
@@ -266,11 +268,11 @@ def _name(obj: dict[str, Any]) -> str:
     return str(obj["metadata"]["name"])
 
 
-def _delete_custom_resources(api: PlainApi) -> None:
+def _delete_custom_resources(api: PlainApi, since: str) -> None:
     """Delete every custom resource of the baseline CRDs a test left (those in its
     namespaces went with them), finalizers dropped first, as deleting the CRD would."""
     for kind in map(_kind_of, render_crds()):
-        for meta in api.metadata(kind.path()):
+        for meta in api.metadata(kind.path(), since):
             path = kind.path(meta.get("namespace", ""), meta["name"])
             if meta.get("finalizers"):
                 api.drop_finalizers(path)
@@ -306,7 +308,7 @@ def _empty(
     while True:
         left = [
             (kind, meta)
-            for key, (kind, meta) in _namespaced(api, kinds, namespaces | shared)
+            for key, (kind, meta) in _namespaced(api, kinds, namespaces | shared, api.now())
             if meta["namespace"] in namespaces
             or (key not in kept and not _own_write(kind, meta["namespace"]))
         ]
@@ -354,14 +356,14 @@ def _emptied(kinds: list[Kind]) -> list[Kind]:
 
 
 def _namespaced(
-    api: PlainApi, kinds: list[Kind], namespaces: set[str]
+    api: PlainApi, kinds: list[Kind], namespaces: set[str], since: str = ""
 ) -> list[tuple[tuple[str, ...], tuple[Kind, dict[str, Any]]]]:
     """The metadata of each object of `kinds` in `namespaces`, keyed by group, kind,
-    namespace and name."""
+    namespace and name, as of resourceVersion `since` or newer."""
     return [
         ((k.group, k.kind, meta["namespace"], meta["name"]), (k, meta))
         for k in kinds
-        for meta in api.metadata(k.path())
+        for meta in api.metadata(k.path(), since)
         if meta.get("namespace") in namespaces
     ]
 

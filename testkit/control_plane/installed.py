@@ -53,10 +53,14 @@ class Installed:
         return {m["name"] for m in listed if m["name"] in names and m["uid"] != uids[m["name"]]}
 
 
+def _key(obj: dict[str, Any]) -> tuple[str, str]:
+    """An object's (group, kind)."""
+    return obj["apiVersion"].rpartition("/")[0], obj["kind"]
+
+
 def _path(kinds: dict[tuple[str, str], Kind], obj: dict[str, Any]) -> str:
-    group = obj["apiVersion"].rpartition("/")[0]
     meta = obj["metadata"]
-    return kinds[(group, obj["kind"])].path(meta.get("namespace", ""), meta["name"])
+    return kinds[_key(obj)].path(meta.get("namespace", ""), meta["name"])
 
 
 def install(plane: ControlPlane, api: PlainApi) -> Installed:
@@ -87,25 +91,26 @@ def _record(api: PlainApi, installed: Installed) -> None:
         installed.objects[path] = (applied, live)
 
 
-def restore(plane: ControlPlane, api: PlainApi, installed: Installed) -> None:
+def restore(plane: ControlPlane, api: PlainApi, kinds: list[Kind], installed: Installed) -> None:
     """Put back what a test changed, deleted or made again of the installed parts (such a
     namespace is gone by now: the wipe finalized it). The API server's caches are waited
     for (`ready`) only when an account or a role came back: a namespace a sync labelled
     (the reconciler adopts the scheduler's), put back as it was, lets nobody in or out."""
     made: set[str] = set()
     access = False
+    now = _metadata(api, kinds, installed)
     for path, (applied, recorded) in installed.objects.items():  # namespaces first
-        live = api.request("GET", path)
-        if live is not None and live["metadata"]["uid"] != recorded["metadata"]["uid"]:
+        meta = now.get(path)
+        if meta is not None and meta["uid"] != recorded["metadata"]["uid"]:
             api.delete(path)  # a test made it again: not what was installed
-            live = None
-        if live is None:
+            meta = None
+        if meta is None:
             live = api.request("PATCH", f"{path}?{KUBECTL}", applied, content_type=APPLY)
             if applied["kind"] == "Namespace":
                 made.add(applied["metadata"]["name"])
-        elif live["metadata"]["resourceVersion"] != recorded["metadata"]["resourceVersion"]:
+        elif meta["resourceVersion"] != recorded["metadata"]["resourceVersion"]:
             body = {**recorded, "metadata": {**recorded["metadata"]}}
-            body["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"]
+            body["metadata"]["resourceVersion"] = meta["resourceVersion"]
             live = api.request("PUT", path, body)
         else:
             continue
@@ -116,6 +121,20 @@ def restore(plane: ControlPlane, api: PlainApi, installed: Installed) -> None:
     if access or made:
         ready(api, installed)
     plane.installed.update(PARTS)
+
+
+def _metadata(api: PlainApi, kinds: list[Kind], installed: Installed) -> dict[str, Any]:
+    """Each installed object's path -> its metadata now, absent where deleted: one list of
+    each installed kind (a few) rather than a GET of each object (some twenty), after
+    every test."""
+    by_key = {(k.group, k.kind): k for k in kinds}
+    since = api.now()
+    found = {}
+    for key in sorted({_key(applied) for applied, _ in installed.objects.values()}):
+        kind = by_key[key]
+        for meta in api.metadata(kind.path(), since):
+            found[kind.path(meta.get("namespace", ""), meta["name"])] = meta
+    return found
 
 
 def ready(api: PlainApi, installed: Installed) -> None:

@@ -4,7 +4,11 @@ The wipe runs after every in-cluster test, so its cost is paid hundreds of times
 kinds come from the API server's aggregated discovery (two requests, not one per group
 version parsed into the dynamic client's objects), lists ask for the objects' metadata only
 (PartialObjectMetadataList: a CRD's schema or a role's rules are never sent), and answers
-stay dicts.
+stay dicts. A wipe lists some forty kinds at a time: it asks the server for its current
+resourceVersion once (`now`, a consistent read) and lists each kind as of that version or
+newer (`since`), which the API server answers from its watch cache without going to etcd:
+half the CPU of a consistent list, and the same guarantee (nothing older than the moment
+the wipe asked).
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ from testkit.control_plane.cluster import ControlPlane
 
 METADATA = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+NOT_OLDER = "resourceVersionMatch=NotOlderThan"
+# a watch cache still filling (429) or not yet at the version asked for after its wait (504)
+UNCACHED = {429, 504}
 
 
 class Refused(Exception):
@@ -95,8 +102,25 @@ class PlainApi:
                     )
         return found
 
-    def metadata(self, path: str) -> list[dict[str, Any]]:
-        """The metadata of each object a list path answers with (none when not served)."""
+    def metadata(self, path: str, since: str = "") -> list[dict[str, Any]]:
+        """The metadata of each object a list path answers with (none when not served); with
+        `since` (a resourceVersion from `now`), as of that version or newer, from the API
+        server's watch cache (a consistent list where that cache is not ready yet: a CRD
+        just made)."""
+        if since:
+            try:
+                return self._items(f"{path}?resourceVersion={since}&{NOT_OLDER}")
+            except Refused as exc:
+                if exc.status not in UNCACHED:
+                    raise
+        return self._items(path)
+
+    def now(self) -> str:
+        """The cluster's current resourceVersion (a consistent read of one namespace)."""
+        listed = self.request("GET", "/api/v1/namespaces?limit=1", accept=METADATA) or {}
+        return str(listed["metadata"]["resourceVersion"])
+
+    def _items(self, path: str) -> list[dict[str, Any]]:
         listed = self.request("GET", path, accept=METADATA) or {}
         return [item["metadata"] for item in listed.get("items") or []]
 
