@@ -4,7 +4,7 @@ The wipe runs after every in-cluster test, so its cost is paid hundreds of times
 kinds come from the API server's aggregated discovery (two requests, not one per group
 version parsed into the dynamic client's objects), lists ask for the objects' metadata only
 (PartialObjectMetadataList: a CRD's schema or a role's rules are never sent), and answers
-stay dicts. A wipe lists some forty kinds at a time: it asks the server for its current
+stay dicts. A wipe lists some thirty kinds at a time: it asks the server for its current
 resourceVersion once (`now`, a consistent read) and lists each kind as of that version or
 newer (`since`), which the API server answers from its watch cache without going to etcd:
 half the CPU of a consistent list, and the same guarantee (nothing older than the moment
