@@ -49,19 +49,24 @@ def place(session: Session, job: Job, count: int | None = None) -> bool:
 
 
 def surely_no_room(session: Session, job: Job) -> bool:
-    """Whether `place` would surely fail for want of free GPUs: a single pod of whole GPUs
-    and no allowed node with that many free (a cheap test, to skip a try that cannot
-    succeed; False says nothing)."""
+    """Whether `place` would surely fail for want of free GPUs: pods of whole GPUs and
+    fewer allowed nodes' worth of room for them than the job's next pods (each pod takes
+    its GPUs on one node, so a node with `free` GPUs holds `free // count` of them; a cheap
+    test, to skip a try that cannot succeed; False says nothing). Pods of no GPU still
+    need one allowed node with a free GPU, as one pod does."""
     request = job.request
-    if request.kind is not RequestKind.WHOLE or job.next_pods != 1:
+    if request.kind is not RequestKind.WHOLE:
         return False
+    need = max(request.count, 1)
+    wanted = job.next_pods if request.count > 0 else 1
     free_index = session.usage.free_index
-    return not any(
-        bucket
+    room = sum(
+        free // need * len(bucket)
         for group in session.groups_of(job)
         for free, bucket in free_index[group].items()
-        if free >= max(request.count, 1)
+        if free >= need
     )
+    return room < wanted
 
 
 def pods_that_fit(session: Session, job: Job, count: int) -> int:
