@@ -138,6 +138,7 @@ class Harness:
         self.look = connect()
         self.client = (via or self.connect)()
         self.client.before_request.append(lambda method, path: self.sent.append(f"{method} {path}"))
+        self._reconcilers: list[Reconciler] = []
         self.reconciler = self.new_reconciler(self.client)
         self._clients = [self.look, self.client]
         self._held: list[ObjectRef] = []
@@ -147,7 +148,9 @@ class Harness:
         settings = Settings(
             repo=str(self.repo), name=self.name, namespace=SYSTEM, identity="test", **kw
         )
-        return Reconciler(settings, client, elector)
+        reconciler = Reconciler(settings, client, elector)
+        self._reconcilers.append(reconciler)
+        return reconciler
 
     def new_client(self) -> ClusterClient:
         """Another client, closed with the harness."""
@@ -160,6 +163,8 @@ class Harness:
             self.release(ref)
         for client in self._clients:
             client.close()
+        for reconciler in self._reconcilers:
+            reconciler.close()  # its scratch folder
 
     def hold(self, ref: ObjectRef) -> None:
         """Add the HOLD finalizer: deleted, the object stays until `release` (or `close`)."""

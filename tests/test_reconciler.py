@@ -740,6 +740,8 @@ def test_only_the_leader_writes_and_the_other_takes_over_when_it_stops(harness):
             elector.stop()
         for thread in threads:
             thread.join(timeout=5)
+        for reconciler, *_ in replicas:
+            reconciler.close()
 
 
 def test_health_readiness_and_metrics_endpoints(harness):
@@ -763,7 +765,9 @@ def test_health_readiness_and_metrics_endpoints(harness):
         assert get("/healthz")[0] == 200
         assert get("/readyz")[0] == 503  # nothing fetched yet
         settings = Settings(repo=str(h.repo), namespace=SYSTEM, identity="m")
-        outcome = Reconciler(settings, h.client, metrics=metrics, health=health).sync_once()
+        reconciler = Reconciler(settings, h.client, metrics=metrics, health=health)
+        outcome = reconciler.sync_once()
+        reconciler.close()
         assert outcome.ok, outcome.result.errors
         assert get("/readyz")[0] == 200
         text = get("/metrics")[1]
