@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +61,7 @@ from testkit.control_plane.install import apply_kustomization, kustomization
 from testkit.control_plane.nodes import group_nodes
 from testkit.control_plane.permissions import Grant, grants, missing, table, unused
 from testkit.control_plane.waiting import wait
+from testkit.loops import running
 from testkit.reconciler_harness import API, commit, config, doc
 from tests import test_agent_cluster as agent_test
 from tests import test_mig_e2e as mig_test
@@ -248,14 +248,8 @@ def scheduler_scenario(plane: ControlPlane, tmp_path: Path) -> None:
         # the loop as the Deployment runs it: informers watching pods, nodes and the policy
         pod = scheduler_test.hand_made_pod(repo.project_namespace("team-d"), gpus=1)
         cluster.client.create(pod)
-        stop = threading.Event()
-        loop = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
-        loop.start()
-        try:
+        with running(scheduler.run):
             cluster.wait("the pod bound", lambda: _bound(cluster.client.get(ObjectRef.of(pod))))
-        finally:
-            stop.set()
-            loop.join(30)
     finally:
         elector.stop(release=True)
         for client in (elector.client, scheduler.client):

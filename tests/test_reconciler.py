@@ -20,7 +20,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -40,6 +39,7 @@ from testkit.control_plane.fixtures import uninstall
 from testkit.control_plane.install import apply_kustomization, kubectl
 from testkit.control_plane.nodes import gpu_node
 from testkit.control_plane.waiting import wait as wait_for
+from testkit.loops import running
 from testkit.reconciler_harness import API, HOLD, SYSTEM, Harness, commit, config
 
 CLI = str(Path(sys.executable).with_name("gitops-sched"))
@@ -102,6 +102,8 @@ def test_first_sync_creates_everything_in_order_and_the_second_writes_nothing(ha
     # everything made but the system namespace: the scheduler's manifests made that one,
     # annotated to be adopted (both parts are installed before the first sync)
     assert outcome.result.adopted == ["Namespace/gitops-sched-system"]
+    # nothing of ours was there before it (a loop of an earlier test still syncing would be)
+    assert sorted(map(str, outcome.result.live)) == []
     assert outcome.result.objects == len(outcome.result.created) + 1 > 20
     # the order the reconciler sent its applies in; a real server would have refused a
     # custom resource before its CRD was served, or an object before its namespace
@@ -709,38 +711,33 @@ def test_only_the_leader_writes_and_the_other_takes_over_when_it_stops(harness):
             retry_period=0.1,
         )
         settings = Settings(repo=str(h.repo), namespace=SYSTEM, interval=0.2, identity=identity)
-        replicas.append((Reconciler(settings, client, elector), client, elector, threading.Event()))
-    first = replicas[0]
-    first[2].try_acquire_or_renew()
-    threads = []
-    for reconciler, _, elector, stop in replicas:
+        replicas.append((Reconciler(settings, client, elector), client, elector))
+    replicas[0][2].try_acquire_or_renew()
+    for _, _, elector in replicas:
         elector.start()
-        threads.append(threading.Thread(target=reconciler.run, args=(stop,), daemon=True))
-        threads[-1].start()
     try:
-        wait_for("the first sync", lambda: h.get(API, "Cluster", "lab") is not None)
-        leader = next(r for r in replicas if r[2].is_leader())
-        follower = next(r for r in replicas if r is not leader)
-        wait_for("the leader's status", lambda: (h.get(API, "Cluster", "lab") or {}).get("status"))
-        assert leader[1].requests["write"] > 0
-        assert follower[1].requests["write"] == 0  # never wrote: not even its status or events
+        with running(*(reconciler.run for reconciler, _, _ in replicas)) as loops:
+            wait_for("the first sync", lambda: h.get(API, "Cluster", "lab") is not None)
+            leader = next(i for i, r in enumerate(replicas) if r[2].is_leader())
+            follower = replicas[1 - leader]
+            wait_for(
+                "the leader's status", lambda: (h.get(API, "Cluster", "lab") or {}).get("status")
+            )
+            assert replicas[leader][1].requests["write"] > 0
+            assert follower[1].requests["write"] == 0  # never wrote: not even status or events
 
-        # the leader dies without giving the Lease back; the follower takes over and syncs
-        leader[3].set()
-        leader[2].stop(release=False)
-        commit(h.repo, config({"vision": 8, "nlp": 2}))
-        wait_for("nlp created", lambda: h.get(API, "Project", "nlp") is not None)
-        assert follower[2].is_leader()
-        lease = h.get("coordination.k8s.io/v1", "Lease", "gitops-sched-reconciler", SYSTEM)
-        assert lease["spec"]["holderIdentity"] == follower[2].identity
-        assert lease["spec"]["leaseTransitions"] >= 1
+            # the leader dies without giving the Lease back; the follower takes over and syncs
+            loops[leader].stop.set()
+            replicas[leader][2].stop(release=False)
+            commit(h.repo, config({"vision": 8, "nlp": 2}))
+            wait_for("nlp created", lambda: h.get(API, "Project", "nlp") is not None)
+            assert follower[2].is_leader()
+            lease = h.get("coordination.k8s.io/v1", "Lease", "gitops-sched-reconciler", SYSTEM)
+            assert lease["spec"]["holderIdentity"] == follower[2].identity
+            assert lease["spec"]["leaseTransitions"] >= 1
     finally:
-        for _, _, elector, stop in replicas:
-            stop.set()
+        for reconciler, _, elector in replicas:
             elector.stop()
-        for thread in threads:
-            thread.join(timeout=5)
-        for reconciler, *_ in replicas:
             reconciler.close()
 
 

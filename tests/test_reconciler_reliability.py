@@ -35,6 +35,7 @@ from testkit.control_plane.client import FAST_BACKOFF, connect
 from testkit.control_plane.cluster import ControlPlane
 from testkit.control_plane.faultproxy import INTERNAL, UNAVAILABLE, FaultProxy, Rates, Rule
 from testkit.control_plane.waiting import wait
+from testkit.loops import running
 from testkit.reconciler_harness import API, SYSTEM, Harness, commit, config
 from tests.conftest import examples, seeds
 
@@ -384,20 +385,14 @@ def test_the_loop_goes_on_after_any_exception_after_a_backoff_shorter_than_its_i
     revision = commit(h.repo, config({"vision": 8}))
     broken_lists(monkeypatch, h.client, 1)
     reconciler = h.new_reconciler(h.client, interval=3600.0)
-    stop = threading.Event()
-    thread = threading.Thread(target=reconciler.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
 
-        def synced() -> bool:
-            status = (h.get(API, "Cluster", "lab") or {}).get("status") or {}
-            return status.get("syncedCommit") == revision
+    def synced() -> bool:
+        status = (h.get(API, "Cluster", "lab") or {}).get("status") or {}
+        return status.get("syncedCommit") == revision
 
+    with running(reconciler.run) as (loop,):
         wait("the sync after the failure", synced)
-        assert thread.is_alive()
-    finally:
-        stop.set()
-        thread.join(10)
+        assert loop.thread.is_alive()
     syncs = reconciler.metrics.syncs
     assert syncs.labels(outcome="failed")._value.get() == 1
     assert syncs.labels(outcome="synced")._value.get() == 1

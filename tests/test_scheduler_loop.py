@@ -38,6 +38,7 @@ from testkit.control_plane.cluster import ControlPlane
 from testkit.control_plane.install import apply_kustomization
 from testkit.control_plane.nodes import add_settled, gpu_node
 from testkit.control_plane.waiting import wait
+from testkit.loops import running
 from tests.kube_emulator.fixtures import connect as connect_emulator
 from tests.kube_emulator.server import KubeEmulator
 
@@ -329,8 +330,6 @@ def test_the_loop_logs_an_ignored_pod_once_and_again_when_its_reason_changes(
     scheduler = Scheduler(
         scheduler_client(real_cluster), Settings(namespace=SYSTEM, cycle_period=0.02)
     )
-    stop = threading.Event()
-    thread = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
 
     def said() -> list[str]:
         return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -338,9 +337,11 @@ def test_the_loop_logs_an_ignored_pod_once_and_again_when_its_reason_changes(
     def cycles() -> float:
         return metric(scheduler, "gitops_sched_cycle_duration_seconds_count") or 0
 
-    with caplog.at_level(logging.INFO, logger="gitops_sched.scheduler.loop"):
-        thread.start()
-        try:
+    try:
+        with (
+            caplog.at_level(logging.INFO, logger="gitops_sched.scheduler.loop"),
+            running(scheduler.run),
+        ):
             wait("the ignored pod logged", lambda: len(said()) == 1)
             before = cycles()
             wait("five more cycles", lambda: cycles() >= before + 5)  # said once, not a cycle
@@ -357,10 +358,8 @@ def test_the_loop_logs_an_ignored_pod_once_and_again_when_its_reason_changes(
             wait("the new reason logged", lambda: len(said()) == 2)
             assert "'no-such-project'" in said()[1]
             assert metric(scheduler, "gitops_sched_ignored_pods", namespace=TEAM_A) == 1
-        finally:
-            stop.set()
-            thread.join(timeout=30)
-            scheduler.client.close()
+    finally:
+        scheduler.client.close()
 
 
 def test_a_report_names_a_bound_ignored_pod_and_counts_only_what_it_leaves_out():
@@ -419,16 +418,12 @@ def test_the_loop_survives_a_cycle_that_raises_and_binds_on_a_later_one(
         scheduler_client(real_cluster), Settings(namespace=SYSTEM, cycle_period=0.02)
     )
     failed = fail_first(scheduler.client, 2, "POST", "/binding")
-    stop = threading.Event()
-    thread = threading.Thread(target=scheduler.run, args=(stop,), daemon=True)
-    thread.start()
     try:
-        ref = ObjectRef("v1", "Pod", TEAM_A, "train")
-        wait("train bound", lambda: (client.get(ref) or {})["spec"].get("nodeName") == "dgx-0")
-        assert len(failed) == 2 and thread.is_alive()
+        with running(scheduler.run) as (loop,):
+            ref = ObjectRef("v1", "Pod", TEAM_A, "train")
+            wait("train bound", lambda: (client.get(ref) or {})["spec"].get("nodeName") == "dgx-0")
+            assert len(failed) == 2 and loop.thread.is_alive()
     finally:
-        stop.set()
-        thread.join(timeout=30)
         scheduler.client.close()
 
 
