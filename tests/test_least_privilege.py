@@ -387,6 +387,7 @@ SCENARIOS = {
 
 
 @pytest.mark.parametrize("name", PARTS)
+@pytest.mark.usefixtures("control_plane")  # what each scenario fixture runs on
 def test_the_shipped_roles_grant_exactly_the_calls_the_part_makes(name, request):
     part, seen = PARTS[name], request.getfixturevalue(SCENARIOS[name])[name]
     granted = part.grants()
