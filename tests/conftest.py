@@ -57,6 +57,11 @@ from testkit.control_plane.fixtures import (  # noqa: E402, F401
     real_cluster,
     uninstalled,
 )
+from testkit.control_plane.report import (  # noqa: E402, F401
+    pytest_runtest_logreport,
+    pytest_runtest_makereport,
+    pytest_terminal_summary,
+)
 
 # the classes through which each in-cluster part talks to the API server
 PARTS = (Syncer, Scheduler, Actuator, StatusWriter, NodeApi)

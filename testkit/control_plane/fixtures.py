@@ -1,7 +1,8 @@
 """pytest fixtures for the real control plane.
 
-`control_plane` (session): one cluster for the whole run, started on first use, its
-kube-apiserver's version printed once, stopped at the end even when tests fail. Its baseline
+`control_plane` (session): one cluster for the whole run (a worker's), started on first use,
+stopped at the end even when tests fail (the run's summary says which kube-apiserver the
+tests on it ran against and how they ended: `report.py`). Its baseline
 holds the reconciler and the scheduler installed (`installed.py`) and the product's CRDs as
 the default reconciler (`--name gitops-sched`) leaves them after its first sync
 (`install_crds`): a later sync of that reconciler finds them its own and unchanged, so most
@@ -72,20 +73,9 @@ def _names(
 
 
 @pytest.fixture(scope="session")
-def control_plane(
-    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
-) -> Iterator[ControlPlane]:
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     plane = ControlPlane(tmp_path_factory.mktemp("control-plane"))
-    started = time.monotonic()
-    plane.start()
-    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
-    capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
-    if reporter is not None and capture is not None:
-        with capture.global_and_fixture_disabled():
-            reporter.write_line(
-                f"\nreal control plane: kube-apiserver {plane.version} at {plane.server} "
-                f"(etcd, kube-controller-manager, kwok; up in {time.monotonic() - started:.1f}s)"
-            )
+    plane.start()  # the run's summary names its kube-apiserver's version (`report.py`)
     plane.crds = install_crds(plane)  # type: ignore[attr-defined]
     api = PlainApi(plane)
     plane.parts = installed.install(plane, api)  # type: ignore[attr-defined]
