@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 Loop = Callable[[threading.Event], object]
 
@@ -18,7 +18,7 @@ class Running:
     """One loop on its thread; `stop` tells it to end after what it is doing."""
 
     thread: threading.Thread
-    stop: threading.Event = field(default_factory=threading.Event)
+    stop: threading.Event
 
 
 @contextmanager

@@ -31,8 +31,8 @@ def pytest_runtest_makereport(
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Count each tagged test once: by its call's outcome, or its setup's or teardown's
-    failure (an error)."""
+    """Count tagged tests as pytest's own summary does: by their call's outcome, a failed
+    setup or teardown as an error, a skip in setup as skipped."""
     version = dict(report.user_properties).get(PROPERTY)
     if version is None:
         return
@@ -48,6 +48,5 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         told = ", ".join(f"{n} {o}" for o, n in outcomes.items())
         terminalreporter.write_line(
             f"real control plane: kube-apiserver {version} (etcd, kube-controller-manager, "
-            f"kwok): {sum(outcomes.values())} tests ran on it "
-            f"({told})"
+            f"kwok): {sum(outcomes.values())} tests ran on it ({told})"
         )
