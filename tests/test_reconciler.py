@@ -779,6 +779,7 @@ def test_health_readiness_and_metrics_endpoints(harness):
         assert "gitops_sched_reconcile_duration_seconds_count 1.0" in text
     finally:
         server.shutdown()
+        server.server_close()
 
 
 @pytest.mark.as_admin("a bare cluster: no ServiceAccount yet, an admin runs it from outside")

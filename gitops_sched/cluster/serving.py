@@ -30,7 +30,8 @@ class Health:
 
 
 def serve(registry: CollectorRegistry, health: Health, host: str, port: int) -> ThreadingHTTPServer:
-    """Serve the three endpoints from a daemon thread; `shutdown()` the result to stop."""
+    """Serve the three endpoints from a daemon thread; `shutdown()` the result to stop and
+    `server_close()` it to free the port."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:

@@ -112,7 +112,8 @@ class Container:
         )
         self.lines: list[str] = []
         self.spoke = threading.Event()
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self) -> None:
         assert self.process.stdout is not None
@@ -128,8 +129,12 @@ class Container:
         return None if code in (None, 0) else f"exit {code}: {' | '.join(self.lines)}"
 
     def stop(self) -> None:
+        """End the command; its output pipe closes once the reader has read it to the end."""
         self.process.terminate()
         self.process.wait(10)
+        self._reader.join(10)
+        if not self._reader.is_alive() and self.process.stdout is not None:
+            self.process.stdout.close()
 
 
 class DevicePlugin:

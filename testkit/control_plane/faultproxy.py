@@ -304,7 +304,7 @@ class FaultProxy:
                 try:
                     answer = self._pass_on(body)
                 except (OSError, http.client.HTTPException):
-                    self.upstream = None
+                    self._drop_upstream()
                     return self._hang_up()
                 if fault is not None and fault.action == "swallow":
                     answer.read()
@@ -316,6 +316,16 @@ class FaultProxy:
                     self._relay(answer, silent=fault is not None)
                 except (OSError, http.client.HTTPException):  # either side went away
                     self.close_connection = True
+                    self._drop_upstream()
+
+            def finish(self) -> None:
+                """The client's connection is over: so is the one to the API server."""
+                super().finish()
+                self._drop_upstream()
+
+            def _drop_upstream(self) -> None:
+                if self.upstream is not None:
+                    self.upstream.close()
                     self.upstream = None
 
             def _pass_on(self, body: bytes | None) -> http.client.HTTPResponse:
@@ -357,7 +367,7 @@ class FaultProxy:
                     while answer.read1(65536):
                         pass
                 except (OSError, http.client.HTTPException):
-                    self.upstream = None
+                    self._drop_upstream()
                 finally:
                     with proxy.state.lock:
                         proxy.state.silenced.discard(upstream)  # type: ignore[arg-type]
