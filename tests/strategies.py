@@ -335,17 +335,19 @@ def guaranteed_quota_snapshots(draw: st.DrawFn, max_jobs: int = 25) -> Snapshot:
             for d in departments
         )
     policy = Policy(departments, tuple(projects))
-    return draw(warm_or_cold(policy, nodes, one_gpu_train_jobs(draw, policy, max_jobs)))
+    return draw(warm_or_cold(policy, nodes, train_jobs(draw, policy, max_jobs)))
 
 
-def one_gpu_train_jobs(
+def train_jobs(
     draw: st.DrawFn,
     policy: Policy,
     max_jobs: int,
     node_groups: Sequence[tuple[str, ...]] = ((),),
+    max_gpus: int = 1,
 ) -> tuple[Job, ...]:
-    """0-`max_jobs` pending 1-GPU preemptible train jobs of the policy's projects, in a
-    random submission order, each on one of `node_groups`."""
+    """0-`max_jobs` pending preemptible train jobs of the policy's projects, in a random
+    submission order, each on one of `node_groups` and asking for 1-`max_gpus` whole GPUs
+    on one node."""
     count = draw(ints(0, max_jobs))
     order = draw(st.permutations(range(count)))
     return tuple(
@@ -355,7 +357,7 @@ def one_gpu_train_jobs(
             type="train",
             priority=draw(one_of(PRIORITIES)),
             preemptible=True,
-            request=GpuRequest(RequestKind.WHOLE, count=1),
+            request=GpuRequest(RequestKind.WHOLE, count=draw(ints(1, max_gpus))),
             node_groups=draw(one_of(node_groups)),
             submitted=order[i],
         )
@@ -367,13 +369,14 @@ def one_gpu_train_jobs(
 
 
 @st.composite
-def pool_quota_snapshots(draw: st.DrawFn, max_jobs: int = 25) -> Snapshot:
+def pool_quota_snapshots(draw: st.DrawFn, max_jobs: int = 25, max_gpus: int = 1) -> Snapshot:
     """Two node groups of V100s; 1-4 projects in 1-2 departments with quotas per group that
-    fit each group, and 0-2 projects with no quota (over-quota work only); 1-GPU
-    preemptible train jobs, each pinned to one group or free to use both.
+    fit each group, and 0-2 projects with no quota (over-quota work only); preemptible train
+    jobs of 1-`max_gpus` GPUs, each pinned to one group or free to use both.
 
-    Here nothing but other projects' work over their quota in a group can stand between a
-    project and its deserved quota in that group, and that work is always reclaimable.
+    With 1-GPU jobs (the default), nothing but other projects' work over their quota in a
+    group can stand between a project and its deserved quota in that group, and that work
+    is always reclaimable. Larger ones need room on one node: reclaim then moves work.
     """
     groups = ("pool-0", "pool-1")
     nodes = []
@@ -408,5 +411,5 @@ def pool_quota_snapshots(draw: st.DrawFn, max_jobs: int = 25) -> Snapshot:
         for i, d in enumerate(names)
     )
     policy = Policy(departments, tuple(projects))
-    jobs = one_gpu_train_jobs(draw, policy, max_jobs, [(), (groups[0],), (groups[1],)])
+    jobs = train_jobs(draw, policy, max_jobs, [(), (groups[0],), (groups[1],)], max_gpus)
     return draw(warm_or_cold(policy, tuple(nodes), jobs))

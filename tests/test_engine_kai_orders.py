@@ -46,8 +46,8 @@ from tests.engine_builders import allocated, department, job, nodes, policy, pro
 from tests.strategies import (
     GPU_MEMORY_MIB,
     V100,
-    one_gpu_train_jobs,
     pool_quota_snapshots,
+    train_jobs,
     two_waves,
 )
 from tests.test_engine_kai_parity import (
@@ -425,10 +425,10 @@ def ranked_waves(draw: st.DrawFn) -> tuple[Snapshot, tuple[Job, ...]]:
         for i, d in enumerate(names)
     )
     policy = Policy(departments, projects)
-    first = one_gpu_train_jobs(draw, policy, 14)
+    first = train_jobs(draw, policy, 14)
     more = tuple(
         replace(j, name=f"more-{j.name}", submitted=100 + j.submitted)
-        for j in one_gpu_train_jobs(draw, policy, 10)
+        for j in train_jobs(draw, policy, 10)
     )
     return Snapshot(policy, nodes, first), more
 

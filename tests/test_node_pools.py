@@ -8,8 +8,10 @@ import copy
 import math
 from dataclasses import replace
 from pathlib import Path
+from unittest import mock
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from gitops_sched.bridge.build import nodes_from_repo
 from gitops_sched.bridge.policy import policy_from_configmap
@@ -18,6 +20,7 @@ from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.loader import load_repo
 from gitops_sched.config.model import Repo, build_repo
 from gitops_sched.engine import apply_decisions, schedule, settle
+from gitops_sched.engine.actions import reclaim
 from gitops_sched.engine.requests import placed_pod_gpus
 from gitops_sched.engine.types import GPU_EPSILON, Decisions, EvictReason, PodPlacement, Snapshot
 from gitops_sched.plan.impact import workloads as plan_workloads
@@ -27,7 +30,7 @@ from gitops_sched.sim.explain import explain, to_json, to_text
 from gitops_sched.sim.run import simulate
 from tests.conftest import examples
 from tests.engine_builders import department, job, jobs, nodes, policy, project, snapshot
-from tests.strategies import pool_quota_snapshots
+from tests.strategies import pool_quota_snapshots, snapshots
 
 H100, A100 = "h100", "a100"
 
@@ -216,6 +219,70 @@ def test_work_made_to_make_way_in_a_pool_is_moved_never_stopped(snapshot: Snapsh
         if not decisions.changed:
             break
         snapshot = apply_decisions(snapshot, decisions)
+
+
+def moved_into_another_pool() -> Snapshot:
+    """`vision` holds its quota in each pool (1 H100, 1 A100; its A100 job may run on
+    either); `nlp` (3 A100s) and then `speech` (2 H100s) reclaim their quotas from
+    `scratch` (no quota, one job in each pool), but neither pool has the room alone."""
+    pol = policy(
+        pooled("vision", 1, 1, age=0.0),
+        pooled("nlp", 0, 3, age=1.0),
+        pooled("speech", 2, 0, age=2.0),
+        project("scratch", 0, age=3.0),
+    )
+    running = [
+        job("x", "scratch", node_groups=(A100,), placement=(on(A100),), started_at=0.0),
+        job("j", "vision", placement=(PodPlacement("a100-0", (1,)),), started_at=0.0),
+        job("k", "vision", node_groups=(H100,), placement=(on(H100),), started_at=0.0),
+        job("y", "scratch", node_groups=(H100,), placement=(PodPlacement("h100-0", (1,)),)),
+    ]
+    pending = [job("c", "nlp", 3, node_groups=(A100,)), job("d", "speech", 2, node_groups=(H100,))]
+    return snapshot(pol, (*nodes(H100, 1, gpus=3), *nodes(A100, 1, gpus=3)), running + pending)
+
+
+def test_work_moved_into_a_pool_over_its_quota_there_may_be_reclaimed_in_the_same_cycle() -> None:
+    """nlp's reclaim stops scratch's A100 job and moves vision's to the free H100: vision
+    now holds 2 H100s against a quota of 1 there (its total unchanged), so speech, next,
+    takes its quota back from scratch and vision in the same cycle."""
+    decisions = schedule(moved_into_another_pool())
+    assert {b.job: b.pods[0].node for b in decisions.binds} == {
+        "c": "a100-0",
+        "j": "h100-0",
+        "d": "h100-0",
+    }
+    assert {(e.job, e.by) for e in decisions.evictions} == {
+        ("x", "c"),
+        ("j", "c"),
+        ("y", "d"),
+        ("k", "d"),
+    }
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(st.one_of(snapshots(), pool_quota_snapshots(max_gpus=2)))
+@example(moved_into_another_pool())
+def test_reclaim_keeping_its_queue_order_in_step_decides_as_sorting_it_afresh(
+    snapshot: Snapshot,
+) -> None:
+    """Reclaim re-places only the queues a try touched in its order of who gives work (a
+    speed-up); working that order out again from scratch around every try decides the
+    same. A project with per-group quotas whose job moved keeps its total, not its
+    standing per group."""
+    in_step = schedule(snapshot)
+
+    def claim_for(self: reclaim._VictimQueues, project: str) -> None:
+        self.open = self.session.department_of(project)
+        self.rebuild()
+
+    def rebuild(self: reclaim._VictimQueues, projects: object) -> None:
+        self.rebuild()
+
+    afresh = mock.patch.multiple(
+        reclaim._VictimQueues, claim_for=claim_for, settle=rebuild, refresh=rebuild
+    )
+    with afresh:
+        assert schedule(snapshot) == in_step
 
 
 # -- simulate, plan and the scheduler agree ----------------------------------------------------

@@ -121,9 +121,10 @@ class _VictimQueues:
 
     Each view is two levels, as the order is: its departments sorted by
     Session.victim_key (those with a project in the view), and each department's projects
-    sorted by theirs. A key changes only with its queue's allocation, and a department's
-    standing only with its projects', so after an eviction or a try only the keys it
-    touched are put back in place, instead of sorting every project per job. Mid-try a
+    sorted by theirs. A key changes only with its queue's allocation, a project's place in
+    a view only with what it holds (per node group, where it has per-group quotas), and a
+    department's standing only with its projects', so after an eviction or a try only the
+    queues it touched are put back in place, instead of sorting every project per job. Mid-try a
     view is a superset of the projects _may_lose_any allows: departments only lose work
     then, and its `blocked` set finds those that drop out.
     """
@@ -134,13 +135,23 @@ class _VictimQueues:
         self.by_department: dict[str, list[str]] = {}
         for project in projects:
             self.by_department.setdefault(session.department_of(project), []).append(project)
-        queues = [*projects, *self.by_department]
-        # each queue's allocation when its key was last worked out, and that key
-        self.allocated = {q: session.allocated.get(q, 0.0) for q in queues}
-        self.keys = {q: session.victim_key(q) for q in queues}
-        self.standing = {d: self._department_may_give(d) for d in self.by_department}
+        # each queue's holding (see _holding) when its key was last worked out, and that key
+        self.held: dict[str, tuple[float, ...]] = {}
+        self.keys: dict[str, tuple] = {}
+        self.standing: dict[str, tuple[bool, bool]] = {}
         # guaranteed -> (departments in order, department -> its projects in order)
         self.views: dict[bool, tuple[list[tuple], dict[str, list[tuple]]]] = {}
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        """Work out every queue's key and standing, and both views, from the session (the
+        upkeep below keeps them so as the session changes)."""
+        session = self.session
+        projects = [p for members in self.by_department.values() for p in members]
+        for queue in [*projects, *self.by_department]:
+            self.held[queue] = self._holding(queue)
+            self.keys[queue] = session.victim_key(queue)
+        self.standing = {d: self._department_may_give(d) for d in self.by_department}
         for guaranteed in (False, True):
             members: dict[str, list[tuple]] = {}
             for project in projects:
@@ -150,6 +161,16 @@ class _VictimQueues:
             for keys in members.values():
                 keys.sort()
             self.views[guaranteed] = (sorted(self.keys[d] for d in members), members)
+
+    def _holding(self, queue: str) -> tuple[float, ...]:
+        """What a queue's key and place in the views follow: its allocation and, for a
+        project with per-group quotas, what it holds in each group (a job moved from one
+        group to another keeps the total, but may change whether the project may give)."""
+        holding = (self.session.allocated.get(queue, 0.0),)
+        pools = self.session.pools
+        if pools is not None and queue in pools.quotas:
+            holding += tuple(pools.held(queue, (group,)) for group in pools.groups(queue))
+        return holding
 
     def _department_may_give(self, department: str) -> tuple[bool, bool]:
         """Whether the department may lose anything, to a claimant above and within its
@@ -202,16 +223,17 @@ class _VictimQueues:
                 self._place(project, self.keys[project])
 
     def refresh(self, projects: Iterable[str]) -> None:
-        """Re-place those of the projects, and of their departments, whose allocation
+        """Re-place those of the projects, and of their departments, whose holding
         changed."""
-        allocated = self.session.allocated
         for project in sorted(set(projects)):
             department = self.session.department_of(project)
             for queue in (project, department):
-                held = allocated.get(queue, 0.0)
-                if queue not in self.allocated or held == self.allocated[queue]:
+                if queue not in self.held:
                     continue
-                self.allocated[queue] = held
+                held = self._holding(queue)
+                if held == self.held[queue]:
+                    continue
+                self.held[queue] = held
                 old, self.keys[queue] = self.keys[queue], self.session.victim_key(queue)
                 if queue == project:
                     self._place(project, old)
