@@ -166,7 +166,7 @@ class _VictimQueues:
         """What a queue's key and place in the views follow: its allocation and, for a
         project with per-group quotas, what it holds in each group (a job moved from one
         group to another keeps the total, but may change whether the project may give)."""
-        holding = (self.session.allocated.get(queue, 0.0),)
+        holding: tuple[float, ...] = (self.session.allocated.get(queue, 0.0),)
         pools = self.session.pools
         if pools is not None and queue in pools.quotas:
             holding += tuple(pools.held(queue, (group,)) for group in pools.groups(queue))
