@@ -14,17 +14,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from gitops_sched.engine import schedule
 from gitops_sched.engine.types import (
     Decisions,
     EvictReason,
     Job,
-    PodPlacement,
     QueueSpec,
     ReleasingPod,
     Snapshot,
 )
 from tests.engine_builders import department, job, nodes, policy, project, snapshot
+from tests.test_engine_kai_parity import on, running
 
 # -- building KAI's scenarios -----------------------------------------------------------------
 
@@ -44,15 +46,6 @@ def cluster(*projects: QueueSpec, **kw):
 
 def node(name: str, gpus: int):
     return replace(nodes(name, 1, gpus=gpus)[0], name=name)
-
-
-def on(node_name: str, *gpus: int, fraction: float = 0.0, index: int = 0) -> PodPlacement:
-    return PodPlacement(node_name, gpus, fraction=fraction, index=index)
-
-
-def running(name: str, proj: str, gpu, *pods: PodPlacement, **kw) -> Job:
-    kw.setdefault("started_at", 0.0)
-    return job(name, proj, gpu, placement=pods, **kw)
 
 
 def build(name: str, proj: str, gpu=1, **kw) -> Job:
@@ -215,13 +208,14 @@ def test_preemptible_interactive_work_may_run_over_the_quota():
     assert binds(decisions) == {"pending_job0": {"node0"}}
 
 
-def test_inference_is_served_before_earlier_train_work_of_its_queue():
-    # KAI allocate_test.go: "Allocate inference before train"
+@pytest.mark.parametrize("earlier", [job, build], ids=["train", "build"])
+def test_inference_is_served_before_earlier_work_of_its_queue(earlier) -> None:
+    # KAI allocate_test.go: "Allocate inference before train" and "... before build"
     pol = cluster(*queues(("queue0", 1)))
     work = [
-        job("pending_job0", "queue0", 1),
+        earlier("pending_job0", "queue0", 1),
         job("pending_job1", "queue0", 1, "inference"),
-        job("pending_job2", "queue0", 1),
+        earlier("pending_job2", "queue0", 1),
     ]
     decisions = one_cycle(snapshot(pol, (node("node0", 1),), work))
     assert binds(decisions) == {"pending_job1": {"node0"}}
@@ -654,18 +648,6 @@ def test_non_preemptible_work_fits_a_quota_used_only_by_preemptible_interactive_
     ]
     decisions = one_cycle(snapshot(pol, (node("node0", 5),), work))
     assert binds(decisions) == {"pending_job0": {"node0"}}
-
-
-def test_inference_is_served_before_earlier_build_work_of_its_queue():
-    # KAI allocate_test.go: "Allocate inference before build"
-    pol = cluster(*queues(("queue0", 1)))
-    work = [
-        build("pending_job0", "queue0", 1),
-        job("pending_job1", "queue0", 1, "inference"),
-        build("pending_job2", "queue0", 1),
-    ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 1),), work))
-    assert binds(decisions) == {"pending_job1": {"node0"}}
 
 
 def test_preemptible_inference_may_run_in_a_queue_without_quota():
