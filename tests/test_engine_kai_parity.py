@@ -133,19 +133,35 @@ def test_allocate_breaks_equal_queues_by_the_oldest_pending_work():
     assert not is_running(final, "a-new")
 
 
-def test_allocate_prefers_the_larger_deserved_quota_among_equal_ratios():
-    # both run 3 GPUs of a fair share of 4 (quota 1 with weight 3, quota 3 with weight 1):
-    # the larger deserved quota is served first, before age and names
-    pol = policy(project("a", 1, weight=3), project("b", 3, weight=1))
+def test_allocate_prefers_the_smaller_allocatable_share_among_equal_ratios():
+    # KAI allocate_test.go "Both queues has the same share, give the one with smaller job":
+    # both within their quota with the job and at the same share of it with and without
+    # (4 of 4 and 2 of 2; 2 of 4 and 1 of 2): the weaker queue, with the smaller
+    # allocatable share, is served first (KAI's prioritizeBasedOnAllocatableShare)
+    pol = policy(project("q0", 4, weight=0, age=0), project("q1", 2, weight=0, age=1))
+    work = [
+        running("q0-run", "q0", 2, on("n-0", 0, 1)),
+        running("q1-run", "q1", 1, on("n-0", 2)),
+        job("q0-new", "q0", 2, submitted=1),
+        job("q1-new", "q1", 1, submitted=2),
+    ]
+    decisions = schedule(snapshot(pol, nodes("n", 1, gpus=5), work))
+    assert [b.job for b in decisions.binds] == ["q1-new"]
+
+
+def test_allocate_serves_equal_queues_by_age_whatever_their_quotas():
+    # both run 3 GPUs of an allocatable share of 4 (quota 1 with weight 3, quota 3 with
+    # weight 1): equal in every item before age, so the older queue is served first
+    pol = policy(project("a", 1, weight=3, age=0), project("b", 3, weight=1, age=1))
     work = [
         *(running(f"a-{i}", "a", 1, on("n-0", i)) for i in range(3)),
         *(running(f"b-{i}", "b", 1, on("n-0", 3 + i)) for i in range(3)),
-        job("a-new", "a", 2, submitted=1),
-        job("b-new", "b", 2, submitted=2),
+        job("a-new", "a", 2, submitted=2),
+        job("b-new", "b", 2, submitted=1),
     ]
     final, history = settled(snapshot(pol, nodes("n", 1, gpus=8), work))
-    assert bound(history) == ["b-new"]
-    assert not is_running(final, "a-new")
+    assert bound(history) == ["a-new"]
+    assert not is_running(final, "b-new")
 
 
 # -- reclaim: which victims go first ----------------------------------------------------------
@@ -251,8 +267,9 @@ def test_a_victim_that_fits_elsewhere_is_moved_not_stopped():
 
 def test_reclaim_moves_work_it_may_not_stop():
     # consolidation inside reclaim: b may lose only what is over its quota of 2 (b-young),
-    # but d still needs b-old's GPUs on n-0; b-old may be moved to n-1, so it is
-    pol = policy(project("x", 2), project("b", 2), project("d", 4))
+    # but d still needs b-old's GPUs on n-0; b-old may be moved to n-1, so it is (d, of the
+    # higher over-quota rank, comes before b: b-old does not take its GPUs back first)
+    pol = policy(project("x", 2), project("b", 2), project("d", 4, over_quota_rank=1))
     work = [
         running("serve", "x", 2, on("n-1", 0, 1), type="inference"),
         running("b-young", "b", 2, on("n-0", 0, 1), started=100),

@@ -223,11 +223,11 @@ def test_work_made_to_make_way_in_a_pool_is_moved_never_stopped(snapshot: Snapsh
 
 def moved_into_another_pool() -> Snapshot:
     """`vision` holds its quota in each pool (1 H100, 1 A100; its A100 job may run on
-    either); `nlp` (3 A100s) and then `speech` (2 H100s) reclaim their quotas from
-    `scratch` (no quota, one job in each pool), but neither pool has the room alone."""
+    either); `nlp` (3 of its 4 A100s) and then `speech` (its 2 H100s) reclaim their quotas
+    from `scratch` (no quota, one job in each pool), but neither pool has the room alone."""
     pol = policy(
         pooled("vision", 1, 1, age=0.0),
-        pooled("nlp", 0, 3, age=1.0),
+        pooled("nlp", 0, 4, age=1.0),
         pooled("speech", 2, 0, age=2.0),
         project("scratch", 0, age=3.0),
     )

@@ -45,7 +45,7 @@ def share_items(held: float, gain: float, allocatable: float) -> tuple[bool, flo
     """A queue's share items in allocation order, as KAI's proportion plugin orders queues:
     holding GPUs with no allocatable share (such a queue sorts after the others, the more it
     holds the later), then what it holds over its allocatable share with `gain` and
-    without. Session._serve_level and Pools.shares_in judge by the same items."""
+    without. Session._serve_level and Pools.in_groups judge by the same items."""
     after = held + gain
     if allocatable <= GPU_EPSILON:
         return after > GPU_EPSILON, after * NO_SHARE_PENALTY, held * NO_SHARE_PENALTY
@@ -282,7 +282,11 @@ class Pools:
         a department holding more in a group than its projects deserve there (the work of
         its projects without per-group quotas counted too) comes after one within what
         it deserves there, so a project's deserved quota in a group is guaranteed there
-        against work that only its department's totals would keep."""
+        against work that only its department's totals would keep. A project's share items
+        and allocatable share are judged in those groups too, against its fair share
+        there: so a project whose usage of a group lowered its share there (fairness over
+        time) ranks after one that did not, in that group, even where their shares over
+        the cluster are equal."""
         if job.project not in self.quotas and not (
             department and self.has_pooled(self.session.department_of(job.project))
         ):
@@ -295,16 +299,10 @@ class Pools:
         else:
             held = self.held(job.project, groups)
             deserved = self.deserved(job.project, groups)
-            key = (*key[:2], *self.shares_in(job.project, groups, gain), *key[5:])
+            allocatable = self.allocatable(job.project, groups)
+            shares = share_items(held, gain, allocatable)
+            key = (*key[:2], *shares, allocatable, *key[6:])
         return (held + gain > deserved + GPU_EPSILON, *key[1:])
-
-    def shares_in(self, project: str, groups: frozenset[str], gain: float) -> tuple:
-        """The share items of a project's serve-order key (Session._serve_level: holding
-        GPUs with no allocatable share, then allocated over allocatable share with `gain`
-        and without) judged in `groups`, against its fair share there: so a project whose
-        usage of a group lowered its share there (fairness over time) ranks after one that
-        did not, in that group, even where their shares over the cluster are equal."""
-        return share_items(self.held(project, groups), gain, self.allocatable(project, groups))
 
     def reads(self, project: str) -> bool:
         """Whether allocation order (in_groups) reads what the project's work holds per

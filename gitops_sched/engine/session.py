@@ -241,8 +241,9 @@ class Session:
         """A queue's place among its siblings in allocation order, lowest first, as KAI's
         proportion plugin orders queues: those still within their deserved quota with the
         job; higher over-quota rank; not holding GPUs with no allocatable share; the lowest
-        share_ratio with the job, then without it; the larger deserved quota; the older
-        queue (QueueSpec.age: KAI's creation time).
+        share_ratio with the job, then without it; the smaller allocatable share (KAI's
+        prioritizeBasedOnAllocatableShare: the weaker queue); the older queue
+        (QueueSpec.age: KAI's creation time).
 
         KAI puts queues over their fair share last only when over in every resource; the
         engine schedules GPUs alone (a queue's CPU and memory are 0 of a 0 share, never
@@ -250,7 +251,7 @@ class Session:
         deserved, rank, age, allocatable = self._queue_facts.get(queue) or self._facts(queue)
         now = self.allocated.get(queue, 0.0)
         over = now + gain > deserved + GPU_EPSILON
-        return (over, -rank, *share_items(now, gain, allocatable), -deserved, age)
+        return (over, -rank, *share_items(now, gain, allocatable), allocatable, age)
 
     def queue_key(self, name: str, job: Job | None = None, age: float = 0.0) -> tuple:
         """A project's place among the projects of its department in allocation order
@@ -348,7 +349,7 @@ class Session:
         """A queue's place among its siblings in the order they give up work, lowest first:
         _serve_level without a job, reversed -- those over their deserved quota first,
         lower over-quota rank first, those holding GPUs with no allocatable share, the
-        highest share_ratio, the smaller deserved quota, the newest queue."""
+        highest share_ratio, the larger allocatable share, the newest queue."""
         deserved, rank, age, allocatable = self._queue_facts.get(queue) or self._facts(queue)
         held = self.allocated.get(queue, 0.0)
         return (
@@ -356,7 +357,7 @@ class Session:
             rank,
             held <= GPU_EPSILON or allocatable > GPU_EPSILON,
             -_share_ratio(held, allocatable),
-            deserved,
+            -allocatable,
             -age,
         )
 

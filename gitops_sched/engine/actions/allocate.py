@@ -4,7 +4,7 @@ Work is served one job at a time in KAI's queue order, level by level: first the
 department (Session.department_key), then the project inside it (Session.queue_key), each
 judged by its own totals with the job: those still within their deserved quota with it,
 higher over-quota rank, then the lowest (allocated + job) / max(deserved, fair share),
-the larger deserved quota, the older queue, the oldest pending work, the name -- so free
+the smaller allocatable share, the older queue, the oldest pending work, the name -- so free
 GPUs spread in proportion to fair shares; within a project by priority, then submission
 time. A job
 places its gang (or the rest of a gang in flight) at once, then each elastic pod queues
