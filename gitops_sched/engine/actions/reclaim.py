@@ -124,9 +124,9 @@ class _VictimQueues:
     sorted by theirs. A key changes only with its queue's allocation, a project's place in
     a view only with what it holds (per node group, where it has per-group quotas), and a
     department's standing only with its projects', so after an eviction or a try only the
-    queues it touched are put back in place, instead of sorting every project per job. Mid-try a
-    view is a superset of the projects _may_lose_any allows: departments only lose work
-    then, and its `blocked` set finds those that drop out.
+    queues it touched are put back in place, instead of sorting every project per job.
+    Mid-try a view is a superset of the projects _may_lose_any allows: departments only
+    lose work then, and its `blocked` set finds those that drop out.
     """
 
     def __init__(self, session: Session, projects: list[str]) -> None:
