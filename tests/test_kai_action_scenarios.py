@@ -23,7 +23,6 @@ from gitops_sched.engine.types import (
     Job,
     QueueSpec,
     ReleasingPod,
-    Snapshot,
 )
 from tests.engine_builders import department, job, nodes, policy, project, snapshot
 from tests.test_engine_kai_parity import on, running
@@ -71,10 +70,6 @@ def waits_for(decisions: Decisions, name: str) -> set[str]:
     return {w for b in decisions.binds if b.job == name for w in b.waits_for}
 
 
-def one_cycle(snap: Snapshot) -> Decisions:
-    return schedule(snap)
-
-
 # -- allocate ---------------------------------------------------------------------------------
 
 
@@ -89,7 +84,7 @@ def test_free_gpus_go_first_to_the_queue_within_its_quota_then_to_the_older_queu
         job("pending_job2", "queue1", 1),
         job("pending_job3", "queue1", 1),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 2), node("node1", 2)), work))
+    decisions = schedule(snapshot(pol, (node("node0", 2), node("node1", 2)), work))
     assert binds(decisions) == {
         "pending_job0": {"node1"},
         "pending_job1": {"node0"},
@@ -108,7 +103,7 @@ def test_a_queues_jobs_are_placed_in_submission_order_on_the_fullest_node():
         job("pending_job1", "queue1", 2),
         job("pending_job2", "queue1", 2),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 4), node("node1", 4)), work))
+    decisions = schedule(snapshot(pol, (node("node0", 4), node("node1", 4)), work))
     assert binds(decisions) == {"pending_job0": {"node1"}, "pending_job1": {"node0"}}
 
 
@@ -122,7 +117,7 @@ def test_non_preemptible_work_goes_first_and_fits_the_quota_train_work_does_not_
         job("pending_job1", "queue1", 2),
         build("pending_job2", "queue1", 2),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 4),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 4),), work))
     assert binds(decisions) == {"pending_job2": {"node0"}}
     assert not decisions.evictions
 
@@ -137,7 +132,7 @@ def test_non_preemptible_work_past_the_quota_waits_and_train_work_takes_the_gpus
         job("pending_job1", "queue1", 2),
         build("pending_job2", "queue1", 2),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 4),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 4),), work))
     assert binds(decisions) == {"pending_job1": {"node0"}}
 
 
@@ -151,7 +146,7 @@ def test_the_queue_that_stays_within_its_quota_is_served_before_one_that_would_p
         job("pending_job0", "queue0", 2),
         job("pending_job1", "queue1", 1),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 4),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 4),), work))
     assert binds(decisions) == {"pending_job1": {"node0"}}
     assert not decisions.evictions
 
@@ -166,7 +161,7 @@ def test_between_queues_equal_with_the_job_the_one_using_less_of_its_share_now_g
         job("pending_job0", "queue0", 1),
         job("pending_job1", "queue1", 2),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 4),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 4),), work))
     assert binds(decisions) == {"pending_job1": {"node0"}}
     assert not decisions.evictions
 
@@ -181,7 +176,7 @@ def test_between_queues_over_their_quota_with_equal_shares_the_older_queue_goes_
         job("pending_job0", "queue0", 1, submitted=2),
         job("pending_job1", "queue1", 1, submitted=1),  # not the oldest work: the queue decides
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 5),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 5),), work))
     assert binds(decisions) == {"pending_job0": {"node0"}}
     assert not decisions.evictions
 
@@ -191,7 +186,7 @@ def test_a_queue_with_a_quota_is_served_before_a_queue_without_one():
     # jobs queue1"
     pol = cluster(*queues(("queue0", 0), ("queue1", 1)))
     work = [job("pending_job0", "queue0", 1), job("pending_job1", "queue1", 1)]
-    decisions = one_cycle(snapshot(pol, (node("node0", 1),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 1),), work))
     assert binds(decisions) == {"pending_job1": {"node0"}}
 
 
@@ -204,7 +199,7 @@ def test_preemptible_interactive_work_may_run_over_the_quota():
         preemptible_interactive("running_job1", "queue0", 2, placement=(on("node0", 2, 3),)),
         preemptible_interactive("pending_job0", "queue0", 1),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 5),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 5),), work))
     assert binds(decisions) == {"pending_job0": {"node0"}}
 
 
@@ -217,7 +212,7 @@ def test_inference_is_served_before_earlier_work_of_its_queue(earlier) -> None:
         job("pending_job1", "queue0", 1, "inference"),
         earlier("pending_job2", "queue0", 1),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 1),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 1),), work))
     assert binds(decisions) == {"pending_job1": {"node0"}}
 
 
@@ -228,7 +223,7 @@ def test_a_gang_that_cannot_place_every_pod_places_none():
     # KAI allocateGang_test.go: "Don't allocate gang job if not all tasks are allocatable"
     pol = cluster(*queues(("queue0", 2)))
     work = [build("pending_job0", "queue0", 2, pods=2)]
-    decisions = one_cycle(snapshot(pol, (node("node0", 2),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 2),), work))
     assert not decisions.binds
 
 
@@ -236,7 +231,7 @@ def test_a_non_preemptible_gang_past_the_quota_waits_although_the_gpus_are_free(
     # KAI allocateGang_test.go: "Don't allocate gang interactive job if it will go over quota"
     pol = cluster(*queues(("queue0", 3)))
     work = [build("pending_job0", "queue0", 2, pods=2)]
-    decisions = one_cycle(snapshot(pol, (node("node0", 10),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 10),), work))
     assert not decisions.binds
 
 
@@ -246,7 +241,7 @@ def test_a_gang_is_pipelined_onto_gpus_still_being_released():
     gone = ReleasingPod("running_job0", "queue0", on("node0", 0))
     work = [job("pending_job0", "queue0", 2, pods=2)]
     snap = replace(snapshot(pol, (node("node0", 4),), work), releasing=(gone,))
-    decisions = one_cycle(snap)
+    decisions = schedule(snap)
     assert binds(decisions) == {"pending_job0": {"node0"}}
     assert waits_for(decisions, "pending_job0") == {"running_job0"}
     assert not decisions.evictions
@@ -261,7 +256,7 @@ def test_a_shared_gpu_request_packs_onto_the_gpu_already_shared():
         running("running_shared_gpu_job0", "queue0", 0.5, on("node1", 0, fraction=0.5)),
         build("pending_shared_gpu_job1", "queue0", 0.5),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 1), node("node1", 1)), work))
+    decisions = schedule(snapshot(pol, (node("node0", 1), node("node1", 1)), work))
     assert [(b.job, b.pods) for b in decisions.binds] == [
         ("pending_shared_gpu_job1", (on("node1", 0, fraction=0.5),))
     ]
@@ -275,7 +270,7 @@ def test_a_non_preemptible_shared_gpu_request_past_the_quota_waits():
         build("running_shared_gpu_job0", "queue0", 0.5, placement=(on("node0", 0, fraction=0.5),)),
         build("pending_shared_gpu_job1", "queue0", 0.5),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 1),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 1),), work))
     assert not decisions.binds
 
 
@@ -292,7 +287,7 @@ def test_preempt_evicts_the_one_whole_gpu_job_rather_than_two_shared_ones():
         running("running_job2", "queue0", 0.5, on("node0", 0, fraction=0.5)),
         build("pending_job0", "queue0", 1),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 2),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 2),), work))
     assert evictions(decisions) == [("running_job1", EvictReason.PREEMPT)]
     assert binds(decisions) == {"pending_job0": {"node0"}}
     assert waits_for(decisions, "pending_job0") == {"running_job1"}
@@ -303,7 +298,7 @@ def test_build_work_preempts_its_queues_train_job_and_waits_for_it():
     # preempt"
     pol = cluster(*queues(("queue0", 1)))
     work = [running("running_job0", "queue0", 1, on("node0", 0)), build("pending_job0", "queue0")]
-    decisions = one_cycle(snapshot(pol, (node("node0", 1),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 1),), work))
     assert evictions(decisions) == [("running_job0", EvictReason.PREEMPT)]
     assert binds(decisions) == {"pending_job0": {"node0"}}
     assert waits_for(decisions, "pending_job0") == {"running_job0"}
@@ -314,7 +309,7 @@ def test_train_work_never_preempts_train_work_of_its_queue():
     # don't preempt"
     pol = cluster(*queues(("queue0", 1)))
     work = [running("running_job0", "queue0", 1, on("node0", 0)), job("pending_job0", "queue0")]
-    decisions = one_cycle(snapshot(pol, (node("node0", 1),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 1),), work))
     assert not decisions.evictions
     assert not decisions.binds
 
@@ -324,7 +319,7 @@ def test_build_work_never_preempts_another_queue_at_its_quota():
     # - don't preempt"
     pol = cluster(*queues(("queue0", 1), ("queue1", 1)))
     work = [running("running_job0", "queue0", 1, on("node0", 0)), build("pending_job0", "queue1")]
-    decisions = one_cycle(snapshot(pol, (node("node0", 1),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 1),), work))
     assert not decisions.evictions
     assert not decisions.binds
 
@@ -338,7 +333,7 @@ def test_preempt_takes_only_from_the_claimants_own_queue():
         running("running_job1", "queue1", 2, on("node0", 2, 3)),
         build("pending_job0", "queue0", 2),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 4),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 4),), work))
     assert evictions(decisions) == [("running_job0", EvictReason.PREEMPT)]
     assert binds(decisions) == {"pending_job0": {"node0"}}
 
@@ -352,7 +347,7 @@ def test_build_work_preempts_train_before_preemptible_interactive_work():
         preemptible_interactive("running_job1", "queue0", 1, placement=(on("node0", 1),)),
         build("pending_job0", "queue0", 1),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 2),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 2),), work))
     assert evictions(decisions) == [("running_job0", EvictReason.PREEMPT)]
     assert binds(decisions) == {"pending_job0": {"node0"}}
 
@@ -366,7 +361,7 @@ def test_of_two_equal_preemptible_interactive_jobs_the_younger_is_preempted():
         preemptible_interactive("running_job1", "queue0", 1, placement=(on("node0", 1),)),
         build("pending_job0", "queue0", 1),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 2),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 2),), work))
     assert evictions(decisions) == [("running_job1", EvictReason.PREEMPT)]
     assert binds(decisions) == {"pending_job0": {"node0"}}
 
@@ -379,7 +374,7 @@ def test_preemptible_interactive_work_preempts_train_work():
         running("running_job0", "queue0", 1, on("node0", 0)),
         preemptible_interactive("pending_job0", "queue0", 1),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 1),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 1),), work))
     assert evictions(decisions) == [("running_job0", EvictReason.PREEMPT)]
     assert binds(decisions) == {"pending_job0": {"node0"}}
 
@@ -391,7 +386,7 @@ def test_inference_never_preempts_non_preemptible_interactive_work():
         build("running_job0", "queue0", 1, placement=(on("node0", 0),)),
         job("pending_job0", "queue0", 1, "inference"),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 1),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 1),), work))
     assert not decisions.evictions
     assert not decisions.binds
 
@@ -403,7 +398,7 @@ def test_interactive_work_never_preempts_inference():
         running("running_job0", "queue0", 1, on("node0", 0), type="inference"),
         build("pending_job0", "queue0", 1),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 1),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 1),), work))
     assert not decisions.evictions
     assert not decisions.binds
 
@@ -415,7 +410,7 @@ def test_inference_preempts_train_work():
         running("running_job0", "queue0", 1, on("node0", 0)),
         job("pending_job0", "queue0", 1, "inference"),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 1),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 1),), work))
     assert evictions(decisions) == [("running_job0", EvictReason.PREEMPT)]
     assert binds(decisions) == {"pending_job0": {"node0"}}
 
@@ -433,7 +428,7 @@ def test_consolidation_moves_only_the_job_that_makes_room():
         running("running_job2", "queue0", 2, on("node1", 1, 2)),
         job("pending_job0", "queue0", 2),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 4), node("node1", 4)), work))
+    decisions = schedule(snapshot(pol, (node("node0", 4), node("node1", 4)), work))
     assert evictions(decisions) == [("running_job1", EvictReason.CONSOLIDATE)]
     assert binds(decisions) == {"running_job1": {"node0"}, "pending_job0": {"node1"}}
     assert waits_for(decisions, "pending_job0") == {"running_job1"}
@@ -448,7 +443,7 @@ def test_consolidation_does_nothing_when_the_idle_gpus_are_too_few():
         running("running_job1", "queue0", 3, on("node1", 0, 1, 2)),
         job("pending_job0", "queue0", 3),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 4), node("node1", 4)), work))
+    decisions = schedule(snapshot(pol, (node("node0", 4), node("node1", 4)), work))
     assert not decisions.evictions
     assert not decisions.binds
 
@@ -462,7 +457,7 @@ def test_consolidation_never_moves_non_preemptible_work():
         build("running_job1", "queue0", 1, placement=(on("node1", 0),)),
         build("pending_job0", "queue0", 2),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 2), node("node1", 2)), work))
+    decisions = schedule(snapshot(pol, (node("node0", 2), node("node1", 2)), work))
     assert not decisions.evictions
     assert not decisions.binds
 
@@ -477,7 +472,7 @@ def test_consolidation_moves_train_work_and_keeps_preemptible_interactive_work_r
         preemptible_interactive("running_job1", "queue0", 2, placement=(on("node1", 0, 1),)),
         job("pending_job0", "queue0", 3),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 4), node("node1", 4)), work))
+    decisions = schedule(snapshot(pol, (node("node0", 4), node("node1", 4)), work))
     assert evictions(decisions) == [("running_job0", EvictReason.CONSOLIDATE)]
     assert binds(decisions) == {"running_job0": {"node1"}, "pending_job0": {"node0"}}
 
@@ -493,7 +488,7 @@ def test_consolidation_moves_another_queues_job_to_make_room():
         running("running_job2", "queue1", 3, on("node1", 0, 1, 2)),
         job("pending_job0", "queue0", 2),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 4), node("node1", 4)), work))
+    decisions = schedule(snapshot(pol, (node("node0", 4), node("node1", 4)), work))
     assert evictions(decisions) == [("running_job1", EvictReason.CONSOLIDATE)]
     assert binds(decisions) == {"running_job1": {"node1"}, "pending_job0": {"node0"}}
 
@@ -507,7 +502,7 @@ def test_consolidation_moves_a_shared_gpu_job_to_free_a_whole_gpu():
         running("running_job1", "queue0", 0.5, on("node0", 1, fraction=0.5)),
         job("pending_job0", "queue0", 1),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 2),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 2),), work))
     assert evictions(decisions) == [("running_job1", EvictReason.CONSOLIDATE)]
     assert {b.job: b.pods for b in decisions.binds} == {
         "running_job1": (on("node0", 0, fraction=0.5),),
@@ -526,7 +521,7 @@ def test_consolidation_passes_over_full_nodes_and_moves_the_younger_half_node_jo
         job("pending_job0", "queue0", 3),
     ]
     cl = tuple(node(f"node{i}", 4) for i in range(4))
-    decisions = one_cycle(snapshot(pol, cl, work))
+    decisions = schedule(snapshot(pol, cl, work))
     assert evictions(decisions) == [("running_job2", EvictReason.CONSOLIDATE)]
     assert binds(decisions) == {"running_job2": {"node1"}, "pending_job0": {"node2"}}
 
@@ -547,7 +542,7 @@ def test_consolidation_moves_one_pod_of_an_elastic_job():
         ),
         job("pending_job0", "queue0", 3),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 4), node("node1", 3)), work))
+    decisions = schedule(snapshot(pol, (node("node0", 4), node("node1", 3)), work))
     assert evictions(decisions) == [("running_job0", EvictReason.CONSOLIDATE)]
     assert binds(decisions) == {"running_job0": {"node0"}, "pending_job0": {"node1"}}
 
@@ -570,7 +565,7 @@ def test_consolidation_makes_room_for_an_elastic_jobs_missing_pod():
         ),
         running("running_job1", "queue0", 3, on("node1", 1, 2, 3), pods=2, min_available=1),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 4), node("node1", 6)), work))
+    decisions = schedule(snapshot(pol, (node("node0", 4), node("node1", 6)), work))
     assert evictions(decisions) == [("running_job0", EvictReason.CONSOLIDATE)]
     assert binds(decisions) == {"running_job0": {"node0"}, "running_job1": {"node1"}}
 
@@ -585,7 +580,7 @@ def test_preempt_evicts_nothing_when_the_gang_cannot_be_placed_whole():
         running("running_job0", "queue0", 1, on("node0", 0)),
         build("pending_job0", "queue0", 1, pods=2),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 1),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 1),), work))
     assert not decisions.evictions
     assert not decisions.binds
 
@@ -597,7 +592,7 @@ def test_a_gang_preempts_train_work_when_every_pod_then_fits():
         running("running_job0", "queue0", 1, on("node0", 0)),
         build("pending_job0", "queue0", 1, pods=2),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 2),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 2),), work))
     assert evictions(decisions) == [("running_job0", EvictReason.PREEMPT)]
     assert binds(decisions) == {"pending_job0": {"node0"}}
     assert waits_for(decisions, "pending_job0") == {"running_job0"}
@@ -610,7 +605,7 @@ def test_a_gang_past_its_quota_preempts_nothing():
         running("running_job0", "queue0", 1, on("node0", 0)),
         build("pending_job0", "queue0", 2, pods=2),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 4),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 4),), work))
     assert not decisions.evictions
     assert not decisions.binds
 
@@ -629,7 +624,7 @@ def test_preempt_takes_a_running_gang_whole():
         ),
         build("pending_job0", "queue0", 2),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 4),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 4),), work))
     assert evictions(decisions) == [("running_job0", EvictReason.PREEMPT)]
     assert {len(e.pods) for e in decisions.evictions} == {2}
     assert binds(decisions) == {"pending_job0": {"node0"}}
@@ -646,7 +641,7 @@ def test_non_preemptible_work_fits_a_quota_used_only_by_preemptible_interactive_
         preemptible_interactive("running_job0", "queue0", 2, placement=(on("node0", 0, 1),)),
         build("pending_job0", "queue0", 2),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 5),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 5),), work))
     assert binds(decisions) == {"pending_job0": {"node0"}}
 
 
@@ -655,7 +650,7 @@ def test_preemptible_inference_may_run_in_a_queue_without_quota():
     # inference preemptible)
     pol = cluster(*queues(("queue0", 0), ("queue1", 1)))
     work = [job("pending_job0", "queue0", 1, "inference", preemptible=True)]
-    decisions = one_cycle(snapshot(pol, (node("node0", 1),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 1),), work))
     assert binds(decisions) == {"pending_job0": {"node0"}}
 
 
@@ -667,7 +662,7 @@ def test_a_shared_gpu_gang_past_the_projects_limit_waits():
     )
     pol = replace(pol, departments=(department("department-a", 1, limit=1),))
     work = [job("pending_job0", "queue0", 0.5, pods=3)]
-    decisions = one_cycle(snapshot(pol, (node("node0", 4),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 4),), work))
     assert not decisions.binds
 
 
@@ -677,7 +672,7 @@ def test_a_shared_gpu_gang_past_the_departments_limit_waits():
     pol = cluster(project("queue0", 1, department="department-a", weight=1))
     pol = replace(pol, departments=(department("department-a", 1, limit=1),))
     work = [job("pending_job0", "queue0", 0.5, pods=3)]
-    decisions = one_cycle(snapshot(pol, (node("node0", 4),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 4),), work))
     assert not decisions.binds
 
 
@@ -689,7 +684,7 @@ def test_a_non_preemptible_whole_gpu_fits_next_to_a_shared_one_within_the_quota(
         build("running_job0", "queue0", 0.5, placement=(on("node0", 1, fraction=0.5),)),
         build("pending_job0", "queue0", 1),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 2),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 2),), work))
     assert [(b.job, b.pods) for b in decisions.binds] == [("pending_job0", (on("node0", 0),))]
 
 
@@ -702,7 +697,7 @@ def test_shared_gpu_train_work_runs_over_a_quota_that_non_preemptible_shares_fil
         build("running_job1", "queue0", 0.5, placement=(on("node0", 0, fraction=0.5),)),
         job("pending_job0", "queue0", 0.5),
     ]
-    decisions = one_cycle(snapshot(pol, (node("node0", 2),), work))
+    decisions = schedule(snapshot(pol, (node("node0", 2),), work))
     assert [(b.job, b.pods) for b in decisions.binds] == [
         ("pending_job0", (on("node0", 1, fraction=0.5),))
     ]
