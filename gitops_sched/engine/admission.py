@@ -34,7 +34,21 @@ _LIMIT_RULES = {level: f"{level} hard limit reached" for level in _LEVELS}
 
 
 def bounds(session: Session, job: Job) -> list[Bound]:
-    """Every rule bounding what the job may add to its project and department."""
+    """Every rule bounding what the job may add to its project and department.
+
+    Whether any rule bounds a preemptible job depends on its project's and department's
+    specs alone (hard limits, over quota denied), so that is worked out once per project
+    and most work skips the rest."""
+    if job.preemptible:
+        unbounded = session.unbounded.get(job.project)
+        if unbounded is None:
+            unbounded = session.unbounded[job.project] = not _bounds(session, job)
+        if unbounded:
+            return []
+    return _bounds(session, job)
+
+
+def _bounds(session: Session, job: Job) -> list[Bound]:
     project = session.projects[job.project]
     department = session.departments.get(project.parent)
     found: list[Bound] = []

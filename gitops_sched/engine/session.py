@@ -144,6 +144,8 @@ class Session:
         self._undo: list[Callable[[], None]] | None = None
         self._nominal: dict[tuple, tuple[str, int]] = {}
         self._pod_wanted: dict[str, float] = {}  # job -> one pod's GPUs on its nominal GPU
+        # project -> whether no quota rule bounds its preemptible work (admission.bounds)
+        self.unbounded: dict[str, bool] = {}
         # every job's key in queue order, see pending_by_project
         self._in_job_order: list[str] | None = None
         self._pending = {key for key, job in self.jobs.items() if job.missing > 0}
@@ -429,6 +431,9 @@ class Session:
 
     def pod_gpus(self, job: Job, pod: PodPlacement) -> float:
         """GPUs one running pod of the job counts for against quota."""
+        request = job.request
+        if request.kind is RequestKind.WHOLE:  # most pods: the node does not matter
+            return float(request.count)
         use = self.nodes.get(pod.node)
         return placed_pod_gpus(job, pod, use.node if use else None)
 

@@ -88,11 +88,12 @@ def _allocate_job(session: Session, job: Job, no_room: dict[tuple, str]) -> tupl
     if reason is not None:
         return False, reason
     shape = (job.request, job.next_pods, job.node_groups)
-    if shape not in no_room and place(session, job):
-        return True, None
-    if shape not in no_room:
-        no_room[shape] = no_room_reason(job)
-    return False, no_room[shape]
+    why = no_room.get(shape)
+    if why is None:
+        if place(session, job):
+            return True, None
+        why = no_room[shape] = no_room_reason(job)
+    return False, why
 
 
 def _allocate_in_pools(
