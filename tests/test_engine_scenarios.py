@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gitops_sched.engine import apply_decisions, schedule, settle
-from gitops_sched.engine.types import EvictReason
+from gitops_sched.engine.types import EvictReason, PodPlacement
 from gitops_sched.hardware.mig import MigInstance
 from tests.engine_builders import allocated, department, job, jobs, nodes, policy, project, snapshot
 
@@ -176,6 +176,59 @@ def test_mig_idle_instance_of_another_profile_is_destroyed_when_space_is_needed(
     assert sorted(changes) == [("3g.40gb", False), ("4g.40gb", False), ("7g.80gb", True)]
 
 
+def test_reclaim_passes_over_mig_work_a_whole_gpu_claimant_cannot_use():
+    # q's 42 MIG instances are cheaper to lose than its whole GPU (younger, same priority),
+    # but evicting them frees no plain GPU: p reclaims the whole GPU at once. (Taking them
+    # one by one, the 32 victims a job may try would all be MIG instances.)
+    pol = policy(project("p", 1), project("q", 0))
+    plain = nodes("plain", 1, gpus=1)
+    instances = tuple(MigInstance("1g.10gb", start) for start in range(7))
+    a100 = nodes(
+        "a100", 1, gpus=6, model="A100-SXM4-80GB", memory_mib=81920, mig=True, instances=instances
+    )
+    whole = replace(job("whole", "q", 1), placement=(_pod("plain-0", 0),), started_at=0.0)
+    slices = [
+        replace(
+            job(f"slice-{gpu}-{start}", "q", "1g.10gb"),
+            placement=(PodPlacement("a100-0", (gpu,), mig=instance),),
+            started_at=1.0,
+        )
+        for gpu in range(6)
+        for start, instance in enumerate(instances)
+    ]
+    claimant = job("claimant", "p", 1)
+    decisions = schedule(snapshot(pol, (*plain, *a100), [whole, *slices, claimant], now=10.0))
+    assert [(e.job, e.reason) for e in decisions.evictions] == [("whole", EvictReason.RECLAIM)]
+    assert [(b.job, b.pods) for b in decisions.binds] == [("claimant", (_pod("plain-0", 0),))]
+
+
+def test_reclaim_under_a_department_limit_takes_mig_work_for_its_quota():
+    # the department's hard limit is its whole GPU's worth of q's MIG instances: evicting
+    # them frees no plain GPU, but the quota p's job needs -- the free one is there
+    pol = policy(
+        project("p", 1, department="d"),
+        project("q", 0, department="d"),
+        departments=(department("d", 1, limit=1.0),),
+    )
+    plain = nodes("plain", 1, gpus=1)
+    instances = tuple(MigInstance("1g.10gb", start) for start in range(7))
+    a100 = nodes(
+        "a100", 1, gpus=1, model="A100-SXM4-80GB", memory_mib=81920, mig=True, instances=instances
+    )
+    slices = [
+        replace(
+            job(f"slice-{start}", "q", "1g.10gb"),
+            placement=(PodPlacement("a100-0", (0,), mig=instance),),
+            started_at=1.0,
+        )
+        for start, instance in enumerate(instances)
+    ]
+    claimant = job("claimant", "p", 1)
+    decisions = schedule(snapshot(pol, (*plain, *a100), [*slices, claimant], now=10.0))
+    assert sorted(e.job for e in decisions.evictions) == [s.name for s in slices]
+    assert [(b.job, b.pods) for b in decisions.binds] == [("claimant", (_pod("plain-0", 0),))]
+
+
 def test_interactive_is_stopped_after_the_time_limit():
     pol = policy(project("p", 8, interactive_time_limit_s=3600), project("q", 8))
     state, _ = settled(snapshot(pol, DGX, [job("nb", "p", 1, "interactive")]))
@@ -187,8 +240,6 @@ def test_interactive_is_stopped_after_the_time_limit():
 
 
 def _pod(node, *gpus):
-    from gitops_sched.engine.types import PodPlacement
-
     return PodPlacement(node, tuple(gpus))
 
 

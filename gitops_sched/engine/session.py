@@ -41,6 +41,7 @@ class Victim:
     pods: tuple[PodPlacement, ...] | None  # None: every pod the job still runs
     groups: frozenset[str]  # node groups it runs on
     move_only: bool = False  # may be moved to make room, never stopped
+    mig: bool = False  # its pods hold MIG instances (else plain GPUs, or none)
 
 
 def _share_ratio(held: float, allocatable: float) -> float:

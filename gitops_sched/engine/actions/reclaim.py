@@ -22,12 +22,19 @@ consolidating reclaim does -- unless its queue ranks ahead of the claimant's (it
 take its place back first, like a victim of such a queue: see ranks_ahead). Quota and
 hard limits are checked once the victims have left: a department at its hard limit can
 reclaim from a sibling project.
+
+Only victims on the kind of GPU the job takes are asked (MIG instances for a MIG request,
+plain GPUs for the others; moves alike): stopping the other kind makes no room for it and
+would spend the job's MAX_VICTIMS tries. The exception is a victim of the job's own
+department under a hard limit, which frees the quota the job may need whatever it runs
+on.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Collection, Iterable, Iterator
+from dataclasses import replace
 from enum import StrEnum
 
 from gitops_sched.engine.actions.victims import (
@@ -40,7 +47,7 @@ from gitops_sched.engine.actions.victims import (
 from gitops_sched.engine.admission import fits_quota, may_reclaim, quota_blocker
 from gitops_sched.engine.pools import pool_of, restricted, tries
 from gitops_sched.engine.session import Session, Victim, victim_order
-from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job
+from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job, RequestKind
 
 
 def reclaim(session: Session, claimants: Collection[str] | None = None) -> None:
@@ -304,6 +311,10 @@ def _reclaim_for(
     asked_all = False  # every project was asked
     blocked: set[str] = set()  # departments that may lose nothing to this job
     own = session.department_of(job.project)
+    kind = _gpu_kind(job)
+    # a victim of the job's own department frees quota under its hard limit, whatever
+    # kind of GPU it holds
+    own_kind = None if _limited(session, own) else kind
 
     def next_victim() -> Victim | None:
         nonlocal movable, scan, asked_all
@@ -328,7 +339,8 @@ def _reclaim_for(
                     if department != own and ahead_department_wide(session, project):
                         ahead.add(department)
                 elif _may_lose_any(session, job, gain, project, guaranteed, blocked):
-                    index = pool.first_usable(project, cursors.get(project, 0), allowed)
+                    usable = own_kind if department == own else kind
+                    index = pool.first_usable(project, cursors.get(project, 0), allowed, usable)
                 if index is not None:
                     victim = pool.victims(project)[index]
                     if _may_lose(
@@ -343,7 +355,9 @@ def _reclaim_for(
                 done.add(project)
             asked_all = True
         if movable is None:
-            movable = _movable(session, job, pool, freed_nodes, allowed) if freed_nodes else []
+            movable = (
+                _movable(session, job, pool, freed_nodes, allowed, kind) if freed_nodes else []
+            )
         while movable:
             victim = movable.pop()
             if not pool.still_running(victim):
@@ -370,6 +384,20 @@ def _reclaim_for(
     return placed
 
 
+def _gpu_kind(job: Job) -> bool | None:
+    """The kind of GPU the job's pods take, the only kind a victim's eviction makes room
+    for: MIG instances (True) or plain GPUs, whole or shared (False); None for pods of no
+    GPU."""
+    kind = job.request.kind
+    return None if kind is RequestKind.NONE else kind is RequestKind.MIG
+
+
+def _limited(session: Session, department: str) -> bool:
+    """Whether the department has a hard limit."""
+    spec = session.departments.get(department)
+    return spec is not None and spec.limit is not None
+
+
 def _nodes(session: Session, victim: Victim) -> set[str]:
     current = session.jobs[victim.job]
     pods = current.placement if victim.pods is None else victim.pods
@@ -377,19 +405,27 @@ def _nodes(session: Session, victim: Victim) -> set[str]:
 
 
 def _movable(
-    session: Session, job: Job, pool: VictimPool, nodes: set[str], allowed: set[str] | None
+    session: Session,
+    job: Job,
+    pool: VictimPool,
+    nodes: set[str],
+    allowed: set[str] | None,
+    kind: bool | None,
 ) -> list[Victim]:
     """Move-only victims, the next one last: other projects' preemptible jobs running on
-    `nodes` (where stopped victims made room), youngest first."""
-    found: dict[str, Job] = {}
+    `nodes` (where stopped victims made room) on GPUs of the job's `kind` (a move frees
+    no quota: only room of that kind helps), youngest first."""
+    found: dict[str, Victim] = {}  # whole jobs, as on_nodes gives them
     for victim in pool.on_nodes(nodes):
         current = session.jobs[victim.job]
         if current.project == job.project or not pool.still_running(victim):
             continue
+        if kind is not None and victim.mig != kind:
+            continue
         if allowed is None or not victim.groups.isdisjoint(allowed):
-            found[victim.job] = current
-    ordered = sorted(found.values(), key=victim_order, reverse=True)
-    return [Victim(j.key, None, pool.groups(j), move_only=True) for j in ordered]
+            found[victim.job] = victim
+    ordered = sorted(found, key=lambda key: victim_order(session.jobs[key]), reverse=True)
+    return [replace(found[key], move_only=True) for key in ordered]
 
 
 def _may_lose(

@@ -24,7 +24,7 @@ from gitops_sched.engine.session import (
     job_order,
     victim_order,
 )
-from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job, PodPlacement
+from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job, PodPlacement, RequestKind
 
 MAX_VICTIMS = 32
 
@@ -323,9 +323,10 @@ class VictimPool:
         self._victims: dict[str, list[Victim]] = {}
         self._by_node: dict[str, list[Victim]] | None = None  # whole jobs by their nodes
         self._group = {name: use.node.node_group for name, use in session.nodes.items()}
-        # (project, allowed groups) -> index of its first victim that may still be usable:
-        # those before it are gone for good or run outside those groups (see first_usable)
-        self._frontier: dict[tuple[str, frozenset[str] | None], int] = {}
+        # (project, allowed groups, GPU kind) -> index of its first victim that may still be
+        # usable: those before it are gone for good, run outside those groups or hold the
+        # other kind of GPU (see first_usable)
+        self._frontier: dict[tuple[str, frozenset[str] | None, bool | None], int] = {}
         self._mark = 0  # session.evictions before the current job's try
 
     @property
@@ -365,8 +366,9 @@ class VictimPool:
         extra = sorted(job.placement, key=lambda p: -p.index)[
             : len(job.placement) - job.min_available
         ]
-        victims = [Victim(job.key, (pod,), groups) for pod in extra]
-        victims.append(Victim(job.key, None, groups))
+        mig = job.request.kind is RequestKind.MIG
+        victims = [Victim(job.key, (pod,), groups, mig=mig) for pod in extra]
+        victims.append(Victim(job.key, None, groups, mig=mig))
         return victims
 
     def protected_for(self, project: str, allowed: set[str] | None) -> float | None:
@@ -405,23 +407,27 @@ class VictimPool:
         """A job's try starts: what is evicted from now on may still be given back."""
         self._mark = len(self.session.evictions)
 
-    def first_usable(self, project: str, start: int, allowed: set[str] | None) -> int | None:
+    def first_usable(
+        self, project: str, start: int, allowed: set[str] | None, mig: bool | None = None
+    ) -> int | None:
         """Index of the project's next victim, at `start` or after, still running on an
-        allowed node group.
+        allowed node group (and, `mig` given, holding MIG instances or plain GPUs, as said).
 
         Within an action a victim that has stopped (and was not stopped by the current
         try, which may give it back) never runs again, so each (project, allowed groups)
-        keeps a frontier past such victims and past those outside the groups: later jobs
-        start there instead of rescanning them.
+        keeps a frontier past such victims and past those outside the groups (or of the
+        other GPU kind): later jobs start there instead of rescanning them.
         """
         candidates = self.victims(project)
-        key = (project, frozenset(allowed) if allowed else None)
+        key = (project, frozenset(allowed) if allowed else None, mig)
         frontier = self._frontier.get(key, 0)
         index = max(start, frontier)
         trying: set[str] | None = None  # jobs the current try evicted
         while index < len(candidates):
             victim = candidates[index]
-            inside = allowed is None or not victim.groups.isdisjoint(allowed)
+            inside = (allowed is None or not victim.groups.isdisjoint(allowed)) and (
+                mig is None or victim.mig == mig
+            )
             if inside and self.still_running(victim):
                 return index
             if index == frontier:
