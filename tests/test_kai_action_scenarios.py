@@ -701,3 +701,20 @@ def test_shared_gpu_train_work_runs_over_a_quota_that_non_preemptible_shares_fil
     assert [(b.job, b.pods) for b in decisions.binds] == [
         ("pending_job0", (on("node0", 1, fraction=0.5),))
     ]
+
+
+def test_a_fraction_waits_for_a_share_being_released_rather_than_open_a_new_gpu():
+    # KAI allocateFractionalGpu_test.go: "Pipeline fractional interactive gpu task when a
+    # task is evicting - dont allocate a new gpu"
+    pol = cluster(*queues(("queue0", 2)))
+    gone = ReleasingPod("releasing_job0", "queue0", on("node0", 0, fraction=0.5))
+    work = [
+        build("running_job0", "queue0", 0.5, placement=(on("node0", 0, fraction=0.5),)),
+        build("pending_job0", "queue0", 0.5),
+    ]
+    snap = replace(snapshot(pol, (node("node0", 2),), work), releasing=(gone,))
+    decisions = schedule(snap)
+    assert [(b.job, b.pods) for b in decisions.binds] == [
+        ("pending_job0", (on("node0", 0, fraction=0.5),))
+    ]
+    assert waits_for(decisions, "pending_job0") == {"releasing_job0"}

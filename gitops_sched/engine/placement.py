@@ -146,7 +146,11 @@ def _shared(session: Session, job: Job, domain: str | None, limit: float) -> Pod
 
     GPUs shared only with the job's own project come first, so one team's notebooks
     pack together instead of spreading a noisy neighbour across teams; then the GPU
-    left with the least room, by node and index.
+    left with the least room, by node and index. A partly used GPU that has room once
+    its shares being released are gone comes before a GPU nobody holds: while they are
+    still held (allocate's first pass) the pod is not placed, and allocate's second pass
+    pipelines it there (KAI pipelines a fraction onto a releasing share rather than open
+    a new GPU).
     """
     usage = session.usage
     groups = session.groups_of(job)
@@ -167,6 +171,8 @@ def _shared(session: Session, job: Job, domain: str | None, limit: float) -> Pod
                 best = min(best, fit)
     if best is not _NO_FIT:
         return PodPlacement(best[2], (best[3],), fraction=best[4])
+    if session.releasing and _fits_once_released(session, job, groups, domain, limit):
+        return None
     cap = min(1.0, limit) + GPU_EPSILON
     for key in usage.reserved:  # set up for sharing already: before a GPU nobody holds
         use, gpu = usage.gpu(key)
@@ -194,6 +200,34 @@ def _shared(session: Session, job: Job, domain: str | None, limit: float) -> Pod
 
 
 _NO_FIT = (True, float("inf"), "", 0, 0.0)
+
+
+def _fits_once_released(
+    session: Session, job: Job, groups: list[str], domain: str | None, limit: float
+) -> bool:
+    """Whether a pod of the job fits on a GPU that running work still shares once its
+    shares being released (Session.releasing) are gone."""
+    released: dict[GpuKey, float] = {}  # shared GPU -> its shares being released
+    for holder, releasing in session.releasing.items():
+        pod = releasing.pod
+        if pod.fraction and pod.mig is None and pod.node in session.nodes:
+            gpu = session.nodes[pod.node].gpus[pod.gpus[0]]
+            key = (pod.node, gpu.index)
+            released[key] = released.get(key, 0.0) + gpu.shares.get(holder, 0.0)
+    for key, gone in sorted(released.items()):
+        use, gpu = session.usage.gpu(key)
+        left = gpu.used - gone  # what running work keeps using
+        share = _share_of(job, gpu.memory_mib)
+        if (
+            left > GPU_EPSILON
+            and left + share <= 1 + GPU_EPSILON
+            and share <= limit + GPU_EPSILON
+            and use.node.schedulable
+            and use.node.node_group in groups
+            and (domain is None or use.node.topology == domain)
+        ):
+            return True
+    return False
 
 
 def _shared_fit(
