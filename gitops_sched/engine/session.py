@@ -147,8 +147,8 @@ class Session:
         self._pod_wanted: dict[str, float] = {}  # job -> one pod's GPUs on its nominal GPU
         # project -> whether no quota rule bounds its preemptible work (admission.bounds)
         self.unbounded: dict[str, bool] = {}
-        # every job's key in queue order, see pending_by_project
-        self._in_job_order: list[str] | None = None
+        # every job's place in queue order, see pending_by_project
+        self._in_job_order: dict[str, int] | None = None
         self._pending = {key for key, job in self.jobs.items() if job.missing > 0}
         # job -> (the job as last counted, its placed GPUs): victim scans ask again and
         # again about jobs that have not changed (a changed job is a new object)
@@ -199,17 +199,18 @@ class Session:
         """Pending jobs per project in queue order: priority, then submission, then name.
 
         Actions ask for it several times a cycle; a job's place in that order never changes
-        within a cycle (only whether it is pending), so the jobs are sorted once and each
-        ask keeps those pending (every job the session ever holds is in the first list).
+        within a cycle (only whether it is pending), so the jobs are numbered in that order
+        once and each ask sorts the pending ones by number (every job the session ever
+        holds is numbered).
         """
         if self._in_job_order is None:
-            self._in_job_order = [job.key for job in sorted(self.jobs.values(), key=job_order)]
+            ordered = sorted(self.jobs.values(), key=job_order)
+            self._in_job_order = {job.key: at for at, job in enumerate(ordered)}
         queues: dict[str, list[Job]] = {}
-        jobs, pending = self.jobs, self._pending
-        for key in self._in_job_order:
-            if key in pending:
-                job = jobs[key]
-                queues.setdefault(job.project, []).append(job)
+        jobs = self.jobs
+        for key in sorted(self._pending, key=self._in_job_order.__getitem__):
+            job = jobs[key]
+            queues.setdefault(job.project, []).append(job)
         return queues
 
     def _facts(self, queue: str) -> tuple[float, int, float, float]:

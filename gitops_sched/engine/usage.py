@@ -173,15 +173,17 @@ class Usage:
             return
         # a whole GPU outside MIG is in no GPU index: only its node's free count moves
         plain = pod.mig is None and not pod.fraction
+        free = use.free_whole  # moves only with the pod's own GPUs
         for index in pod.gpus:
             gpu = use.gpus[index]
             indexed = not (plain and not gpu.mig and not gpu.mig_enabled and not gpu.shares)
             if indexed:
                 self._index_gpu(use, gpu, -1)
+            free -= gpu.is_free
             _apply(gpu, job, pod, sign)
+            free += gpu.is_free
             if indexed:
                 self._index_gpu(use, gpu, +1)
-        free = sum(g.is_free for g in use.gpus)
         if free != use.free_whole:  # else the node stays where it is in the indexes
             self._index_node(use, -1)
             use.free_whole = free

@@ -64,7 +64,8 @@ def evict_until_placed(
     when a job cannot fit however much is evicted.
     """
     with session.statement() as commit:
-        if place_within(session, job, accept):  # room freed earlier in the cycle
+        # room freed earlier in the cycle
+        if not surely_no_room(session, job) and place_within(session, job, accept):
             commit()
             return True
         taken: list[Taken] = []
