@@ -12,7 +12,6 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
 from functools import lru_cache
 
 from gitops_sched.engine.admission import headroom
@@ -42,7 +41,11 @@ def place(session: Session, job: Job, count: int | None = None) -> bool:
         with session.statement() as commit:
             pods = _place_pods(session, job, count, domain, budget / count)
             if pods is not None:
-                session.bind(job, tuple(replace(p, index=i) for p, i in zip(pods, indexes)))
+                numbered = (
+                    PodPlacement(p.node, p.gpus, p.fraction, p.mig, i)
+                    for p, i in zip(pods, indexes)
+                )
+                session.bind(job, tuple(numbered))
                 commit()
                 return True
     return False

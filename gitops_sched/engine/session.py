@@ -603,11 +603,12 @@ class Session:
         GPUs, as worked out."""
         amounts = [self.pod_gpus(job, pod) for pod in pods]  # each pod's, for the pools too
         amount = sign * sum(amounts)
-        for queue in (job.project, self.department_of(job.project)):
-            if queue in self.allocated:
-                self.allocated[queue] += amount
+        allocated, fixed = self.allocated, self.fixed
+        for queue in (job.project, self._parent.get(job.project, "")):
+            if queue in allocated:
+                allocated[queue] += amount
                 if not job.preemptible:
-                    self.fixed[queue] += amount
+                    fixed[queue] += amount
         if self.pools is not None:
             self.pools.account(job, pods, sign, amounts)
         return amounts
