@@ -104,6 +104,9 @@ class Usage:
         self.mig_idle_any: dict[str, list[PackEntry]] = {}
         self._mig_entries: dict[GpuKey, list[tuple[list[PackEntry], PackEntry]]] = {}
         self._mig_profiles: dict[str, tuple[str, ...]] = {}  # GPU model -> its MIG profiles
+        # (GPU model, MIG layout) -> the profiles creatable beside it: most GPUs share a
+        # few layouts, so each is worked out once per session, not once per GPU
+        self._creatable_in: dict[tuple[str, tuple[MigInstance, ...]], tuple[str, ...]] = {}
         # free GPUs a reservation pod holds for fractions, by node and index: fractions first
         self.reserved: list[GpuKey] = []
         for node in sorted(nodes, key=lambda n: n.name):
@@ -266,14 +269,18 @@ class Usage:
         left, worked out once per layout."""
         if gpu.creatable is None:
             model = use.node.gpu_model
-            if model not in self._mig_profiles:
-                self._mig_profiles[model] = tuple(mig_profiles(model))
-            used = sum(mig_share(model, i.profile) for i in gpu.mig)
-            gpu.creatable = tuple(
-                profile
-                for profile in self._mig_profiles[model]
-                if used < 1 - GPU_EPSILON and use.mig_start(gpu, profile) is not None
-            )
+            layout = (model, tuple(gpu.mig))
+            found = self._creatable_in.get(layout)
+            if found is None:
+                if model not in self._mig_profiles:
+                    self._mig_profiles[model] = tuple(mig_profiles(model))
+                used = sum(mig_share(model, i.profile) for i in gpu.mig)
+                found = self._creatable_in[layout] = tuple(
+                    profile
+                    for profile in self._mig_profiles[model]
+                    if used < 1 - GPU_EPSILON and use.mig_start(gpu, profile) is not None
+                )
+            gpu.creatable = found
         return gpu.creatable
 
 
