@@ -7,6 +7,8 @@ MIG instance as its share of the GPU's compute slices.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from gitops_sched.engine.types import Job, Node, PodPlacement, RequestKind
 from gitops_sched.hardware.mig import compute_share
 
@@ -35,8 +37,11 @@ def pod_gpus(job: Job, pod: PodPlacement | None, model: str, memory_mib: int) ->
     return 0.0
 
 
+@lru_cache(maxsize=1024)
 def mig_share(model: str, profile: str) -> float:
-    """A MIG instance's share of its GPU; a whole GPU where the model or profile is unknown."""
+    """A MIG instance's share of its GPU; a whole GPU where the model or profile is unknown
+    (kept per pair: MIG placement asks about every GPU model of a job's node groups, and
+    working out why a model has no such profile is dearer than the answer)."""
     try:
         return compute_share(model, profile)
     except ValueError:
