@@ -399,3 +399,27 @@ def test_two_elastic_jobs_on_too_few_gpus_the_older_gets_one_pod_more():
     ]
     decisions = schedule(snapshot(pol, (node("node0", 5),), work))
     assert started_pods(decisions) == {"pending_job0": [0, 1, 2], "pending_job1": [0, 1]}
+
+
+def test_two_elastic_jobs_take_turns_for_their_spare_pods():
+    # KAI action allocateElastic_test.go: "Allocate 2 elastic jobs - both partial allocate":
+    # a job past its gang places one pod a turn, behind the project's jobs at their gang
+    pol = cluster(*queues(("queue0", 5)))
+    work = [
+        job("pending_job0", "queue0", 1, pods=4, min_available=1),
+        job("pending_job1", "queue0", 1, pods=4, min_available=1),
+    ]
+    decisions = schedule(snapshot(pol, (node("node0", 5),), work))
+    assert started_pods(decisions) == {"pending_job0": [0, 1, 2], "pending_job1": [0, 1]}
+
+
+def test_a_younger_gang_starts_before_an_older_elastic_jobs_spare_pods():
+    # the same rule (KAI's elastic plugin orders a job below its gang first): the gang's
+    # two pods run, the elastic job its one
+    pol = cluster(*queues(("queue0", 3)))
+    work = [
+        job("elastic", "queue0", 1, pods=4, min_available=1),
+        job("gang", "queue0", 1, pods=2, min_available=2),
+    ]
+    decisions = schedule(snapshot(pol, (node("node0", 3),), work))
+    assert started_pods(decisions) == {"elastic": [0], "gang": [0, 1]}

@@ -564,3 +564,17 @@ def test_a_build_gang_left_short_of_pods_is_stopped_whole_and_waits():
     assert evictions(first) == [("running_job0", EvictReason.STALE_GANG)]
     assert all_evictions(history) == [("running_job0", EvictReason.STALE_GANG)]
     assert running_jobs(final) == {"running_job1"}
+
+
+def test_inference_takes_a_spare_pod_of_each_elastic_job_before_any_jobs_gang():
+    # KAI preempt_elastic_test.go: "Inference job preempts single task from several elastic
+    # train jobs": pods past a gang are spare capacity, every job's before any gang
+    pol = cluster(*queues(("queue0", 4)))
+    work = [
+        elastic("running_job0", "queue0", 1, "node0", (0,), (1,)),
+        elastic("running_job1", "queue0", 1, "node0", (2,), (3,)),
+        inference("pending_job0", "queue0", 2),
+    ]
+    decisions = schedule(snapshot(pol, (node("node0", 4),), work))
+    assert evicted_pods(decisions) == {"running_job0": {1}, "running_job1": {1}}
+    assert binds(decisions) == {"pending_job0": {"node0"}}

@@ -287,3 +287,16 @@ def test_an_elastic_job_at_its_quota_keeps_its_gang_for_a_claimant_needing_more(
     decisions = cycle(queues(("queue0", 2, 1), ("queue2", 2, 1)), (node("node0", 3),), work)
     assert not reclaimed(decisions)
     assert not decisions.binds
+
+
+def test_reclaim_takes_a_spare_pod_of_each_elastic_job_before_any_jobs_gang():
+    # KAI reclaim_elastic_test.go: "Reclaim tasks from several elastic jobs": pods past a
+    # gang are spare capacity, every job's before any gang
+    work = [
+        elastic("running-job0", "queue0", 1, *pods_on(0, 1)),
+        elastic("running-job1", "queue0", 1, *pods_on(2, 3)),
+        job("pending-job", "queue1", 2),
+    ]
+    decisions = cycle(queues(("queue0", 0, 0), ("queue1", 2, 1)), (node("node0", 4),), work)
+    assert reclaimed_pods(decisions) == {"running-job0": {1}, "running-job1": {1}}
+    assert binds(decisions) == {"pending-job": ({"node0"}, {"running-job0", "running-job1"})}

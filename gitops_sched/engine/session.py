@@ -56,8 +56,12 @@ def _key(job: Job) -> str:
 
 
 def job_order(job: Job) -> tuple:
-    """Within a project: higher priority first, then earlier submission, then name."""
-    return (-job.priority, job.submitted, job.key)
+    """Within a project: higher priority first; then a job running fewer pods than its
+    gang (new work, or a gang in flight) before one running just its gang, before one
+    running more (an elastic job's further pods are spare capacity: KAI's elastic
+    plugin); then earlier submission, then name."""
+    running, gang = len(job.placement), min(job.min_available, job.pods)
+    return (-job.priority, (running >= gang) + (running > gang), job.submitted, job.key)
 
 
 def victim_order(job: Job) -> tuple:

@@ -5,23 +5,24 @@ department (Session.department_key), then the project inside it (Session.queue_k
 judged by its own totals with the job: those still within their deserved quota with it,
 higher over-quota rank, then the lowest (allocated + job) / max(deserved, fair share),
 the smaller allocatable share, the older queue, the oldest pending work, the name -- so free
-GPUs spread in proportion to fair shares; within a project by priority, then submission
-time. A job
+GPUs spread in proportion to fair shares; within a project in job order (session.job_order:
+priority, then short of its gang before at it before past it, then submission). A job
 places its gang (or the rest of a gang in flight) at once, then each elastic pod queues
-again like a job of its own. A job shape that found no room is not tried again in a pass,
-since allocation only ever takes GPUs away. Releasing pods' GPUs are used only by a
+again like a job of its own, by that order. A job shape that found no room is not tried
+again in a pass, since allocation only ever takes GPUs away. Releasing pods' GPUs are used only by a
 second pass, once the free ones are spent (pipelining) -- or where a fraction would
 otherwise open an untouched GPU (see placement._shared).
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 
 from gitops_sched.engine.admission import quota_blocker
 from gitops_sched.engine.placement import place
 from gitops_sched.engine.pools import restricted, tries
-from gitops_sched.engine.session import Session
+from gitops_sched.engine.session import Session, job_order
 from gitops_sched.engine.types import Job
 
 
@@ -74,8 +75,13 @@ def _allocate_free(session: Session) -> None:
             session.pending_reasons[job.key] = gang_reason(job, reason)
         elif session.jobs[job.key].missing == 0:
             session.pending_reasons.pop(job.key, None)
-        if not (placed and session.jobs[job.key].missing > 0):
-            position += 1  # else its next elastic pod queues again, behind the project's ratio
+        if placed and session.jobs[job.key].missing > 0:
+            # its next elastic pod queues again: behind the project's ratio, and behind the
+            # project's jobs that now come first in job order
+            _requeue(queues[name], position, session.jobs[job.key])
+            ages[name][position:] = _suffix_minima([j.submitted for j in queues[name][position:]])
+        else:
+            position += 1
         positions[name] = position
         if position < len(queues[name]):
             heapq.heappush(inside[department], project_entry(name))
@@ -110,6 +116,12 @@ def _allocate_in_pools(
             return True, None
         first = first or reason
     return False, first
+
+
+def _requeue(jobs: list[Job], position: int, job: Job) -> None:
+    """Move the job at `position` (now `job`) among those after it, by job order."""
+    del jobs[position]
+    jobs.insert(bisect.bisect(jobs, job_order(job), lo=position, key=job_order), job)
 
 
 def _suffix_minima(values: list[float]) -> list[float]:

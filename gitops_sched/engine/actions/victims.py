@@ -300,9 +300,10 @@ class VictimPool:
     node groups taken once per action (a victim's placement does not change while it runs).
 
     An elastic job above its gang offers its extra pods one at a time, highest index
-    first, before the job as a whole. The jobs are those running when the action began;
-    a project's victims are listed when it is first asked about (most never are, and an
-    action that ran sorting every running job would sort them all again next round).
+    first; every such pod of a priority comes before any job of that priority as a whole.
+    The jobs are those running when the action began; a project's victims are listed
+    when it is first asked about (most never are, and an action that ran sorting every
+    running job would sort them all again next round).
 
     A job still within its project's minimum runtime for the action's `reason` (see
     engine.min_runtime) offers only its pods above its gang, never the gang itself.
@@ -336,13 +337,21 @@ class VictimPool:
         return list(self._jobs)
 
     def victims(self, project: str) -> list[Victim]:
-        """The project's victims, cheapest to lose first."""
+        """The project's victims, cheapest to lose first: by priority, the elastic jobs'
+        pods above their gang before any job whole (KAI's elastic plugin puts a job
+        running past its gang before one at its gang in its job order, which its victim
+        order reverses), each in victim order."""
         found = self._victims.get(project)
         if found is None:
             jobs = sorted(self._jobs.get(project, ()), key=victim_order)
-            found = self._victims[project] = [
-                v for job in jobs for v in self._entry(job)[1] if self._offered(v)
+            listed = [
+                (job.priority, victim.pods is None, victim)
+                for job in jobs
+                for victim in self._entry(job)[1]
+                if self._offered(victim)
             ]
+            listed.sort(key=lambda entry: entry[:2])  # stable: victim order within
+            found = self._victims[project] = [victim for *_, victim in listed]
         return found
 
     def _offered(self, victim: Victim) -> bool:
