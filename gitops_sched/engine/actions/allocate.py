@@ -9,9 +9,9 @@ GPUs spread in proportion to fair shares; within a project in job order (session
 priority, then short of its gang before at it before past it, then submission). A job
 places its gang (or the rest of a gang in flight) at once, then each elastic pod queues
 again like a job of its own, by that order. A job shape that found no room is not tried
-again in a pass, since allocation only ever takes GPUs away. Releasing pods' GPUs are used only by a
-second pass, once the free ones are spent (pipelining) -- or where a fraction would
-otherwise open an untouched GPU (see placement._shared).
+again in a pass, since allocation only ever takes GPUs away. Releasing pods' GPUs are
+used only by a second pass, once the free ones are spent (pipelining) -- or where a
+fraction would otherwise open an untouched GPU (see placement._shared).
 """
 
 from __future__ import annotations
