@@ -41,13 +41,14 @@ from gitops_sched.engine.actions.victims import (
     VictimPool,
     ahead_department_wide,
     evict_until_placed,
+    gpu_kind,
     ranks_ahead,
     surely_ranks_ahead,
 )
 from gitops_sched.engine.admission import fits_quota, may_reclaim, quota_blocker
 from gitops_sched.engine.pools import pool_of, restricted, tries
 from gitops_sched.engine.session import Session, Victim, victim_order
-from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job, RequestKind
+from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job
 
 
 def reclaim(session: Session, claimants: Collection[str] | None = None) -> None:
@@ -311,7 +312,7 @@ def _reclaim_for(
     asked_all = False  # every project was asked
     blocked: set[str] = set()  # departments that may lose nothing to this job
     own = session.department_of(job.project)
-    kind = _gpu_kind(job)
+    kind = gpu_kind(job)
     # a victim of the job's own department frees quota under its hard limit, whatever
     # kind of GPU it holds
     own_kind = None if _limited(session, own) else kind
@@ -382,14 +383,6 @@ def _reclaim_for(
     )
     order.settle(touched)  # kept or undone, the allocations may have moved
     return placed
-
-
-def _gpu_kind(job: Job) -> bool | None:
-    """The kind of GPU the job's pods take, the only kind a victim's eviction makes room
-    for: MIG instances (True) or plain GPUs, whole or shared (False); None for pods of no
-    GPU."""
-    kind = job.request.kind
-    return None if kind is RequestKind.NONE else kind is RequestKind.MIG
 
 
 def _limited(session: Session, department: str) -> bool:

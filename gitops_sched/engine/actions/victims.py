@@ -29,6 +29,14 @@ from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job, PodPlacemen
 MAX_VICTIMS = 32
 
 
+def gpu_kind(job: Job) -> bool | None:
+    """The kind of GPU the job's pods take (and, running, hold), the only kind a victim's
+    eviction makes room for: MIG instances (True) or plain GPUs, whole or shared (False);
+    None for pods of no GPU."""
+    kind = job.request.kind
+    return None if kind is RequestKind.NONE else kind is RequestKind.MIG
+
+
 def still_running(session: Session, victim: Victim) -> bool:
     """Whether everything the victim would give back is still running."""
     current = session.jobs.get(victim.job)
@@ -376,7 +384,7 @@ class VictimPool:
         extra = sorted(job.placement, key=lambda p: -p.index)[
             : len(job.placement) - job.min_available
         ]
-        mig = job.request.kind is RequestKind.MIG
+        mig = gpu_kind(job) is True
         victims = [Victim(job.key, (pod,), groups, mig=mig) for pod in extra]
         victims.append(Victim(job.key, None, groups, mig=mig))
         return victims
