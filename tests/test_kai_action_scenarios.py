@@ -47,6 +47,20 @@ def node(name: str, gpus: int):
     return replace(nodes(name, 1, gpus=gpus)[0], name=name)
 
 
+def memory_node(name: str, gpus: int):
+    """A node of KAI's tests as a GPU-memory request sees it: 100 MiB per GPU."""
+    return replace(nodes(name, 1, gpus=gpus, memory_mib=100)[0], name=name)
+
+
+def pods_lost(decisions: Decisions, reason: EvictReason) -> dict[str, set[int]]:
+    """Each evicted job -> the indexes of the pods it loses, all evicted for `reason`."""
+    assert all(e.reason == reason for e in decisions.evictions)
+    lost: dict[str, set[int]] = {}
+    for e in decisions.evictions:
+        lost.setdefault(e.job, set()).update(pod.index for pod in e.pods)
+    return lost
+
+
 def build(name: str, proj: str, gpu=1, **kw) -> Job:
     """KAI's build job (priority 100): non-preemptible interactive work."""
     return job(name, proj, gpu, "interactive", **kw)

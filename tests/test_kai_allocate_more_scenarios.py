@@ -15,17 +15,16 @@ one `schedule` here. KAI's test nodes report 100 MiB per GPU, so a GPU-memory re
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from gitops_sched.engine import schedule
 from gitops_sched.engine.types import Decisions, EvictReason, Snapshot
-from tests.engine_builders import department, job, nodes, policy, project, snapshot
+from tests.engine_builders import department, job, policy, project, snapshot
 from tests.test_engine_kai_parity import is_running, memory_job, on, placement, running, settled
 from tests.test_kai_action_scenarios import (
     binds,
     build,
     cluster,
     evictions,
+    memory_node,
     node,
     queues,
     waits_for,
@@ -38,11 +37,6 @@ def sessions(snap: Snapshot) -> tuple[Decisions, Snapshot]:
     """KAI's first session (one cycle) and the state the sessions after it settle in."""
     final, history = settled(snap)
     return history[0], final
-
-
-def memory_node(name: str, gpus: int):
-    """A node of KAI's tests as a GPU-memory request sees it: 100 MiB per GPU."""
-    return replace(nodes(name, 1, gpus=gpus, memory_mib=100)[0], name=name)
 
 
 def pods_of(decisions: Decisions, name: str):

@@ -21,42 +21,20 @@ train jobs are train (priority 50), its build jobs non-preemptible interactive (
 from __future__ import annotations
 
 from gitops_sched.engine.types import Decisions, Job, Node, Policy, QueueSpec, Snapshot
-from tests.engine_builders import department, job, policy, project, snapshot
+from tests.engine_builders import department, job, policy, snapshot
 from tests.test_engine_kai_parity import on, running, settled
 from tests.test_kai_action_scenarios import build, node
+from tests.test_kai_reclaim_scenarios import in_departments, queues
 
 PENDING: frozenset[str] = frozenset()
 
 
-def queues(*specs: tuple) -> tuple[QueueSpec, ...]:
-    """KAI's queues in creation order: (name, deserved GPUs, GPU over-quota weight[, rank])
-    in KAI's default department, which has no quota limit."""
-    return tuple(
-        project(name, deserved, department="default", weight=weight, age=i, over_quota_rank=rank)
-        for i, (name, deserved, weight, *more) in enumerate(specs)
-        for rank in [more[0] if more else 0]
-    )
-
-
-def in_default(projects: tuple[QueueSpec, ...], node_list: tuple[Node, ...]) -> Policy:
-    """KAI's default department: its deserved GPUs unlimited, which KAI's fair share reads as
-    every GPU of the cluster (`setDeservedResource`), so here a quota of the cluster's GPUs."""
+def in_default(projects: list[QueueSpec], node_list: tuple[Node, ...]) -> Policy:
+    """KAI's default department (the one `queues` puts them in): its deserved GPUs
+    unlimited, which KAI's fair share reads as every GPU of the cluster
+    (`setDeservedResource`), so here a quota of the cluster's GPUs."""
     total = sum(len(n.gpus) for n in node_list)
-    return policy(*projects, departments=(department("default", total),))
-
-
-def in_departments(departments: tuple[tuple[str, float], ...], *specs: tuple) -> Policy:
-    """KAI's departments (name, deserved GPUs; their over-quota weight is that quota, as in
-    KAI's tests) and their queues (name, deserved GPUs, GPU over-quota weight, department
-    [, rank]), each in creation order."""
-    return policy(
-        *(
-            project(name, deserved, dept, weight=weight, age=i, over_quota_rank=rank)
-            for i, (name, deserved, weight, dept, *more) in enumerate(specs)
-            for rank in [more[0] if more else 0]
-        ),
-        departments=tuple(department(n, q, age=i) for i, (n, q) in enumerate(departments)),
-    )
+    return policy(*projects, departments=(department(projects[0].parent, total),))
 
 
 def settle_cluster(

@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from gitops_sched.engine import schedule
 from gitops_sched.engine.types import Decisions, EvictReason, Job, Node, Policy, Snapshot
-from tests.engine_builders import job, nodes, snapshot
+from tests.engine_builders import job, snapshot
 from tests.test_engine_kai_parity import (
     memory_job,
     nodes_of,
@@ -37,16 +37,15 @@ from tests.test_kai_action_scenarios import (
     build,
     cluster,
     evictions,
+    pods_lost,
     queues,
     waits_for,
 )
+from tests.test_kai_action_scenarios import (
+    memory_node as node,  # KAI's fake node: GPUs of 100 units of memory each
+)
 
 # -- building and reading KAI's sessions ------------------------------------------------------
-
-
-def node(name: str, gpus: int) -> Node:
-    """KAI's fake node: `gpus` GPUs of 100 units of memory each."""
-    return replace(nodes(name, 1, gpus=gpus, memory_mib=100)[0], name=name)
 
 
 def sessions(pol: Policy, node_list: tuple[Node, ...], work: list[Job]):
@@ -296,11 +295,7 @@ def elastic(name: str, proj: str, gpu, node_name: str, *gpu_lists: tuple[int, ..
 
 def evicted_pods(decisions: Decisions) -> dict[str, set[int]]:
     """Each evicted job -> the indexes of the pods it loses (all by preempt)."""
-    assert all(e.reason == EvictReason.PREEMPT for e in decisions.evictions)
-    out: dict[str, set[int]] = {}
-    for e in decisions.evictions:
-        out.setdefault(e.job, set()).update(pod.index for pod in e.pods)
-    return out
+    return pods_lost(decisions, EvictReason.PREEMPT)
 
 
 def test_inference_takes_one_extra_pod_of_an_elastic_train_job():

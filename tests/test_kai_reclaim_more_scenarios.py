@@ -27,7 +27,7 @@ from gitops_sched.engine.types import (
 )
 from tests.engine_builders import job, policy, snapshot
 from tests.test_engine_kai_parity import evictions, on, placement, running, settled
-from tests.test_kai_action_scenarios import node
+from tests.test_kai_action_scenarios import node, pods_lost
 from tests.test_kai_reclaim_scenarios import binds, cycle, queues, reclaimed
 
 
@@ -48,11 +48,7 @@ def pods_on(*gpus: int, node_name: str = "node0") -> tuple[PodPlacement, ...]:
 
 def reclaimed_pods(decisions: Decisions) -> dict[str, set[int]]:
     """Each reclaimed job -> the indexes of the pods it gives up."""
-    assert all(e.reason == EvictReason.RECLAIM for e in decisions.evictions)
-    taken: dict[str, set[int]] = {}
-    for e in decisions.evictions:
-        taken.setdefault(e.job, set()).update(pod.index for pod in e.pods)
-    return taken
+    return pods_lost(decisions, EvictReason.RECLAIM)
 
 
 def bound_pods(decisions: Decisions) -> dict[str, set[int]]:

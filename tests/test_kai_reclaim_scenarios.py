@@ -17,20 +17,23 @@ from tests.engine_builders import allocated, department, job, nodes, policy, pro
 from tests.test_engine_kai_parity import on, running
 
 
-def queues(*specs: tuple[str, float, float]) -> list[QueueSpec]:
-    """KAI's queues in creation order: (name, deserved GPUs, GPU over-quota weight)."""
+def queues(*specs: tuple) -> list[QueueSpec]:
+    """KAI's queues in creation order: (name, deserved GPUs, GPU over-quota weight[, rank])."""
     return [
-        project(name, quota, weight=weight, age=i) for i, (name, quota, weight) in enumerate(specs)
+        project(name, quota, weight=weight, age=i, over_quota_rank=rank[0] if rank else 0)
+        for i, (name, quota, weight, *rank) in enumerate(specs)
     ]
 
 
-def in_departments(
-    departments: tuple[tuple[str, float], ...], *specs: tuple[str, float, float, str]
-) -> Policy:
+def in_departments(departments: tuple[tuple[str, float], ...], *specs: tuple) -> Policy:
     """KAI's departments (name, deserved GPUs; weighted by it, as KAI's tests do) and their
-    queues (name, deserved GPUs, GPU over-quota weight, department), in creation order."""
+    queues (name, deserved GPUs, GPU over-quota weight, department[, rank]), in creation
+    order."""
     return policy(
-        *(project(n, q, d, weight=w, age=i) for i, (n, q, w, d) in enumerate(specs)),
+        *(
+            project(n, q, d, weight=w, age=i, over_quota_rank=rank[0] if rank else 0)
+            for i, (n, q, w, d, *rank) in enumerate(specs)
+        ),
         departments=tuple(department(n, q, age=i) for i, (n, q) in enumerate(departments)),
     )
 
