@@ -625,41 +625,57 @@ class InOrder:
     (Session.project_order_key), that project's first entry (the lowest place; the first
     given on a tie).
 
-    Entries are named by ids (in the order given) and read through `entry` when their
-    project's key is worked out. Serving an entry changes the allocation of its own
-    project and department only (nothing else of the session may change between pops),
-    so each `pop` works out again the keys of the project and department of the entry
-    popped before, not every entry's.
+    Entries are named by ids (in the order given) and read through `entry`. Serving an
+    entry changes the allocation of its own project and department only, and changes no
+    job but its own (nothing else of the session may change between pops), so each `pop`
+    works out again the keys of the project and department of the entry popped before,
+    and reads again only the entries of the job it served: a reclaim that took thousands
+    of victims serves them in O(n log n), not O(n^2).
     """
 
     def __init__(self, session: Session, entry: Callable[[int], Entry], ids: Iterable[int]):
         self.session = session
         self.entry = entry
-        entries = {at: entry(at) for at in ids}
-        self.project_of = {at: job.project for at, (job, _, _) in entries.items()}
-        self.waiting: dict[str, list[int]] = {}  # project -> its entries left, by id
-        for at, project in self.project_of.items():
-            self.waiting.setdefault(project, []).append(at)
+        self.entries = {at: entry(at) for at in ids}
+        self.project_of = {at: job.project for at, (job, _, _) in self.entries.items()}
+        self.of_job: dict[str, list[int]] = {}  # job -> its entries' ids
+        # project -> its entries left, a heap by (place, id); a place that has changed since
+        # it was pushed is found stale when it comes up (see _first)
+        self.waiting: dict[str, list[tuple[tuple, int]]] = {}
+        for at, (job, _, place) in self.entries.items():
+            self.of_job.setdefault(job.key, []).append(at)
+            self.waiting.setdefault(job.project, []).append((place, at))
+        for heap in self.waiting.values():
+            heapq.heapify(heap)
         self.departments: dict[str, list[str]] = {}  # department -> its projects
         for project in self.waiting:
             self.departments.setdefault(session.department_of(project), []).append(project)
         self.projects: dict[str, tuple[tuple, int, Entry]] = {}  # (key, first entry, it)
         self.levels: dict[str, tuple] = {}  # department -> (level, name, key, first entry)
-        self.served: str | None = None  # the project of the entry popped last
+        self.served: int | None = None  # the entry popped last
         for project in self.waiting:
-            self._project(project, entries)
+            self._project(project)
         for department in self.departments:
             self._department(department)
 
-    def _project(self, project: str, known: dict[int, Entry] | None = None) -> None:
-        """Work out the project's first entry and key (none left: drop it); `known`: its
-        entries as just read."""
-        ids = self.waiting[project]
-        if not ids:
+    def _first(self, project: str) -> int | None:
+        """The id of the project's first entry left, stale heap items dropped."""
+        heap = self.waiting[project]
+        while heap:
+            place, at = heap[0]
+            current = self.entries.get(at)
+            if current is not None and current[2] == place:
+                return at
+            heapq.heappop(heap)
+        return None
+
+    def _project(self, project: str) -> None:
+        """Work out the project's first entry and key (none left: drop it)."""
+        at = self._first(project)
+        if at is None:
             del self.waiting[project], self.projects[project]
             return
-        entries = [(known[at] if known else self.entry(at), at) for at in ids]
-        entry, at = min(entries, key=lambda found: (found[0][2], found[1]))
+        entry = self.entries[at]
         job, gain, _ = entry
         self.projects[project] = (self.session.project_order_key(project, job, gain), at, entry)
 
@@ -674,12 +690,22 @@ class InOrder:
         level = self.session.department_order_level(department, job, gain)
         self.levels[department] = (level, department, key, at)
 
+    def _reread(self, served: int) -> None:
+        """Read again the entries left of the job whose entry was served: serving it changed
+        that job (its places may have moved) and nothing else."""
+        job = self.entries.pop(served)[0]
+        for at in self.of_job[job.key]:
+            if at in self.entries:
+                self.entries[at] = entry = self.entry(at)
+                heapq.heappush(self.waiting[job.project], (entry[2], at))
+
     def pop(self) -> int:
         """The id of the entry served first, taken out."""
         if self.served is not None:
-            self._project(self.served)
-            self._department(self.session.department_of(self.served))
+            project = self.project_of[self.served]
+            self._reread(self.served)
+            self._project(project)
+            self._department(self.session.department_of(project))
         at = min(self.levels.values())[-1]
-        self.served = self.project_of[at]
-        self.waiting[self.served].remove(at)
+        self.served = at
         return at
