@@ -178,8 +178,8 @@ def test_mig_idle_instance_of_another_profile_is_destroyed_when_space_is_needed(
 
 def test_reclaim_passes_over_mig_work_a_whole_gpu_claimant_cannot_use():
     # q's 42 MIG instances are cheaper to lose than its whole GPU (younger, same priority),
-    # but evicting them frees no plain GPU: p reclaims the whole GPU at once. (Taking them
-    # one by one, the 32 victims a job may try would all be MIG instances.)
+    # but evicting them frees no plain GPU: p reclaims the whole GPU at once, stopping no
+    # MIG work that could not make room for it.
     pol = policy(project("p", 1), project("q", 0))
     plain = nodes("plain", 1, gpus=1)
     instances = tuple(MigInstance("1g.10gb", start) for start in range(7))
@@ -227,6 +227,50 @@ def test_reclaim_under_a_department_limit_takes_mig_work_for_its_quota():
     decisions = schedule(snapshot(pol, (*plain, *a100), [*slices, claimant], now=10.0))
     assert sorted(e.job for e in decisions.evictions) == [s.name for s in slices]
     assert [(b.job, b.pods) for b in decisions.binds] == [("claimant", (_pod("plain-0", 0),))]
+
+
+def _spread(nodes_count: int) -> list:
+    """q0's one-GPU jobs filling `nodes_count` 8-GPU nodes round-robin, the youngest last."""
+    return [
+        replace(
+            job(f"small-{i}", "q0", 1),
+            placement=(_pod(f"n-{i % nodes_count}", i // nodes_count),),
+            started_at=float(i),
+        )
+        for i in range(8 * nodes_count)
+    ]
+
+
+def test_a_whole_node_job_reclaims_one_node_of_small_jobs_spread_over_many():
+    # the youngest jobs are one per node: a node is free only once 7 x 40 + 1 of them are
+    # taken, far past any cap on victims a try may take (it starved for ever at 32). As
+    # KAI's by-node solver, only the 8 jobs of the node it frees stop.
+    pol = policy(project("q0", 0), project("q1", 8))
+    work = [*_spread(40), job("big", "q1", 8)]
+    decisions = schedule(snapshot(pol, nodes("n", 40, gpus=8), work, now=1000.0))
+    assert [(b.job, b.pods[0].node) for b in decisions.binds] == [("big", "n-39")]
+    assert {e.job for e in decisions.evictions} == {f"small-{i}" for i in range(39, 320, 40)}
+
+
+def test_reclaim_leaves_victims_off_the_freed_node_where_they_ran():
+    # 15 victims are taken before n-1 is free; the 7 on n-0 stay. Before, the older victims
+    # of n-1 moved into n-0 one by one, each stopping a younger one there: 15 pods disturbed
+    # for a node of 8
+    pol = policy(project("q0", 0), project("q1", 8))
+    decisions = schedule(snapshot(pol, nodes("n", 2, gpus=8), [*_spread(2), job("big", "q1", 8)]))
+    assert [(b.job, b.pods[0].node) for b in decisions.binds] == [("big", "n-1")]
+    assert {e.job for e in decisions.evictions} == {f"small-{i}" for i in range(1, 16, 2)}
+
+
+def test_preempt_leaves_victims_off_the_freed_node_where_they_ran():
+    # the same within one project: the high-priority job stops the 8 jobs of the node it
+    # takes, and the 7 victims taken on n-0 stay (before, 7 of n-1 moved there instead)
+    work = [*_spread(2), replace(job("big", "q0", 8, type="inference"), priority=100)]
+    decisions = schedule(snapshot(policy(project("q0", 16)), nodes("n", 2, gpus=8), work))
+    assert [(b.job, b.pods[0].node) for b in decisions.binds] == [("big", "n-1")]
+    assert [(e.job, e.reason) for e in decisions.evictions] == [
+        (f"small-{i}", EvictReason.PREEMPT) for i in range(15, 0, -2)
+    ]
 
 
 def test_interactive_is_stopped_after_the_time_limit():

@@ -107,8 +107,9 @@ def _share(session: Session, job: Job) -> float:
 
 def _below(pool: VictimPool, job: Job, cut: int) -> Iterator[Victim]:
     """The project's usable victims before `cut` (of lower priority than the job), the
-    job's own pods aside, found as they are asked for: a try takes at most MAX_VICTIMS,
-    not every lower-priority job of the project. A victim this try stops is one already
+    job's own pods aside, found as they are asked for: a try takes victims until it
+    fits or misses MAX_MISSES times, not every lower-priority job of the project.
+    A victim this try stops is one already
     given, so each is still usable when it is asked for, as it was when the try began."""
     victims = pool.victims(job.project)
     allowed = set(job.node_groups) or None

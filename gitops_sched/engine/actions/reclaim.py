@@ -25,7 +25,7 @@ reclaim from a sibling project.
 
 Only victims on the kind of GPU the job takes are asked (MIG instances for a MIG request,
 plain GPUs for the others; moves alike): stopping the other kind makes no room for it and
-would spend the job's MAX_VICTIMS tries. The exception is a victim of the job's own
+would spend the job's MAX_MISSES tries. The exception is a victim of the job's own
 department under a hard limit, which frees the quota the job may need whatever it runs
 on.
 """

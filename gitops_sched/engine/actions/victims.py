@@ -1,10 +1,13 @@
 """Choosing running work to evict, shared by reclaim, preempt and consolidate.
 
 Victims are evicted one at a time until the job fits and its action's rules hold; then
-every victim is offered its place back, the last taken first, as KAI's solvers re-allocate
-their victims once the preemptor is placed: a victim whose GPUs the job did not take stays
-where it was (no decision at all), one that fits elsewhere is moved (evicted and bound in
-the same cycle), and only the rest are stopped.
+every victim is offered its place back, as KAI's solvers re-allocate their victims once
+the preemptor is placed: first every victim whose GPUs the job did not take stays where
+it was (no decision at all), then one that fits elsewhere is moved (evicted and bound in
+the same cycle), and only the rest are stopped. Staying comes before moving because
+KAI's by-node solver never evicts, even for a while, a victim on a node other than the
+one it makes room on: an older victim whose GPUs the job took may not move into a
+younger one's place and stop it in its stead.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from gitops_sched.engine.session import (
 )
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job, PodPlacement, RequestKind
 
-MAX_VICTIMS = 32
+# tries of a job on the room its victims freed that found it did not fit
+MAX_MISSES = 32
 
 
 def gpu_kind(job: Job) -> bool | None:
@@ -68,8 +72,11 @@ def evict_until_placed(
     place the job and its victims again in allocation order (see replace_together).
     Undo everything if that fails.
 
-    At most MAX_VICTIMS evictions are tried for one job, which bounds a cycle's work
-    when a job cannot fit however much is evicted.
+    The job is tried on the room freed at most MAX_MISSES times without fitting, which
+    bounds a cycle's work when a job cannot fit however much is evicted. An eviction
+    after which the job surely has no room (placement.surely_no_room) costs no try: a
+    whole-node job may need many small victims spread over many nodes before one node is
+    free (KAI's solver, which has no such bound, goes on through its victims node by node).
     """
     with session.statement() as commit:
         # room freed earlier in the cycle
@@ -77,7 +84,8 @@ def evict_until_placed(
             commit()
             return True
         taken: list[Taken] = []
-        for _ in range(MAX_VICTIMS):
+        misses = 0
+        while misses < MAX_MISSES:
             victim = next_victim()
             if victim is None:
                 break
@@ -86,6 +94,7 @@ def evict_until_placed(
             taken.append(evict(session, victim, reason, job))
             if surely_no_room(session, job):
                 continue  # what the victims freed is not enough yet
+            misses += 1  # unless it fits, below
             if together:
                 if not fits_alone(session, job, accept):
                     continue  # what the victims freed is not enough yet
@@ -121,14 +130,19 @@ def place_within(session: Session, job: Job, accept: Callable[[], bool]) -> bool
 
 
 def give_back(session: Session, taken: list[Taken], accept: Callable[[], bool]) -> bool:
-    """Offer each victim its place back, the last taken first: where it ran if its GPUs are
-    still free, else anywhere it fits (a move), as long as its own project's quota rules
-    and `accept()` still hold (a victim of its own project's preemption may not take the
-    project past a hard limit again). False when a move-only victim finds no place."""
-    for victim in reversed(taken):
-        if not _take_back(session, victim, accept) and victim.move_only:
-            return False
-    return True
+    """Offer each victim its place back, the last taken first: where it ran, to every
+    victim whose GPUs are still free, then anywhere it fits (a move) to the others, as
+    long as its own project's quota rules and `accept()` still hold (a victim of its own
+    project's preemption may not take the project past a hard limit again). False when a
+    move-only victim finds no place."""
+    moving = [v for v in reversed(taken) if not _take_back(session, v, accept, anywhere=False)]
+    return _move_back(session, moving, accept)
+
+
+def _move_back(session: Session, moving: list[Taken], accept: Callable[[], bool]) -> bool:
+    """Offer each victim that could not stay where it ran a place anywhere, in turn; False
+    (at once) when a move-only one finds none."""
+    return all(_take_back(session, victim, accept) or not victim.move_only for victim in moving)
 
 
 def ranks_ahead(
@@ -215,7 +229,9 @@ def replace_together(
     victims together: a victim whose queue ranks ahead of the job's takes its GPUs back
     first. Inside a project the entries go by job order, move-only victims before those
     the action may stop (which, being cheaper to lose, are the ones left stopped when
-    room is short), a job's gang before its extra pods (see _within). True, with all of
+    room is short), a job's gang before its extra pods (see _within). Victims served
+    after the job first stay where they ran if they can, then the others move, in the
+    same order (see the module doc). True, with all of
     it kept, when the job is placed and `accept()` holds and every move-only victim
     found a place; else nothing is kept, and the answer is None when a move-only victim
     found no place, False when the job did not fit."""
@@ -230,13 +246,20 @@ def replace_together(
             return current, _gain(session, current, victim), _within(current, victim)
 
         order = InOrder(session, entry, range(len(waiting)))
+        moving: list[Taken] | None = None  # once the job is placed: victims it displaced
         for _ in waiting:
             victim = waiting[order.pop()]
             if victim is None:
                 if not place_within(session, job, accept):
                     return False
+                moving = []
+            elif moving is not None:
+                if not _take_back(session, victim, accept, anywhere=False):
+                    moving.append(victim)
             elif not _take_back(session, victim, accept) and victim.move_only:
                 return None
+        if moving and not _move_back(session, moving, accept):
+            return None
         commit()
         return True
 
@@ -256,13 +279,15 @@ def _gain(session: Session, job: Job, victim: Taken | None) -> float:
     return session.placed_gpus(job, victim.pods)
 
 
-def _take_back(session: Session, victim: Taken, accept: Callable[[], bool]) -> bool:
-    """Give the victim its pods back where they ran, or anywhere they fit (a move), if its
-    project's quota rules and `accept()` still hold; else change nothing."""
+def _take_back(
+    session: Session, victim: Taken, accept: Callable[[], bool], anywhere: bool = True
+) -> bool:
+    """Give the victim its pods back where they ran, or (`anywhere`) wherever they fit (a
+    move), if its project's quota rules and `accept()` still hold; else change nothing."""
     with session.statement() as keep:
         current = session.jobs[victim.job]
         if (
-            (restore(session, victim) or place(session, current, len(victim.pods)))
+            (restore(session, victim) or (anywhere and place(session, current, len(victim.pods))))
             and fits_quota(session, session.jobs[victim.job])
             and accept()
         ):
