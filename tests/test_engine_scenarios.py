@@ -151,6 +151,28 @@ def test_consolidation_moves_preemptible_work_when_only_fragmentation_blocks():
     assert all(j.running for j in final.jobs)
 
 
+def test_consolidation_moves_only_the_gang_pod_on_the_node_it_frees():
+    # the gang's pod 0 is all that may move off n-3 (the one-GPU jobs are inference); its
+    # pod 1 on n-0 keeps running where it is (moved with its gang, it used to restart --
+    # onto its own GPUs, under the other index)
+    pods = (PodPlacement("n-3", (0, 1), index=0), PodPlacement("n-0", (0, 1), index=1))
+    gang = replace(job("gang", "p", 2, pods=2), placement=pods, started_at=0.0)
+    singles = [
+        replace(job(f"one-{node}-{gpu}", "p", 1, type="inference"), placement=(_pod(node, gpu),))
+        for node, gpu in (("n-0", 2), ("n-0", 3), ("n-1", 3), ("n-2", 2), ("n-2", 3))
+    ]
+    pol = policy(project("p", 100), consolidation=True)
+    state = snapshot(pol, nodes("n", 4, gpus=4), [gang, *singles, job("wide", "p", 4)])
+    decisions = schedule(state)
+    assert [(e.job, e.reason, e.pods) for e in decisions.evictions] == [
+        ("gang", EvictReason.CONSOLIDATE, (pods[0],))
+    ]
+    assert [(b.job, b.pods) for b in decisions.binds] == [
+        ("wide", (_pod("n-3", 0, 1, 2, 3),)),
+        ("gang", (_pod("n-2", 0, 1),)),
+    ]
+
+
 def test_mig_request_creates_an_instance_and_a_later_one_reuses_it():
     pol = policy(project("p", 8))
     cluster = nodes("a100", 1, gpus=1, model="A100-SXM4-80GB", memory_mib=81920, mig=True)

@@ -20,6 +20,8 @@ those with no room for them on any other node (they would have to come back). Pl
 by the victim order of their last move (the plan that needs to go least far down the
 order first), then the fewest moves, then the fewest GPUs moved; a gang takes several.
 A try is kept only if every job moved finds a place; one the job did not need keeps its own.
+Only a moved job's pods on the node (or GPU) the plan frees move: a gang's pods elsewhere
+keep running, as KAI moves only the pods on the node it frees.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from gitops_sched.engine.actions.victims import Taken, evict, give_back, place_within
 from gitops_sched.engine.admission import quota_blocker
 from gitops_sched.engine.session import Session, Victim, victim_order
-from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job, RequestKind
+from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job, PodPlacement, RequestKind
 from gitops_sched.engine.usage import GpuUse, NodeUse
 
 MAX_TRIES = 4  # plans a job's try may start from, which bounds a cycle's work
@@ -44,6 +46,17 @@ class Plan:
 
     key: tuple  # its last move's victim order, fewest moves, fewest GPUs, every move's
     moves: tuple[str, ...]
+    node: str  # where it makes room
+    gpu: int | None = None  # on which GPU, for a share; None: whole GPUs of the node
+
+    def pods(self, job: Job) -> tuple[PodPlacement, ...]:
+        """The job's pods the plan moves: those where it makes room."""
+        return _pods_at(job, self.node, self.gpu)
+
+
+def _pods_at(job: Job, node: str, gpu: int | None = None) -> tuple[PodPlacement, ...]:
+    """The job's pods on the node (and, given, on that GPU of it)."""
+    return tuple(p for p in job.placement if p.node == node and (gpu is None or gpu in p.gpus))
 
 
 class _VictimRanks:
@@ -146,9 +159,9 @@ def _consolidate_for(session: Session, job: Job, cache: _Plans) -> bool:
             # one plan per pod at most: a gang's other pods may fit where there is room
             for plan in plans[start : start + job.next_pods]:
                 for moved in plan.moves:
-                    current = session.jobs[moved]
-                    if current.running and len(taken) < MAX_MOVES:
-                        move = Victim(moved, None, frozenset(), move_only=True)
+                    pods = plan.pods(session.jobs[moved])
+                    if pods and len(taken) < MAX_MOVES:
+                        move = Victim(moved, pods, frozenset(), move_only=True)
                         taken.append(evict(session, move, EvictReason.CONSOLIDATE, job))
                 if place_within(session, job, lambda: True):
                     if give_back(session, taken, lambda: True):
@@ -215,10 +228,12 @@ def _may_leave(session: Session, held: Job, use: NodeUse, here: float, cache: _P
     return room >= pod_need(session, held) - GPU_EPSILON
 
 
-def _plan(moves: list[Job], gpus: float, ranks: _VictimRanks) -> Plan:
+def _plan(
+    moves: list[Job], gpus: float, ranks: _VictimRanks, node: str, gpu: int | None = None
+) -> Plan:
     """The moves in victim order: later plans are those whose last move comes later."""
     order = tuple(ranks.of(m) for m in moves)
-    return Plan((order[-1], len(moves), gpus, order), tuple(m.key for m in moves))
+    return Plan((order[-1], len(moves), gpus, order), tuple(m.key for m in moves), node, gpu)
 
 
 class _NodeMoves:
@@ -266,8 +281,8 @@ class _NodeMoves:
                 left[index] -= 1
                 freed += left[index] == 0
             if freed >= deficit:
-                total = sum(session.placed_gpus(m) for m in moves)
-                return _plan(moves, total, ranks)
+                total = sum(session.placed_gpus(m, _pods_at(m, use.name)) for m in moves)
+                return _plan(moves, total, ranks, use.name)
         return None
 
 
@@ -298,4 +313,4 @@ def _gpu_plan(session: Session, job: Job, use: NodeUse, gpu: GpuUse, cache: _Pla
     if not moves or room < share - GPU_EPSILON:
         return None
     gpus = sum(gpu.shares[m.key] for m in moves)
-    return _plan(moves, gpus, ranks)
+    return _plan(moves, gpus, ranks, use.name, gpu.index)
