@@ -52,10 +52,11 @@ class NodeUse:
     node: Node
     gpus: list[GpuUse]
     free_whole: int = 0
+    # the node's name, a field (not a property): the indexes ask for it on every change
+    name: str = field(init=False, repr=False)
 
-    @property
-    def name(self) -> str:
-        return self.node.name
+    def __post_init__(self) -> None:
+        self.name = self.node.name
 
     def mig_start(self, gpu: GpuUse, profile: str) -> int | None:
         """Where `profile` would be created on the GPU, cached until its layout changes."""
@@ -125,10 +126,12 @@ class Usage:
             use = NodeUse(node, gpus)
             self.nodes[node.name] = use
             self.group_models.setdefault(node.node_group, set()).add(node.gpu_model)
-            for gpu in gpus:
-                known = self.group_memory.setdefault(node.node_group, gpu.memory_mib)
-                if known != gpu.memory_mib:
-                    self.group_memory[node.node_group] = None
+            if gpus:
+                known = self.group_memory.setdefault(node.node_group, gpus[0].memory_mib)
+                for gpu in gpus:
+                    if gpu.memory_mib != known:
+                        self.group_memory[node.node_group] = None
+                        break
         for job, project, pod in running:
             self.project_of[job] = project
             if pod.node in self.nodes:
@@ -137,9 +140,10 @@ class Usage:
         for use in self.nodes.values():
             use.free_whole = sum(g.is_free for g in use.gpus)
             if use.node.schedulable:
-                self._index_node(use, +1)
+                self._index_node(use)
                 for gpu in use.gpus:
-                    self._index_gpu(use, gpu, +1)
+                    if gpu.shares or gpu.mig or gpu.mig_enabled:  # else in none (see _change)
+                        self._index_gpu(use, gpu, +1)
 
     def gpu(self, key: GpuKey) -> tuple[NodeUse, GpuUse]:
         use = self.nodes[key[0]]
@@ -174,12 +178,13 @@ class Usage:
         use = self.nodes.get(pod.node)
         if use is None:
             return
-        # a whole GPU outside MIG is in no GPU index: only its node's free count moves
-        plain = pod.mig is None and not pod.fraction
+        # a whole GPU outside MIG, not shared, is in no GPU index: only its node's free
+        # count moves
+        shares = pod.mig is not None or pod.fraction  # else the pod takes whole GPUs
         free = use.free_whole  # moves only with the pod's own GPUs
         for index in pod.gpus:
             gpu = use.gpus[index]
-            indexed = not (plain and not gpu.mig and not gpu.mig_enabled and not gpu.shares)
+            indexed = shares or gpu.shares or gpu.mig or gpu.mig_enabled
             if indexed:
                 self._index_gpu(use, gpu, -1)
             free -= gpu.is_free
@@ -188,31 +193,35 @@ class Usage:
             if indexed:
                 self._index_gpu(use, gpu, +1)
         if free != use.free_whole:  # else the node stays where it is in the indexes
-            self._index_node(use, -1)
-            use.free_whole = free
-            self._index_node(use, +1)
+            self._move_node(use, free)
 
-    def _index_node(self, use: NodeUse, sign: int) -> None:
+    def _move_node(self, use: NodeUse, free: int) -> None:
+        """Set the node's free whole GPUs, moving it between the buckets of the indexes
+        (_index_node puts it in them first)."""
+        old, use.free_whole = use.free_whole, free
         if not use.node.schedulable:
             return
-        group = use.node.node_group
-        bucket = self.free_index.setdefault(group, {}).setdefault(use.free_whole, [])
-        if sign > 0:
-            bisect.insort(bucket, use.name)
-        else:
-            del bucket[bisect.bisect_left(bucket, use.name)]
-        self.free_total[group] = self.free_total.get(group, 0) + sign * use.free_whole
-        domain = use.node.topology
+        group, domain, name = use.node.node_group, use.node.topology, use.name
+        self.free_total[group] += free - old
+        indexes: tuple[dict[int, list[str]], ...] = (self.free_index[group],)
         if domain:
-            bucket = self.free_in_domain.setdefault((group, domain), {}).setdefault(
-                use.free_whole, []
-            )
-            if sign > 0:
-                bisect.insort(bucket, use.name)
-            else:
-                del bucket[bisect.bisect_left(bucket, use.name)]
+            indexes += (self.free_in_domain[(group, domain)],)
+            self.domain_free[group][domain] += free - old
+        for index in indexes:
+            bucket = index[old]
+            del bucket[bisect.bisect_left(bucket, name)]
+            bisect.insort(index.setdefault(free, []), name)
+
+    def _index_node(self, use: NodeUse) -> None:
+        """Put a schedulable node in the buckets of its free count (_move_node moves it)."""
+        group, domain, name = use.node.node_group, use.node.topology, use.name
+        bisect.insort(self.free_index.setdefault(group, {}).setdefault(use.free_whole, []), name)
+        self.free_total[group] = self.free_total.get(group, 0) + use.free_whole
+        if domain:
+            index = self.free_in_domain.setdefault((group, domain), {})
+            bisect.insort(index.setdefault(use.free_whole, []), name)
             free = self.domain_free.setdefault(group, {})
-            free[domain] = free.get(domain, 0) + sign * use.free_whole
+            free[domain] = free.get(domain, 0) + use.free_whole
 
     def _index_gpu(self, use: NodeUse, gpu: GpuUse, sign: int) -> None:
         if not use.node.schedulable or gpu.held:
