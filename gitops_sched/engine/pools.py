@@ -67,6 +67,8 @@ class Session(Protocol):
 
     def pod_gpus(self, job: Job, pod: PodPlacement) -> float: ...
 
+    def pods_gpus(self, job: Job, pods: tuple[PodPlacement, ...]) -> list[float]: ...
+
     def wanted_gpus(self, job: Job, pods: int | None = None) -> float: ...
 
     def pending(self) -> list[Job]: ...
@@ -127,11 +129,11 @@ class Pools:
     ) -> None:
         """Count (sign +1) or uncount (-1) the pods in the groups of their nodes: for the
         project, if it has per-group quotas, and for its department whatever it has.
-        `amounts`: each pod's GPUs (Session.pod_gpus), where the caller has them."""
+        `amounts`: each pod's GPUs (Session.pods_gpus), where the caller has them."""
         pooled = job.project in self.quotas
         department = self.session.department_of(job.project)
         if amounts is None:
-            amounts = [self.session.pod_gpus(job, pod) for pod in pods]
+            amounts = self.session.pods_gpus(job, pods)
         for pod, gpus in zip(pods, amounts, strict=True):
             group = self.group.get(pod.node, "")
             amount = sign * gpus

@@ -79,11 +79,11 @@ def releasing_holder(index: int, job: str) -> str:
 
 class Statement:
     """`with session.statement() as commit:` -- the changes made inside are undone on exit
-    unless `commit()` was called; a committed statement inside another hands its undo log
-    to the outer one. A class, not a generator context manager: actions open hundreds of
-    thousands of statements a cycle."""
+    unless `commit()` was called, the decisions they added with them; a committed statement
+    inside another hands its undo log to the outer one. A class, not a generator context
+    manager: actions open hundreds of thousands of statements a cycle."""
 
-    __slots__ = ("committed", "marks", "outer", "session")
+    __slots__ = ("committed", "outer", "session")
 
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -93,7 +93,6 @@ class Statement:
         self.outer = session._undo
         session._undo = []
         self.committed = False
-        self.marks = (len(session.evictions), len(session.binds), len(session.mig_changes))
         return self.commit
 
     def commit(self) -> None:
@@ -107,11 +106,8 @@ class Statement:
             if self.outer is not None:
                 self.outer.extend(undo)
             return
-        for action in reversed(undo):
+        for action in undo[::-1]:
             action()
-        del session.evictions[self.marks[0] :]
-        del session.binds[self.marks[1] :]
-        del session.mig_changes[self.marks[2] :]
 
 
 # one piece of work allocation order may serve (InOrder): the job, what placing it adds to
@@ -418,10 +414,10 @@ class Session:
     def placed_gpus(self, job: Job, pods: tuple[PodPlacement, ...] | None = None) -> float:
         """GPUs the job's running pods (or `pods`) count for against quota."""
         if pods is not None:
-            return sum(self.pod_gpus(job, pod) for pod in pods)
+            return sum(self.pods_gpus(job, pods))
         counted = self._placed.get(job.key)
         if counted is None or counted[0] is not job:
-            counted = (job, sum(self.pod_gpus(job, pod) for pod in job.placement))
+            counted = (job, sum(self.pods_gpus(job, job.placement)))
             self._placed[job.key] = counted
         return counted[1]
 
@@ -442,6 +438,13 @@ class Session:
             return float(request.count)
         use = self.nodes.get(pod.node)
         return placed_pod_gpus(job, pod, use.node if use else None)
+
+    def pods_gpus(self, job: Job, pods: tuple[PodPlacement, ...]) -> list[float]:
+        """pod_gpus of each of `pods`, with no call per pod where the node does not
+        matter (most pods)."""
+        if job.request.kind is RequestKind.WHOLE:
+            return [float(job.request.count)] * len(pods)
+        return [self.pod_gpus(job, pod) for pod in pods]
 
     def candidate_nodes(self, job: Job) -> list[NodeUse]:
         """Schedulable nodes of the job's allowed node groups, by name (cached per groups)."""
@@ -497,6 +500,9 @@ class Session:
         return Statement(self)
 
     def _log(self, action: Callable[[], None]) -> None:
+        """Keep how to undo a change, inside a statement. Each change logs one action
+        (a partial, not a lambda: one call less when it runs), which also takes back
+        the decision the change added."""
         if self._undo is not None:
             self._undo.append(action)
 
@@ -505,11 +511,17 @@ class Session:
     ) -> None:
         """Start `pods` more pods of the job (their `index` says which); `started_at` keeps
         the start of a victim given its place back."""
-        placed = self.jobs[job.key].with_pods(pods, self.now if started_at is None else started_at)
-        self._set_job(placed)
+        previous = self.jobs[job.key]
+        placed = previous.with_pods(pods, self.now if started_at is None else started_at)
+        self._put(placed)
         self._occupy(placed, pods)
-        self._log(lambda: self._release(placed, pods))
         self.binds.append(Bind(job.key, pods))
+        self._log(partial(self._unbind, previous, placed, pods))
+
+    def _unbind(self, previous: Job, placed: Job, pods: tuple[PodPlacement, ...]) -> None:
+        self.binds.pop()
+        self._release(placed, pods)
+        self._put(previous)
 
     def hold(self, job: Job, pod: PodPlacement, gpus: bool = True) -> None:
         """Reserve one pod's GPUs and quota while the rest of its gang is being placed;
@@ -517,14 +529,14 @@ class Session:
         of quota come out the same to the last bit either way."""
         taken = (pod,) if gpus else ()
         self._occupy(job, (pod,), taken)
-        self._log(lambda: self._release(job, (pod,), taken))
+        self._log(partial(self._release, job, (pod,), taken))
 
     def unhold(
         self, job: Job, pods: tuple[PodPlacement, ...], gpus: tuple[PodPlacement, ...] | None = None
     ) -> None:
         """Give back held `pods`: their quota, and the GPUs of `gpus` (default: all)."""
         self._release(job, pods, gpus)
-        self._log(lambda: self._occupy(job, pods, gpus))
+        self._log(partial(self._occupy, job, pods, gpus))
 
     def evict(
         self,
@@ -538,18 +550,23 @@ class Session:
         current = self.jobs[job.key]
         pods = current.placement if pods is None else pods
         self._release(current, pods)
-        self._log(lambda: self._occupy(current, pods))
         after = current.without_pods(pods)
-        self._set_job(after)
+        self._put(after)
         self.evictions.append(Evict(job.key, reason, by, pods))
+        self._log(partial(self._unevict, current, pods))
         return after
+
+    def _unevict(self, current: Job, pods: tuple[PodPlacement, ...]) -> None:
+        self.evictions.pop()
+        self._put(current)
+        self._occupy(current, pods)
 
     def stop(self, job: Job, reason: EvictReason) -> None:
         """Evict for good (time limit, idle): the job leaves the session, not re-queued."""
         self.evict(job, reason)
         removed = self.jobs.pop(job.key)
         self._pending.discard(job.key)
-        self._log(lambda: self._put(removed))
+        self._log(partial(self._put, removed))
 
     def release_all(self) -> bool:
         """Treat releasing pods' GPUs as free from now on (pipelining): what is placed on
@@ -563,18 +580,23 @@ class Session:
 
     def create_mig(self, node: str, gpu: int, instance: MigInstance) -> None:
         self.usage.add_instance(node, gpu, instance)
-        self._log(lambda: self.usage.remove_instance(node, gpu, instance))
         self.mig_changes.append(MigChange(node, gpu, instance, create=True))
+        self._log(partial(self._unchange_mig, self.usage.remove_instance, node, gpu, instance))
 
     def destroy_mig(self, node: str, gpu: int, instance: MigInstance) -> None:
         self.usage.remove_instance(node, gpu, instance)
-        self._log(lambda: self.usage.add_instance(node, gpu, instance))
         self.mig_changes.append(MigChange(node, gpu, instance, create=False))
+        self._log(partial(self._unchange_mig, self.usage.add_instance, node, gpu, instance))
 
-    def _set_job(self, job: Job) -> None:
-        previous = self.jobs[job.key]
-        self._put(job)
-        self._log(lambda: self._put(previous))
+    def _unchange_mig(
+        self,
+        undo: Callable[[str, int, MigInstance], None],
+        node: str,
+        gpu: int,
+        instance: MigInstance,
+    ) -> None:
+        self.mig_changes.pop()
+        undo(node, gpu, instance)
 
     def put_job(self, job: Job) -> None:
         """Hold `job` in place of the one of its key, unlogged (engine.pools.restricted)."""
@@ -605,7 +627,7 @@ class Session:
     def _account(self, job: Job, pods: tuple[PodPlacement, ...], sign: int) -> list[float]:
         """Count (sign +1) or uncount (-1) the pods' GPUs for the job's queues; each pod's
         GPUs, as worked out."""
-        amounts = [self.pod_gpus(job, pod) for pod in pods]  # each pod's, for the pools too
+        amounts = self.pods_gpus(job, pods)  # each pod's, for the pools too
         amount = sign * sum(amounts)
         allocated, fixed = self.allocated, self.fixed
         for queue in (job.project, self._parent.get(job.project, "")):

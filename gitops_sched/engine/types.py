@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
+from operator import attrgetter
 
 from gitops_sched.hardware.mig import MigInstance
 
@@ -135,13 +136,13 @@ class Job:
 
     def with_pods(self, pods: tuple[PodPlacement, ...], now: float) -> Job:
         """The job with `pods` started too, in index order; it keeps its start if it ran."""
-        placement = tuple(sorted((*self.placement, *pods), key=lambda pod: pod.index))
+        placement = tuple(sorted((*self.placement, *pods), key=_POD_INDEX))
         started = self.started_at if self.running else now
         return self._with(placement=placement, started_at=started)
 
     def without_pods(self, pods: tuple[PodPlacement, ...]) -> Job:
         """The job without `pods`; left with none, it is pending: no start, no idle time."""
-        left = tuple(pod for pod in self.placement if pod not in pods)
+        left = () if pods is self.placement else tuple(p for p in self.placement if p not in pods)
         if left:
             return self._with(placement=left)
         return self._with(placement=(), started_at=None, idle_since=None)
@@ -159,7 +160,7 @@ class Job:
         for slot in _COPIED:
             slot.__set__(job, slot.__get__(self, Job))
         for name, value in changed.items():
-            getattr(Job, name).__set__(job, value)
+            _SLOTS[name].__set__(job, value)
         job._count_pods()
         return job
 
@@ -172,6 +173,8 @@ class Job:
 
 # what Job._with copies: the slots of Job's fields and its key, set as plain slots do
 _COPIED = tuple(getattr(Job, name) for name in (*(f.name for f in fields(Job) if f.init), "key"))
+_SLOTS = {f.name: getattr(Job, f.name) for f in fields(Job)}  # by name, for what _with changes
+_POD_INDEX = attrgetter("index")  # a pod's ordinal, the order of a job's placement
 
 
 @dataclass(frozen=True, slots=True)
