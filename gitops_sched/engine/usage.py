@@ -38,10 +38,9 @@ class GpuUse:
     busy_instances: int = 0
     fits: dict[str, int | None] = field(default_factory=dict)  # MIG profile -> start; per layout
     creatable: tuple[str, ...] | None = None  # MIG profiles that fit beside the layout, once
-
-    @property
-    def is_free(self) -> bool:
-        return not (self.whole or self.mig_enabled or self.held) and self.used <= GPU_EPSILON
+    # nothing holds it and it is neither MIG nor held: a field kept by _set_free, as it is
+    # asked far more often than it changes
+    is_free: bool = False
 
     def idle_instances(self) -> list[MigInstance]:
         return sorted((i for i, job in self.mig.items() if not job), key=lambda i: i.start)
@@ -138,7 +137,9 @@ class Usage:
                 for index in pod.gpus:
                     _apply(self.nodes[pod.node].gpus[index], job, pod, +1)
         for use in self.nodes.values():
-            use.free_whole = sum(g.is_free for g in use.gpus)
+            for gpu in use.gpus:
+                _set_free(gpu)
+                use.free_whole += gpu.is_free
             if use.node.schedulable:
                 self._index_node(use)
                 for gpu in use.gpus:
@@ -300,13 +301,19 @@ def _toggle(index: set[GpuKey], key: GpuKey, sign: int) -> None:
         index.discard(key)
 
 
+def _set_free(gpu: GpuUse) -> None:
+    """Work out GpuUse.is_free again: at the start, and whenever a pod changes its use."""
+    gpu.is_free = not (gpu.whole or gpu.mig_enabled or gpu.held) and gpu.used <= GPU_EPSILON
+
+
 def _apply(gpu: GpuUse, job: str, pod: PodPlacement, sign: int) -> None:
     """Add (sign +1) or remove (-1) one pod's use of one GPU."""
     if pod.mig is not None:
         if pod.mig in gpu.mig:
             gpu.mig[pod.mig] = job if sign > 0 else ""
             gpu.busy_instances += sign
-    elif pod.fraction:
+        return  # whether the GPU is free does not depend on its instances
+    if pod.fraction:
         left = gpu.shares.get(job, 0.0) + sign * pod.fraction
         if left > GPU_EPSILON:
             gpu.shares[job] = left
@@ -317,3 +324,4 @@ def _apply(gpu: GpuUse, job: str, pod: PodPlacement, sign: int) -> None:
         gpu.whole = job
     elif gpu.whole == job:
         gpu.whole = ""
+    _set_free(gpu)
