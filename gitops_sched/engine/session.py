@@ -110,6 +110,13 @@ class Statement:
             action()
 
 
+class _Parents(dict[str, str]):
+    """Project -> its department; "" for a project the policy does not name."""
+
+    def __missing__(self, project: str) -> str:
+        return ""
+
+
 # one piece of work allocation order may serve (InOrder): the job, what placing it adds to
 # its project and department, its place among its project's entries (lowest first)
 Entry = tuple[Job, float, tuple]
@@ -124,7 +131,10 @@ class Session:
         policy = snapshot.policy
         self.projects: dict[str, QueueSpec] = {p.name: p for p in policy.projects}
         self.departments: dict[str, QueueSpec] = {d.name: d for d in policy.departments}
-        self._parent = {p.name: p.parent for p in policy.projects}
+        self._parent = _Parents({p.name: p.parent for p in policy.projects})
+        # a project's department ("" for none): the lookup itself, not a method that calls
+        # it, as the actions ask about a million times a cycle
+        self.department_of: Callable[[str], str] = self._parent.__getitem__
         self.jobs: dict[str, Job] = {job.key: job for job in sorted(snapshot.jobs, key=_key)}
         running = [(j.key, j.project, pod) for j in self.jobs.values() for pod in j.placement]
         # releasing pods hold their GPUs under their own names until `release_all`
@@ -374,9 +384,6 @@ class Session:
         """The order projects give up work in (lowest first), KAI's queue order reversed,
         level by level: the department first, then the project inside it (victim_key)."""
         return (self.victim_key(self.department_of(name)), self.victim_key(name))
-
-    def department_of(self, project: str) -> str:
-        return self._parent.get(project, "")
 
     def usage_of(self, queue: str) -> float:
         """A queue's decayed past usage (fairness over time); a department's is the sum
