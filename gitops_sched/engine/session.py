@@ -110,6 +110,23 @@ class Statement:
             action()
 
 
+Facts = tuple[float, int, float, float]  # see Session._facts
+
+
+class _Memo(dict[str, Facts]):
+    """Queue -> its facts, each worked out on the first ask (`work_out`): a lookup that
+    finds them makes no call, and order keys look them up hundreds of thousands of times
+    a cycle."""
+
+    def __init__(self, work_out: Callable[[str], Facts]) -> None:
+        super().__init__()
+        self.work_out = work_out
+
+    def __missing__(self, queue: str) -> Facts:
+        found = self[queue] = self.work_out(queue)
+        return found
+
+
 class _Parents(dict[str, str]):
     """Project -> its department; "" for a project the policy does not name."""
 
@@ -170,8 +187,8 @@ class Session:
         counted: dict[str, list[float]] = {}
         for job in self.jobs.values():
             if job.running:
-                amounts = counted[job.key] = self._account(job, job.placement, +1)
-                self._placed[job.key] = (job, sum(amounts))  # as placed_gpus sums them
+                counted[job.key], total = self._account(job, job.placement, +1)
+                self._placed[job.key] = (job, total)  # as placed_gpus sums them
         self.capacity = nodes_capacity(use.node for use in self.nodes.values())
         demand = {name: self.allocated[name] for name in self.projects}
         for job in self.pending():
@@ -192,7 +209,7 @@ class Session:
             usage=self.past_usage,
             history_weight=history_weight,
         )
-        self._queue_facts: dict[str, tuple[float, int, float, float]] = {}  # see _facts
+        self._queue_facts = _Memo(self._facts)
         if any(p.pool_quotas for p in policy.projects):
             self.pools = Pools(self, counted)
 
@@ -223,33 +240,29 @@ class Session:
             queues.setdefault(job.project, []).append(job)
         return queues
 
-    def _facts(self, queue: str) -> tuple[float, int, float, float]:
+    def _facts(self, queue: str) -> Facts:
         """(deserved, rank, age, allocatable share) of a project or department, fixed for
-        the cycle and asked for by every order key: worked out once per queue."""
-        found = self._queue_facts.get(queue)
-        if found is None:
-            spec = self.projects.get(queue) or self.departments.get(queue)
-            allocatable = self.fair_share.get(queue, 0.0)
-            if spec is None:
-                found = (0.0, 0, 0.0, allocatable)
-            else:
-                allocatable = max(spec.deserved, allocatable)
-                if spec.limit is not None:
-                    allocatable = min(allocatable, spec.limit)
-                found = (spec.deserved, spec.over_quota_rank, spec.age, allocatable)
-            self._queue_facts[queue] = found
-        return found
+        the cycle and asked for by every order key: worked out once per queue, on the
+        first ask of _queue_facts."""
+        spec = self.projects.get(queue) or self.departments.get(queue)
+        allocatable = self.fair_share.get(queue, 0.0)
+        if spec is None:
+            return (0.0, 0, 0.0, allocatable)
+        allocatable = max(spec.deserved, allocatable)
+        if spec.limit is not None:
+            allocatable = min(allocatable, spec.limit)
+        return (spec.deserved, spec.over_quota_rank, spec.age, allocatable)
 
     def allocatable(self, queue: str) -> float:
         """What a queue may hold before it counts as over its share: max(deserved, fair
         share), capped by its hard limit (KAI's allocatable share). Fixed for the cycle."""
-        return self._facts(queue)[3]
+        return self._queue_facts[queue][3]
 
     def share_ratio(self, queue: str, gain: float = 0.0) -> float:
         """Allocated (plus `gain`) over the allocatable share: the queue orders' measure
         (KAI's dominant resource share, GPUs only). A queue with no allocatable share
         holding GPUs gets the largest, growing with what it holds (KAI multiplies)."""
-        return _share_ratio(self.allocated.get(queue, 0.0) + gain, self._facts(queue)[3])
+        return _share_ratio(self.allocated.get(queue, 0.0) + gain, self._queue_facts[queue][3])
 
     def _serve_level(self, queue: str, gain: float) -> tuple:
         """A queue's place among its siblings in allocation order, lowest first, as KAI's
@@ -262,7 +275,7 @@ class Session:
         KAI puts queues over their fair share last only when over in every resource; the
         engine schedules GPUs alone (a queue's CPU and memory are 0 of a 0 share, never
         over), so that check never separates queues and rank comes first."""
-        deserved, rank, age, allocatable = self._queue_facts.get(queue) or self._facts(queue)
+        deserved, rank, age, allocatable = self._queue_facts[queue]
         now = self.allocated.get(queue, 0.0)
         over = now + gain > deserved + GPU_EPSILON
         return (over, -rank, *share_items(now, gain, allocatable), allocatable, age)
@@ -335,7 +348,7 @@ class Session:
         per group, nor one with no allocation yet."""
         if queue not in self.allocated:
             return False
-        deserved, rank, _, allocatable = self._queue_facts.get(queue) or self._facts(queue)
+        deserved, rank, _, allocatable = self._queue_facts[queue]
         held = self.allocated[queue]
         held += 1e-9 * max(1.0, held)
         over = over_per_group or held > deserved + GPU_EPSILON
@@ -364,7 +377,7 @@ class Session:
         _serve_level without a job, reversed -- those over their deserved quota first,
         lower over-quota rank first, those holding GPUs with no allocatable share, the
         highest share_ratio, the larger allocatable share, the newest queue."""
-        deserved, rank, age, allocatable = self._queue_facts.get(queue) or self._facts(queue)
+        deserved, rank, age, allocatable = self._queue_facts[queue]
         held = self.allocated.get(queue, 0.0)
         return (
             held <= deserved + GPU_EPSILON,
@@ -631,20 +644,23 @@ class Session:
         for pod in pods if gpus is None else gpus:
             self.usage.give_back(job.key, pod)
 
-    def _account(self, job: Job, pods: tuple[PodPlacement, ...], sign: int) -> list[float]:
+    def _account(
+        self, job: Job, pods: tuple[PodPlacement, ...], sign: int
+    ) -> tuple[list[float], float]:
         """Count (sign +1) or uncount (-1) the pods' GPUs for the job's queues; each pod's
-        GPUs, as worked out."""
+        GPUs, as worked out, and their sum."""
         amounts = self.pods_gpus(job, pods)  # each pod's, for the pools too
-        amount = sign * sum(amounts)
+        total = sum(amounts)
+        amount = sign * total
         allocated, fixed = self.allocated, self.fixed
-        for queue in (job.project, self._parent.get(job.project, "")):
+        for queue in (job.project, self._parent[job.project]):
             if queue in allocated:
                 allocated[queue] += amount
                 if not job.preemptible:
                     fixed[queue] += amount
         if self.pools is not None:
             self.pools.account(job, pods, sign, amounts)
-        return amounts
+        return amounts, total
 
 
 class InOrder:
