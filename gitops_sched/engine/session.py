@@ -8,6 +8,7 @@ session mutates; the snapshot it starts from stays frozen.
 from __future__ import annotations
 
 import heapq
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -60,7 +61,7 @@ def job_order(job: Job) -> tuple:
     gang (new work, or a gang in flight) before one running just its gang, before one
     running more (an elastic job's further pods are spare capacity: KAI's elastic
     plugin); then earlier submission, then name."""
-    running, gang = len(job.placement), min(job.min_available, job.pods)
+    running, gang = job.pods - job.missing, min(job.min_available, job.pods)
     return (-job.priority, (running >= gang) + (running > gang), job.submitted, job.key)
 
 
@@ -233,12 +234,12 @@ class Session:
         if self._in_job_order is None:
             ordered = sorted(self.jobs.values(), key=job_order)
             self._in_job_order = {job.key: at for at, job in enumerate(ordered)}
-        queues: dict[str, list[Job]] = {}
+        queues: defaultdict[str, list[Job]] = defaultdict(list)  # one call a job, not two
         jobs = self.jobs
         for key in sorted(self._pending, key=self._in_job_order.__getitem__):
             job = jobs[key]
-            queues.setdefault(job.project, []).append(job)
-        return queues
+            queues[job.project].append(job)
+        return dict(queues)
 
     def _facts(self, queue: str) -> Facts:
         """(deserved, rank, age, allocatable share) of a project or department, fixed for

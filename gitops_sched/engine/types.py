@@ -127,12 +127,12 @@ class Job:
     @property
     def short(self) -> bool:
         """Partly running: fewer than `min_available` pods run (a gang in flight)."""
-        return 0 < len(self.placement) < self.min_available
+        return 0 < self.pods - self.missing < self.min_available  # running pods, no len()
 
     def starts_short(self, count: int) -> bool:
         """Whether starting `count` more pods would leave it short of its gang (an elastic
         pod started, or given back, after its gang has gone)."""
-        return len(self.placement) + count < min(self.min_available, self.pods)
+        return self.pods - self.missing + count < min(self.min_available, self.pods)
 
     def with_pods(self, pods: tuple[PodPlacement, ...], now: float) -> Job:
         """The job with `pods` started too, in index order; it keeps its start if it ran."""
