@@ -177,6 +177,7 @@ class Session:
         self.unbounded: dict[str, bool] = {}
         # every job's place in queue order, see pending_by_project
         self._in_job_order: dict[str, int] | None = None
+        self._ordered_keys: list[str] = []  # the jobs' keys by that place
         self._pending = {key for key, job in self.jobs.items() if job.missing > 0}
         # job -> (the job as last counted, its placed GPUs): victim scans ask again and
         # again about jobs that have not changed (a changed job is a new object)
@@ -234,10 +235,12 @@ class Session:
         if self._in_job_order is None:
             ordered = sorted(self.jobs.values(), key=job_order)
             self._in_job_order = {job.key: at for at, job in enumerate(ordered)}
+            self._ordered_keys = [job.key for job in ordered]
+        # numbers sorted as they are, with no key call per job; a job's number names it
+        order, keys, jobs = self._in_job_order, self._ordered_keys, self.jobs
         queues: defaultdict[str, list[Job]] = defaultdict(list)  # one call a job, not two
-        jobs = self.jobs
-        for key in sorted(self._pending, key=self._in_job_order.__getitem__):
-            job = jobs[key]
+        for at in sorted([order[key] for key in self._pending]):
+            job = jobs[keys[at]]
             queues[job.project].append(job)
         return dict(queues)
 
@@ -351,7 +354,7 @@ class Session:
             return False
         deserved, rank, _, allocatable = self._queue_facts[queue]
         held = self.allocated[queue]
-        held += 1e-9 * max(1.0, held)
+        held += 1e-9 * (held if held > 1.0 else 1.0)  # max(1.0, held), with no call
         over = over_per_group or held > deserved + GPU_EPSILON
         share, ratio, _ = share_items(held, 0.0, allocatable)
         return (over, -rank, share, ratio) < key[:4]
@@ -508,6 +511,12 @@ class Session:
         else:
             indexes = [usage.free_in_domain.get((g, domain), {}) for g in groups]
         top = max((max(index, default=0) for index in indexes), default=0)
+        if len(indexes) == 1:  # most jobs: one node group, no merge
+            index, nodes = indexes[0], self.nodes
+            for free in range(count, top + 1):
+                for name in index.get(free, ()):
+                    yield nodes[name]
+            return
         for free in range(count, top + 1):
             buckets = [bucket for index in indexes if (bucket := index.get(free))]
             names = buckets[0] if len(buckets) == 1 else heapq.merge(*buckets)

@@ -253,26 +253,22 @@ class Usage:
         lists: list[tuple[list[PackEntry], PackEntry]] = []
         self._mig_entries[key] = lists
 
-        def add(index: dict[tuple[str, ...], list[PackEntry]], profile: str) -> None:
+        idle = {i.profile for i, job in gpu.mig.items() if not job}
+        by_profile = [(self.idle_mig, profile) for profile in idle]  # (index, profile)
+        if not gpu.mig_static:
+            if idle:
+                entries = self.mig_idle_any.setdefault(group, [])
+                bisect.insort(entries, entry)
+                lists.append((entries, entry))
+            if gpu.mig_enabled:
+                by_profile += [(self.mig_room, profile) for profile in self._creatable(use, gpu)]
+        for index, profile in by_profile:
             for name in (
                 ((group, profile), (group, profile, domain)) if domain else ((group, profile),)
             ):
                 entries = index.setdefault(name, [])
                 bisect.insort(entries, entry)
                 lists.append((entries, entry))
-
-        idle = {i.profile for i, job in gpu.mig.items() if not job}
-        for profile in idle:
-            add(self.idle_mig, profile)
-        if gpu.mig_static:
-            return
-        if idle:
-            entries = self.mig_idle_any.setdefault(group, [])
-            bisect.insort(entries, entry)
-            lists.append((entries, entry))
-        if gpu.mig_enabled:
-            for profile in self._creatable(use, gpu):
-                add(self.mig_room, profile)
 
     def _creatable(self, use: NodeUse, gpu: GpuUse) -> tuple[str, ...]:
         """The profiles that could be created on a dynamic MIG GPU with compute slices
