@@ -21,6 +21,7 @@ without per-group quotas. A repo with no per-group quota builds none of this
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable
 from typing import Protocol
 
@@ -91,10 +92,12 @@ class Pools:
         self.quotas: dict[str, dict[str, float]] = {
             p.name: dict(p.pool_quotas) for p in session.projects.values() if p.pool_quotas
         }
-        self.allocated: dict[tuple[str, str], float] = {}
-        self.fixed: dict[tuple[str, str], float] = {}
+        # (project, group) -> what it holds there, and of that what is not preemptible;
+        # defaultdicts, so that `account` adds with no call (they are read with .get)
+        self.allocated: defaultdict[tuple[str, str], float] = defaultdict(float)
+        self.fixed: defaultdict[tuple[str, str], float] = defaultdict(float)
         # (department, group) -> what all its projects hold there (see department_in)
-        self.department_held: dict[tuple[str, str], float] = {}
+        self.department_held: defaultdict[tuple[str, str], float] = defaultdict(float)
         self.group = {name: use.node.node_group for name, use in session.nodes.items()}
         # every group a pod can be counted in: its node's, or "" on a node not known
         self.known_groups = sorted({*self.group.values(), ""})
@@ -137,14 +140,13 @@ class Pools:
         for pod, gpus in zip(pods, amounts, strict=True):
             group = self.group.get(pod.node, "")
             amount = sign * gpus
-            at = (department, group)
-            self.department_held[at] = self.department_held.get(at, 0.0) + amount
+            self.department_held[(department, group)] += amount
             if not pooled:
                 continue
             key = (job.project, group)
-            self.allocated[key] = self.allocated.get(key, 0.0) + amount
+            self.allocated[key] += amount
             if not job.preemptible:
-                self.fixed[key] = self.fixed.get(key, 0.0) + amount
+                self.fixed[key] += amount
 
     def uncounted(
         self, job: Job, pods: tuple[PodPlacement, ...], amounts: list[float]
