@@ -27,6 +27,7 @@ from typing import Protocol
 
 from gitops_sched.engine.fairshare import Claim, split
 from gitops_sched.engine.history import group_usage
+from gitops_sched.engine.memo import Memo
 from gitops_sched.engine.types import (
     GPU_EPSILON,
     Job,
@@ -122,6 +123,9 @@ class Pools:
         self.fair_share = self._shares(others)
         self.department_bounds = self._department_bounds()
         self.pooled_departments = {d for d, _ in self.department_bounds}
+        # whether allocation order reads what a project's work holds per group: the memo's
+        # lookup itself, as victim orders ask about every victim
+        self.reads: Callable[[str], bool] = Memo(self._reads).__getitem__
 
     def account(
         self,
@@ -308,7 +312,7 @@ class Pools:
             key = (*key[:2], *shares, allocatable, *key[6:])
         return (held + gain > deserved + GPU_EPSILON, *key[1:])
 
-    def reads(self, project: str) -> bool:
+    def _reads(self, project: str) -> bool:
         """Whether allocation order (in_groups) reads what the project's work holds per
         group: the project has per-group quotas, or its department has projects that do."""
         if project in self.quotas:

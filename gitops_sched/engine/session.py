@@ -15,6 +15,7 @@ from functools import partial
 
 from gitops_sched.engine.fairshare import fair_shares, nodes_capacity
 from gitops_sched.engine.history import past_usage
+from gitops_sched.engine.memo import Memo
 from gitops_sched.engine.pools import NO_SHARE_PENALTY, Pools, share_items
 from gitops_sched.engine.requests import placed_pod_gpus, pod_gpus
 from gitops_sched.engine.types import (
@@ -114,20 +115,6 @@ class Statement:
 Facts = tuple[float, int, float, float]  # see Session._facts
 
 
-class _Memo(dict[str, Facts]):
-    """Queue -> its facts, each worked out on the first ask (`work_out`): a lookup that
-    finds them makes no call, and order keys look them up hundreds of thousands of times
-    a cycle."""
-
-    def __init__(self, work_out: Callable[[str], Facts]) -> None:
-        super().__init__()
-        self.work_out = work_out
-
-    def __missing__(self, queue: str) -> Facts:
-        found = self[queue] = self.work_out(queue)
-        return found
-
-
 class _Parents(dict[str, str]):
     """Project -> its department; "" for a project the policy does not name."""
 
@@ -211,7 +198,8 @@ class Session:
             usage=self.past_usage,
             history_weight=history_weight,
         )
-        self._queue_facts = _Memo(self._facts)
+        # queue -> _facts, asked for by every order key
+        self._queue_facts: Memo[str, Facts] = Memo(self._facts)
         if any(p.pool_quotas for p in policy.projects):
             self.pools = Pools(self, counted)
 
