@@ -118,7 +118,8 @@ class Usage:
                     g.mig_enabled,
                     g.mig_static,
                     g.held,
-                    mig=dict.fromkeys(g.mig_instances, ""),
+                    mig=dict.fromkeys(g.mig_instances, "") if g.mig_instances else {},
+                    is_free=not (g.mig_enabled or g.held),  # _set_free's, as nothing holds it
                 )
                 for g in node.gpus
             ]
@@ -137,8 +138,7 @@ class Usage:
                 for index in pod.gpus:
                     _apply(self.nodes[pod.node].gpus[index], job, pod, +1)
         for use in self.nodes.values():
-            for gpu in use.gpus:
-                _set_free(gpu)
+            for gpu in use.gpus:  # each free unless a running pod's _apply said otherwise
                 use.free_whole += gpu.is_free
             if use.node.schedulable:
                 self._index_node(use)
@@ -298,7 +298,8 @@ def _toggle(index: set[GpuKey], key: GpuKey, sign: int) -> None:
 
 
 def _set_free(gpu: GpuUse) -> None:
-    """Work out GpuUse.is_free again: at the start, and whenever a pod changes its use."""
+    """Work out GpuUse.is_free again whenever a pod changes its use (Usage.__init__ starts
+    each GPU free unless MIG or held, as this finds a GPU nothing holds)."""
     gpu.is_free = not (gpu.whole or gpu.mig_enabled or gpu.held) and gpu.used <= GPU_EPSILON
 
 
