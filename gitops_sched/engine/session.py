@@ -518,9 +518,9 @@ class Session:
         return Statement(self)
 
     def _log(self, action: Callable[[], None]) -> None:
-        """Keep how to undo a change, inside a statement. Each change logs one action
-        (a partial, not a lambda: one call less when it runs), which also takes back
-        the decision the change added."""
+        """Keep how to undo a change, inside a statement: mostly a partial, not a lambda
+        (one call less when it runs). A bind, an eviction or a MIG change logs one action,
+        which also takes back the decision it added."""
         if self._undo is not None:
             self._undo.append(action)
 
