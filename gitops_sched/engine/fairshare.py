@@ -228,8 +228,9 @@ def _cap(claim: Claim) -> float:
 
 def nodes_capacity(nodes: Iterable[Node]) -> float:
     """The GPUs fair share splits: those of schedulable nodes, less those held by others
-    (another scheduler's pods), which no queue of ours can be given."""
-    return float(sum(not gpu.held for node in nodes if node.schedulable for gpu in node.gpus))
+    (another scheduler's pods), which no queue of ours can be given. (A list, not a
+    generator, for sum: a generator's every step is a call.)"""
+    return float(sum([not gpu.held for node in nodes if node.schedulable for gpu in node.gpus]))
 
 
 def fair_shares(

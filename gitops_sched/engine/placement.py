@@ -63,11 +63,13 @@ def surely_no_room(session: Session, job: Job) -> bool:
     need = max(request.count, 1)
     wanted = job.next_pods if request.count > 0 else 1
     free_index = session.usage.free_index
-    room = sum(
-        free // need * len(bucket)
-        for group in session.groups_of(job)
-        for free, bucket in free_index[group].items()
-        if free >= need
+    room = sum(  # a list, not a generator: a generator's every step is a call
+        [
+            free // need * len(bucket)
+            for group in session.groups_of(job)
+            for free, bucket in free_index[group].items()
+            if free >= need
+        ]
     )
     return room < wanted
 

@@ -249,20 +249,24 @@ class Pools:
                 )
         return bounds
 
+    # these sum lists, not generators: a generator's every step is a call
+
     def deserved(self, project: str, groups: frozenset[str] | tuple[str, ...]) -> float:
         quotas = self.quotas[project]
-        return sum(quotas.get(g, 0.0) for g in groups)
+        return sum([quotas.get(g, 0.0) for g in groups])
 
     def held(self, project: str, groups: frozenset[str] | tuple[str, ...]) -> float:
-        return sum(self.allocated.get((project, g), 0.0) for g in groups)
+        return sum([self.allocated.get((project, g), 0.0) for g in groups])
 
     def share(self, project: str, groups: frozenset[str] | tuple[str, ...]) -> float:
-        return sum(self.fair_share.get((project, g), 0.0) for g in groups)
+        return sum([self.fair_share.get((project, g), 0.0) for g in groups])
 
     def allocatable(self, project: str, groups: frozenset[str] | tuple[str, ...]) -> float:
         """max(deserved, fair share) in each of the groups, added up."""
         quotas = self.quotas[project]
-        return sum(max(quotas.get(g, 0.0), self.fair_share.get((project, g), 0.0)) for g in groups)
+        return sum(
+            [max(quotas.get(g, 0.0), self.fair_share.get((project, g), 0.0)) for g in groups]
+        )
 
     def department_in(
         self, department: str, groups: frozenset[str]
@@ -270,7 +274,7 @@ class Pools:
         """The department as reclaim judges it in `groups`: (held, deserved, allocatable,
         fair share) -- what all its projects hold there, against the per-group quotas (and
         shares) of its projects there; a project with one quota has none in a group."""
-        held = sum(self.department_held.get((department, g), 0.0) for g in groups)
+        held = sum([self.department_held.get((department, g), 0.0) for g in groups])
         deserved = allocatable = share = 0.0
         for group in sorted(groups):  # one order of addition: the same sums every run
             found = self.department_bounds.get((department, group))

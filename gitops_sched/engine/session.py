@@ -178,7 +178,7 @@ class Session:
             if job.running:
                 counted[job.key], total = self._account(job, job.placement, +1)
                 self._placed[job.key] = (job, total)  # as placed_gpus sums them
-        self.capacity = nodes_capacity(use.node for use in self.nodes.values())
+        self.capacity = nodes_capacity([use.node for use in self.nodes.values()])
         demand = {name: self.allocated[name] for name in self.projects}
         for job in self.pending():
             if job.project in demand:
@@ -291,7 +291,7 @@ class Session:
         order they are served: departments by department_key with the next job of their
         first project, then projects inside each by queue_key of their first job."""
         keys = {
-            name: self.queue_key(name, jobs[0], min(j.submitted for j in jobs))
+            name: self.queue_key(name, jobs[0], min([j.submitted for j in jobs]))
             for name, jobs in queues.items()
         }
         first: dict[str, str] = {}  # department -> its first project

@@ -141,7 +141,8 @@ def _room(session: Session, groups: Iterable[str]) -> float:
     room = float(sum(usage.free_total.get(g, 0) for g in groups))
     for group in groups:
         # shared GPUs are indexed as (-used, node, index)
-        room += sum(1.0 + minus_used for minus_used, _, _ in usage.shared.get(group, ()))
+        # a list, not a generator: a generator's every step is a call
+        room += sum([1.0 + minus_used for minus_used, _, _ in usage.shared.get(group, ())])
     return room
 
 
@@ -281,7 +282,7 @@ class _NodeMoves:
                 left[index] -= 1
                 freed += left[index] == 0
             if freed >= deficit:
-                total = sum(session.placed_gpus(m, _pods_at(m, use.name)) for m in moves)
+                total = sum([session.placed_gpus(m, _pods_at(m, use.name)) for m in moves])
                 return _plan(moves, total, ranks, use.name)
         return None
 
