@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from gitops_sched.engine.actions.allocate import allocate
 from gitops_sched.engine.actions.consolidate import consolidate
 from gitops_sched.engine.actions.limits import enforce_limits
@@ -90,13 +92,16 @@ def schedule(snapshot: Snapshot) -> Decisions:
     waits = _Waits(snapshot, evictions, session.mig_changes)
     return Decisions(
         evictions=evictions,
-        binds=tuple(waits.bind(bind) for bind in binds),
-        mig_changes=tuple(waits.mig(change) for change in session.mig_changes),
-        departments=tuple(status(d) for d in snapshot.policy.departments),
-        projects=tuple(status(p) for p in snapshot.policy.projects),
+        # lists, not generators, make the tuples: a generator's every step is a call
+        binds=tuple([waits.bind(bind) for bind in binds]),
+        mig_changes=tuple([waits.mig(change) for change in session.mig_changes]),
+        departments=tuple([status(d) for d in snapshot.policy.departments]),
+        projects=tuple([status(p) for p in snapshot.policy.projects]),
         pending_reasons=tuple(
-            (job.key, session.pending_reasons.get(job.key, "waiting for GPUs"))
-            for job in sorted(pending, key=lambda j: j.key)
+            [
+                (job.key, session.pending_reasons.get(job.key, "waiting for GPUs"))
+                for job in sorted(pending, key=attrgetter("key"))
+            ]
         ),
     )
 

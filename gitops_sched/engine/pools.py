@@ -115,7 +115,7 @@ class Pools:
         self.capacity: dict[str, float] = {}
         for use in session.nodes.values():
             if use.node.schedulable:
-                free = sum(not gpu.held for gpu in use.node.gpus)
+                free = sum([not gpu.held for gpu in use.node.gpus])
                 group = use.node.node_group
                 self.capacity[group] = self.capacity.get(group, 0.0) + free
         self.demand = self._demand()

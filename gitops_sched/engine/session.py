@@ -480,7 +480,7 @@ class Session:
         return self._groups[groups]
 
     def free_whole(self, job: Job) -> int:
-        return sum(self.usage.free_total.get(g, 0) for g in self.groups_of(job))
+        return sum([self.usage.free_total.get(g, 0) for g in self.groups_of(job)])
 
     def nodes_with_free(
         self,
@@ -498,7 +498,7 @@ class Session:
             indexes = [usage.free_index[g] for g in groups]
         else:
             indexes = [usage.free_in_domain.get((g, domain), {}) for g in groups]
-        top = max((max(index, default=0) for index in indexes), default=0)
+        top = max([max(index, default=0) for index in indexes], default=0)
         if len(indexes) == 1:  # most jobs: one node group, no merge
             index, nodes = indexes[0], self.nodes
             for free in range(count, top + 1):

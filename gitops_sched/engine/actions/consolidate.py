@@ -56,7 +56,7 @@ class Plan:
 
 def _pods_at(job: Job, node: str, gpu: int | None = None) -> tuple[PodPlacement, ...]:
     """The job's pods on the node (and, given, on that GPU of it)."""
-    return tuple(p for p in job.placement if p.node == node and (gpu is None or gpu in p.gpus))
+    return tuple([p for p in job.placement if p.node == node and (gpu is None or gpu in p.gpus)])
 
 
 class _VictimRanks:
@@ -138,7 +138,7 @@ def room_anywhere(session: Session) -> float:
 
 def _room(session: Session, groups: Iterable[str]) -> float:
     usage = session.usage
-    room = float(sum(usage.free_total.get(g, 0) for g in groups))
+    room = float(sum([usage.free_total.get(g, 0) for g in groups]))
     for group in groups:
         # shared GPUs are indexed as (-used, node, index)
         # a list, not a generator: a generator's every step is a call
@@ -233,7 +233,7 @@ def _plan(
     moves: list[Job], gpus: float, ranks: _VictimRanks, node: str, gpu: int | None = None
 ) -> Plan:
     """The moves in victim order: later plans are those whose last move comes later."""
-    order = tuple(ranks.of(m) for m in moves)
+    order = tuple([ranks.of(m) for m in moves])
     return Plan((order[-1], len(moves), gpus, order), tuple(m.key for m in moves), node, gpu)
 
 
