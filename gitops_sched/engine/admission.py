@@ -113,7 +113,7 @@ def quota_blocker(
 def fits_quota(session: Session, job: Job) -> bool:
     """Whether every quota rule holds with the job placed: what preempt and reclaim check
     after their victims have left (KAI: the preemptor must fit its queue's quota)."""
-    return all(bound.used <= bound.cap + GPU_EPSILON for bound in bounds(session, job))
+    return all([bound.used <= bound.cap + GPU_EPSILON for bound in bounds(session, job)])
 
 
 def headroom(session: Session, job: Job) -> float:
@@ -124,7 +124,7 @@ def headroom(session: Session, job: Job) -> float:
     """
     if job.project not in session.projects:
         return 0.0
-    return min((b.cap - b.used for b in bounds(session, job)), default=float("inf"))
+    return min([b.cap - b.used for b in bounds(session, job)], default=float("inf"))
 
 
 def may_reclaim(session: Session, job: Job) -> bool:

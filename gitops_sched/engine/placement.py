@@ -263,18 +263,19 @@ def _mig(session: Session, job: Job, domain: str | None, limit: float) -> PodPla
         for group in groups
         for model in usage.group_models.get(group, ())
     }
-    within = [g for g in groups if any(share_fits[m] for m in usage.group_models.get(g, ()))]
+    # lists, not generators, below: a generator's every step is a call
+    within = [g for g in groups if any([share_fits[m] for m in usage.group_models.get(g, ())])]
     name = (profile,) if domain is None else (profile, domain)
 
     def allowed(entries: Iterable[PackEntry], group: str) -> Iterator[PackEntry]:
         """The entries of the group's GPUs whose model's share fits the limit."""
-        if all(share_fits[m] for m in usage.group_models[group]):
+        if all([share_fits[m] for m in usage.group_models[group]]):
             return iter(entries)
         return (e for e in entries if share_fits[usage.nodes[e[1]].node.gpu_model])
 
     def first(index: dict[tuple[str, ...], list[PackEntry]]) -> PackEntry | None:
-        heads = (next(allowed(index.get((g, *name), ()), g), None) for g in within)
-        return min((h for h in heads if h is not None), default=None)
+        heads = [next(allowed(index.get((g, *name), ()), g), None) for g in within]
+        return min([h for h in heads if h is not None], default=None)
 
     idle = first(usage.idle_mig)
     if idle is not None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from operator import attrgetter
 
 from gitops_sched.engine.actions.victims import Taken, evict, give_back, place_within
 from gitops_sched.engine.admission import quota_blocker
@@ -204,7 +205,7 @@ def _plans(
                 plan = _gpu_plan(session, job, use, gpu, cache)
                 if plan is not None:
                     plans.append(plan)
-    return sorted(plans, key=lambda p: p.key)
+    return sorted(plans, key=attrgetter("key"))
 
 
 def _movable(session: Session, holder: str, job: Job) -> Job | None:
@@ -234,7 +235,7 @@ def _plan(
 ) -> Plan:
     """The moves in victim order: later plans are those whose last move comes later."""
     order = tuple([ranks.of(m) for m in moves])
-    return Plan((order[-1], len(moves), gpus, order), tuple(m.key for m in moves), node, gpu)
+    return Plan((order[-1], len(moves), gpus, order), tuple([m.key for m in moves]), node, gpu)
 
 
 class _NodeMoves:
@@ -258,7 +259,7 @@ class _NodeMoves:
                     leaves = held and _may_leave(session, held, use, use.free_whole, cache)
                     movable[name] = held if leaves else None
                 holders.setdefault(name, []).append(gpu.index)
-            if not all(movable[name] for name in names):
+            if not all([movable[name] for name in names]):  # a list: no call a step
                 blocked.add(gpu.index)
         candidates = [
             (session.jobs[name], gpus)
@@ -299,8 +300,8 @@ def _gpu_plan(session: Session, job: Job, use: NodeUse, gpu: GpuUse, cache: _Pla
         return None
     candidates = [
         m
-        for m in map(lambda n: _movable(session, n, job), gpu.shares)
-        if m and _may_leave(session, m, use, 1.0 - gpu.used, cache)
+        for n in gpu.shares
+        if (m := _movable(session, n, job)) and _may_leave(session, m, use, 1.0 - gpu.used, cache)
     ]
     ranks = cache.ranks
     candidates.sort(key=ranks.of)
@@ -313,5 +314,5 @@ def _gpu_plan(session: Session, job: Job, use: NodeUse, gpu: GpuUse, cache: _Pla
         room += gpu.shares[candidate.key]
     if not moves or room < share - GPU_EPSILON:
         return None
-    gpus = sum(gpu.shares[m.key] for m in moves)
+    gpus = sum([gpu.shares[m.key] for m in moves])
     return _plan(moves, gpus, ranks, use.name, gpu.index)
