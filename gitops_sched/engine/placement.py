@@ -41,10 +41,10 @@ def place(session: Session, job: Job, count: int | None = None) -> bool:
         with session.statement() as commit:
             pods = _place_pods(session, job, count, domain, budget / count)
             if pods is not None:
-                numbered = (
+                numbered = [
                     PodPlacement(p.node, p.gpus, p.fraction, p.mig, i)
                     for p, i in zip(pods, indexes)
-                )
+                ]
                 session.bind(job, tuple(numbered))
                 commit()
                 return True

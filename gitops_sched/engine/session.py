@@ -729,7 +729,7 @@ class InOrder:
         if not projects:
             del self.departments[department], self.levels[department]
             return
-        key, at, (job, gain, _) = min(self.projects[p] for p in projects)
+        key, at, (job, gain, _) = min([self.projects[p] for p in projects])
         level = self.session.department_order_level(department, job, gain)
         self.levels[department] = (level, department, key, at)
 
