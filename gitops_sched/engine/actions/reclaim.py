@@ -379,7 +379,7 @@ def _reclaim_for(
             ):
                 continue
             touched.add(project)
-            return victim
+            return replace(victim, move_only=True)
         return None
 
     placed = evict_until_placed(
@@ -414,9 +414,10 @@ def _movable(
     allowed: set[str] | None,
     kind: bool | None,
 ) -> list[Victim]:
-    """Move-only victims, the next one last: other projects' preemptible jobs running on
-    `nodes` (where stopped victims made room) on GPUs of the job's `kind` (a move frees
-    no quota: only room of that kind helps), youngest first."""
+    """The victims that may be moved (not yet marked move-only: few of them are asked),
+    the next one last: other projects' preemptible jobs running on `nodes` (where
+    stopped victims made room) on GPUs of the job's `kind` (a move frees no quota: only
+    room of that kind helps), youngest first."""
     found: dict[str, Victim] = {}  # whole jobs, as on_nodes gives them
     for victim in pool.on_nodes(nodes):
         current = session.jobs[victim.job]
@@ -427,7 +428,7 @@ def _movable(
         if allowed is None or not victim.groups.isdisjoint(allowed):
             found[victim.job] = victim
     ordered = sorted(found, key=lambda key: victim_order(session.jobs[key]), reverse=True)
-    return [replace(found[key], move_only=True) for key in ordered]
+    return [found[key] for key in ordered]
 
 
 def _may_lose(
