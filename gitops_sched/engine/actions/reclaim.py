@@ -315,8 +315,11 @@ def _reclaim_for(
     # a victim of the job's own department frees quota under its hard limit, whatever
     # kind of GPU it holds
     own_kind = None if _limited(session, own) else kind
-    # the job's order key and level (see ranks_ahead), kept while no eviction is made
+    # the job's order key and level (see ranks_ahead): its key is kept for the whole try
+    # (a victim is never of its project), its department's level until a victim of its
+    # department is taken
     known: dict[str, tuple] = {}
+    took_own = False  # the last victim was of the job's department
 
     def usable(department: str, project: str) -> int | None:
         """The project's next victim worth trying for the job (its index), or None: a
@@ -330,10 +333,11 @@ def _reclaim_for(
         return pool.first_usable(project, cursors.get(project, 0), allowed, usable)
 
     def next_victim() -> Victim | None:
-        nonlocal movable, scan, asked_all
+        nonlocal movable, scan, asked_all, took_own
         order.refresh(last)
         last.clear()
-        known.clear()
+        if took_own:
+            known.pop("department", None)
         if not asked_all:
             for department_key, keys in order.walk(guaranteed, scan):
                 department = department_key[-1]
@@ -361,6 +365,7 @@ def _reclaim_for(
                             touched.add(project)
                             freed_nodes.update(_nodes(session, victim))
                             scan = (department_key, key)
+                            took_own = department == own
                             return victim
                     done.add(project)
             asked_all = True
@@ -379,6 +384,7 @@ def _reclaim_for(
             ):
                 continue
             touched.add(project)
+            took_own = session.department_of(project) == own
             return replace(victim, move_only=True)
         return None
 

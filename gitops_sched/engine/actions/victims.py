@@ -153,9 +153,10 @@ def ranks_ahead(
     replace_together), the victim would take its GPUs back first -- and so would every
     later victim of that queue, as losing more only moves it further ahead.
 
-    `known`: the job's key and level kept between calls (Session.serves_before) while no
-    eviction is made; a victim is never of the job's project and is compared by level
-    only with a job of another department, so taking it out changes neither. The
+    `known`: the job's key and level kept between calls (Session.serves_before) while
+    nothing changes its project's or department's allocation; a victim is never of the
+    job's project and is compared by level only with a job of another department, so
+    taking it out changes neither. The
     session is left exactly as it was (the numbers put back, not added back), so the
     job's key stays what it was for the next call."""
     current = session.jobs[victim.job]
