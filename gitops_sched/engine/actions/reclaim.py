@@ -39,7 +39,6 @@ from enum import StrEnum
 
 from gitops_sched.engine.actions.victims import (
     VictimPool,
-    ahead_department_wide,
     evict_until_placed,
     gpu_kind,
     ranks_ahead,
@@ -274,9 +273,10 @@ class _VictimQueues:
                 del departments[bisect.bisect_left(departments, old)]
                 bisect.insort(departments, self.keys[department])
 
-    def walk(self, guaranteed: bool, after: tuple | None) -> Iterator[tuple[tuple, tuple]]:
-        """(department key, project key) pairs of a view in order, from `after` on: the
-        pairs before it are skipped (none if None: from the start)."""
+    def walk(self, guaranteed: bool, after: tuple | None) -> Iterator[tuple[tuple, list[tuple]]]:
+        """Each department of a view in order, with its project keys in order, from
+        `after` (a (department key, project key) pair) on: the pairs before it are skipped
+        (none if None: from the start)."""
         departments, members = self.views[guaranteed]
         start = 0 if after is None else bisect.bisect_left(departments, after[0])
         for department in departments[start:]:
@@ -284,8 +284,7 @@ class _VictimQueues:
             first = 0
             if after is not None and department == after[0]:
                 first = bisect.bisect_left(keys, after[1])
-            for key in keys[first:]:
-                yield department, key
+            yield department, keys[first:]
 
 
 def _reclaim_for(
@@ -316,44 +315,59 @@ def _reclaim_for(
     # a victim of the job's own department frees quota under its hard limit, whatever
     # kind of GPU it holds
     own_kind = None if _limited(session, own) else kind
+    # the job's order key and level (see ranks_ahead): its key is kept for the whole try
+    # (a victim is never of its project), its department's level until a victim of its
+    # department is taken
+    known: dict[str, tuple] = {}
+    took_own = False  # the last victim was of the job's department
+
+    def usable(department: str, project: str) -> int | None:
+        """The project's next victim worth trying for the job (its index), or None: a
+        project of the job's department whose every victim would rank ahead gives none
+        (they are not tried one by one), nor one that may lose nothing."""
+        if department == own and surely_ranks_ahead(session, job, gain, project, known):
+            return None
+        if not _may_lose_any(session, job, gain, project, guaranteed, blocked):
+            return None
+        usable = own_kind if department == own else kind
+        return pool.first_usable(project, cursors.get(project, 0), allowed, usable)
 
     def next_victim() -> Victim | None:
-        nonlocal movable, scan, asked_all
+        nonlocal movable, scan, asked_all, took_own
         order.refresh(last)
         last.clear()
-        known: dict[str, tuple] = {}  # the job's order key and level: see ranks_ahead
-        # other departments whose every victim would rank ahead (by the department's
-        # level alone, see surely_ranks_ahead): none of their projects gives one now
-        ahead: set[str] = set()
+        if took_own:
+            known.pop("department", None)
         if not asked_all:
-            for pair in order.walk(guaranteed, scan):
-                project, department = pair[1][-1], pair[0][-1]
-                if project in done:
+            for department_key, keys in order.walk(guaranteed, scan):
+                department = department_key[-1]
+                keys = [key for key in keys if key[-1] not in done]
+                # another department's every victim ranking ahead is told by its level
+                # alone (see surely_ranks_ahead): then none of its projects gives one now
+                if (
+                    keys
+                    and department != own
+                    and surely_ranks_ahead(session, job, gain, keys[0][-1], known)
+                ):
+                    done.update(key[-1] for key in keys)
                     continue
-                index = None
-                # a project whose every victim would rank ahead gives none: its victims
-                # are not tried one by one (nor is it asked whether it may lose any: its
-                # department's projects all give none, whatever `blocked` would say)
-                if department in ahead:
-                    pass
-                elif surely_ranks_ahead(session, job, gain, project, known):
-                    if department != own and ahead_department_wide(session, project):
-                        ahead.add(department)
-                elif _may_lose_any(session, job, gain, project, guaranteed, blocked):
-                    usable = own_kind if department == own else kind
-                    index = pool.first_usable(project, cursors.get(project, 0), allowed, usable)
-                if index is not None:
-                    victim = pool.victims(project)[index]
-                    if _may_lose(
-                        session, job, gain, project, pool.gpus(victim), guaranteed, victim.groups
-                    ) and not ranks_ahead(session, job, gain, victim, known):
-                        cursors[project] = index + 1
-                        last.append(project)
-                        touched.add(project)
-                        freed_nodes.update(_nodes(session, victim))
-                        scan = pair
-                        return victim
-                done.add(project)
+                for key in keys:
+                    project = key[-1]
+                    index = usable(department, project)
+                    if index is not None:
+                        victim = pool.victims(project)[index]
+                        amount = pool.gpus(victim)
+                        if _may_lose(
+                            session, job, gain, project, amount, guaranteed, victim.groups
+                        ) and not ranks_ahead(session, job, gain, victim, known):
+                            cursors[project] = index + 1
+                            last.append(project)
+                            touched.add(project)
+                            freed_nodes.update(_nodes(session, victim))
+                            scan = (department_key, key)
+                            took_own = department == own
+                            return victim
+                    done.add(project)
             asked_all = True
         if movable is None:
             movable = (
@@ -370,7 +384,8 @@ def _reclaim_for(
             ):
                 continue
             touched.add(project)
-            return victim
+            took_own = session.department_of(project) == own
+            return replace(victim, move_only=True)
         return None
 
     placed = evict_until_placed(
@@ -405,9 +420,10 @@ def _movable(
     allowed: set[str] | None,
     kind: bool | None,
 ) -> list[Victim]:
-    """Move-only victims, the next one last: other projects' preemptible jobs running on
-    `nodes` (where stopped victims made room) on GPUs of the job's `kind` (a move frees
-    no quota: only room of that kind helps), youngest first."""
+    """The victims that may be moved (not yet marked move-only: few of them are asked),
+    the next one last: other projects' preemptible jobs running on `nodes` (where
+    stopped victims made room) on GPUs of the job's `kind` (a move frees no quota: only
+    room of that kind helps), youngest first."""
     found: dict[str, Victim] = {}  # whole jobs, as on_nodes gives them
     for victim in pool.on_nodes(nodes):
         current = session.jobs[victim.job]
@@ -418,7 +434,7 @@ def _movable(
         if allowed is None or not victim.groups.isdisjoint(allowed):
             found[victim.job] = victim
     ordered = sorted(found, key=lambda key: victim_order(session.jobs[key]), reverse=True)
-    return [replace(found[key], move_only=True) for key in ordered]
+    return [found[key] for key in ordered]
 
 
 def _may_lose(

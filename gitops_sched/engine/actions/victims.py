@@ -153,9 +153,10 @@ def ranks_ahead(
     replace_together), the victim would take its GPUs back first -- and so would every
     later victim of that queue, as losing more only moves it further ahead.
 
-    `known`: the job's key and level kept between calls (Session.serves_before) while no
-    eviction is made; a victim is never of the job's project and is compared by level
-    only with a job of another department, so taking it out changes neither. The
+    `known`: the job's key and level kept between calls (Session.serves_before) while
+    nothing changes its project's or department's allocation; a victim is never of the
+    job's project and is compared by level only with a job of another department, so
+    taking it out changes neither. The
     session is left exactly as it was (the numbers put back, not added back), so the
     job's key stays what it was for the next call."""
     current = session.jobs[victim.job]
@@ -190,7 +191,10 @@ def surely_ranks_ahead(
     from what its queue holds before losing any (Session.surely_before): reclaim then
     skips the project without trying its victims one by one. False when unsure: always
     for a project of the job's department with per-group quotas, whose share items the
-    order judges per node group. `known` as for ranks_ahead."""
+    order judges per node group. For a project of another department the answer is its
+    department's, told by the department's level alone (its over-quota item taken at its
+    latest where the department has projects with per-group quotas), so it holds for
+    every project of that department. `known` as for ranks_ahead."""
     pools = session.pools
     department, claimant = session.department_of(project), session.department_of(job.project)
     if department == claimant:
@@ -201,17 +205,8 @@ def surely_ranks_ahead(
         return session.surely_before(project, known["project"])
     if "department" not in known:
         known["department"] = (session.department_order_level(claimant, job, gain), claimant)
-    per_group = pools is not None and pools.reads(project)
+    per_group = pools is not None and pools.has_pooled(department)
     return session.surely_before(department, known["department"][0], per_group)
-
-
-def ahead_department_wide(session: Session, project: str) -> bool:
-    """Whether surely_ranks_ahead's yes for a project of another department than the
-    job's holds for every project of that department: it judged the department's level
-    alone, with its over-quota item either taken at its latest (per node group) or, with
-    no per-group quotas anywhere, as it is for all of them."""
-    pools = session.pools
-    return pools is None or pools.reads(project)
 
 
 def fits_alone(session: Session, job: Job, accept: Callable[[], bool]) -> bool:
