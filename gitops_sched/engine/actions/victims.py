@@ -156,9 +156,8 @@ def ranks_ahead(
     `known`: the job's key and level kept between calls (Session.serves_before) while
     nothing changes its project's or department's allocation; a victim is never of the
     job's project and is compared by level only with a job of another department, so
-    taking it out changes neither. The
-    session is left exactly as it was (the numbers put back, not added back), so the
-    job's key stays what it was for the next call."""
+    taking it out changes neither. The session is left exactly as it was (the numbers put
+    back, not added back), so the job's key stays what it was for the next call."""
     current = session.jobs[victim.job]
     pods = current.placement if victim.pods is None else victim.pods
     back = session.placed_gpus(current, victim.pods)  # the whole job's is kept per job
