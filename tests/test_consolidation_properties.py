@@ -23,14 +23,23 @@ def fragmented(draw) -> tuple[Snapshot, int]:
     free = {(f"n-{i}", g) for i in range(node_count) for g in range(gpus)}
     small = []
     for k in range(draw(st.integers(1, node_count * 2))):
-        size = draw(st.integers(1, 2))
-        node = draw(st.sampled_from(sorted({n for n, _ in free})))
-        slots = sorted(g for n, g in free if n == node)[:size]
-        if len(slots) < size:
+        size, pods = draw(st.integers(1, 2)), draw(st.integers(1, 2))  # 2: a gang on two nodes
+        placed: list[PodPlacement] = []
+        for index in range(pods):
+            others = sorted({n for n, _ in free} - {pod.node for pod in placed})
+            if not others:
+                break
+            node = draw(st.sampled_from(others))
+            slots = sorted(g for n, g in free if n == node)[:size]
+            if len(slots) < size:
+                break
+            free -= {(node, g) for g in slots}
+            placed.append(PodPlacement(node, tuple(slots), index=index))
+        if len(placed) < pods:
+            free |= {(pod.node, g) for pod in placed for g in pod.gpus}
             continue
-        free -= {(node, g) for g in slots}
-        placed = (PodPlacement(node, tuple(slots)),)
-        small.append(replace(job(f"small-{k}", "q", size), placement=placed, submitted=k))
+        work = job(f"small-{k}", "q", size, pods=pods)
+        small.append(replace(work, placement=tuple(placed), submitted=k))
     most_free = max(sum(1 for n, _ in free if n == f"n-{i}") for i in range(node_count))
     assume(most_free < gpus)  # some node is empty: nothing is fragmented
     size = draw(st.integers(most_free + 1, gpus))
@@ -61,3 +70,8 @@ def test_consolidation_moves_work_without_losing_or_doubling_it(case):
                 holders[(pod.node, gpu)] = j.name
     if not enough_free:
         assert not moved, "moved work although the cluster lacked free GPUs in total"
+    # a pod moves only when other work took its place (a gang's pods elsewhere stay put)
+    for evicted in decisions.evictions:
+        for pod in evicted.pods:
+            taken = [holders.get((pod.node, gpu), evicted.job) for gpu in pod.gpus]
+            assert set(taken) != {evicted.job}, f"{evicted.job} moved off {pod.node} needlessly"
