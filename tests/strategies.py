@@ -26,6 +26,7 @@ from gitops_sched.engine.types import (
     GpuRequest,
     Job,
     Node,
+    PodPlacement,
     Policy,
     QueueSpec,
     RequestKind,
@@ -413,3 +414,26 @@ def pool_quota_snapshots(draw: st.DrawFn, max_jobs: int = 25, max_gpus: int = 1)
     policy = Policy(departments, tuple(projects))
     jobs = train_jobs(draw, policy, max_jobs, [(), (groups[0],), (groups[1],)], max_gpus)
     return draw(warm_or_cold(policy, tuple(nodes), jobs))
+
+
+def scattered(
+    draw: st.DrawFn, free: set[tuple[str, int]], size: int, pods: int
+) -> tuple[PodPlacement, ...] | None:
+    """A running job's pods of `size` GPUs each, on distinct drawn nodes (a gang over
+    several nodes when `pods` > 1), each on its node's lowest free GPUs, taken out of
+    `free` (node, GPU); None, with `free` as it was, when they do not fit."""
+    placed: list[PodPlacement] = []
+    for index in range(pods):
+        others = sorted({node for node, _ in free} - {pod.node for pod in placed})
+        if not others:
+            break
+        node = draw(st.sampled_from(others))
+        slots = sorted(gpu for at, gpu in free if at == node)[:size]
+        if len(slots) < size:
+            break
+        free -= {(node, gpu) for gpu in slots}
+        placed.append(PodPlacement(node, tuple(slots), index=index))
+    if len(placed) == pods:
+        return tuple(placed)
+    free |= {(pod.node, gpu) for pod in placed for gpu in pod.gpus}
+    return None

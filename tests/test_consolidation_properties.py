@@ -8,9 +8,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from gitops_sched.engine import apply_decisions, schedule
-from gitops_sched.engine.types import EvictReason, PodPlacement, Snapshot
+from gitops_sched.engine.types import EvictReason, Snapshot
 from tests.conftest import examples
 from tests.engine_builders import job, nodes, policy, project
+from tests.strategies import scattered
 
 
 @st.composite
@@ -24,22 +25,11 @@ def fragmented(draw) -> tuple[Snapshot, int]:
     small = []
     for k in range(draw(st.integers(1, node_count * 2))):
         size, pods = draw(st.integers(1, 2)), draw(st.integers(1, 2))  # 2: a gang on two nodes
-        placed: list[PodPlacement] = []
-        for index in range(pods):
-            others = sorted({n for n, _ in free} - {pod.node for pod in placed})
-            if not others:
-                break
-            node = draw(st.sampled_from(others))
-            slots = sorted(g for n, g in free if n == node)[:size]
-            if len(slots) < size:
-                break
-            free -= {(node, g) for g in slots}
-            placed.append(PodPlacement(node, tuple(slots), index=index))
-        if len(placed) < pods:
-            free |= {(pod.node, g) for pod in placed for g in pod.gpus}
+        placed = scattered(draw, free, size, pods)
+        if placed is None:
             continue
         work = job(f"small-{k}", "q", size, pods=pods)
-        small.append(replace(work, placement=tuple(placed), submitted=k))
+        small.append(replace(work, placement=placed, submitted=k))
     most_free = max(sum(1 for n, _ in free if n == f"n-{i}") for i in range(node_count))
     assume(most_free < gpus)  # some node is empty: nothing is fragmented
     size = draw(st.integers(most_free + 1, gpus))

@@ -10,9 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gitops_sched.engine import apply_decisions, schedule
-from gitops_sched.engine.types import Decisions, PodPlacement, Snapshot
+from gitops_sched.engine.types import Decisions, Snapshot
 from tests.conftest import examples
 from tests.engine_builders import job, nodes, policy, project
+from tests.strategies import scattered
 
 
 @st.composite
@@ -21,22 +22,17 @@ def packed(draw) -> Snapshot:
     and one pending job wanting most of a node: reclaimed for p (no quota of q's, p's
     quota the cluster) or preempted within q (a higher priority)."""
     node_count, gpus = draw(st.integers(2, 5)), 4
-    free = [(f"n-{i}", g) for i in range(node_count) for g in range(gpus)]
+    free = {(f"n-{i}", g) for i in range(node_count) for g in range(gpus)}
     running = []
     while free:
         size, pods = draw(st.integers(1, 2)), draw(st.integers(1, 2))
-        placed: list[PodPlacement] = []
-        for index in range(pods):
-            others = sorted({n for n, _ in free} - {pod.node for pod in placed})
-            if not others:
-                break
-            node = draw(st.sampled_from(others))
-            slots = [g for n, g in free if n == node][:size]
-            free = [(n, g) for n, g in free if (n, g) not in {(node, s) for s in slots}]
-            placed.append(PodPlacement(node, tuple(slots), index=index))
+        # what is left is filled with one-GPU jobs
+        placed = scattered(draw, free, size, pods) or scattered(draw, free, 1, 1)
+        assert placed is not None  # a free GPU holds a one-GPU pod
+        # each pod holds what the job asks for (scattered gives every pod as many GPUs)
         work = job(f"run-{len(running)}", "q", len(placed[0].gpus), pods=len(placed))
         started = float(draw(st.integers(0, 5)))
-        running.append(replace(work, placement=tuple(placed), started_at=started))
+        running.append(replace(work, placement=placed, started_at=started))
     size = draw(st.integers(2, gpus))
     if draw(st.booleans()):
         pending, pol = (
