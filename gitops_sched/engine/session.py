@@ -169,8 +169,8 @@ class Session:
         # job -> (the job as last counted, its placed GPUs): victim scans ask again and
         # again about jobs that have not changed (a changed job is a new object)
         self._placed: dict[str, tuple[Job, float]] = {}
-        # job -> (the job as last seen, its victims, its nodes): see actions.victims.VictimPool
-        self.victim_cache: dict[str, tuple[Job, list[Victim], tuple[str, ...]]] = {}
+        # job -> (the job as last seen, its victims): see actions.victims.VictimPool
+        self.victim_cache: dict[str, tuple[Job, list[Victim]]] = {}
         self.pools: Pools | None = None  # per-node-group quotas, built below where any
         # each running job's pods' GPUs, counted once here: the pools count them again
         counted: dict[str, list[float]] = {}

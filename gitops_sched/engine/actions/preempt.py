@@ -37,6 +37,8 @@ def preempt(session: Session, projects: Collection[str] | None = None) -> None:
         if not priorities:
             continue
         for job in queues[name]:
+            if job.priority <= priorities[0]:
+                break  # no victim of lower priority, nor for the jobs after it (job order)
             if session.pools is None:
                 _preempt_job(session, pool, job, priorities, failed)
                 continue
@@ -56,7 +58,7 @@ def _preempt_job(
         return False
     cut = bisect.bisect_left(priorities, job.priority)
     shape = (name, job.request, job.next_pods, job.node_groups, job.priority)
-    if cut == 0 or shape in failed:
+    if shape in failed:
         return False
     pool.begin()
     found = _below(pool, job, cut)

@@ -77,16 +77,18 @@ def reclaim(session: Session, claimants: Collection[str] | None = None) -> None:
 def _reclaim_job(
     session: Session, job: Job, pool: VictimPool, order: _VictimQueues, failed_shapes: set[tuple]
 ) -> bool:
-    """Reclaim for the job if it may; whether it was placed."""
+    """Reclaim for the job if it may; whether it was placed. The cheapest checks first:
+    most jobs a cycle asks about may not reclaim at all (nor may work of a project the
+    policy does not name, which quota_blocker holds)."""
     job = session.jobs[job.key]
-    if job.missing == 0 or quota_blocker(session, job, _freeable(session, job)):
+    if job.missing == 0 or job.project not in session.projects:
         return False
     if not may_reclaim(session, job):
         return False
     gain = session.wanted_gpus(job)
     guaranteed = within_deserved(session, job, gain)
     shape = (job.project, job.request, job.next_pods, job.node_groups, guaranteed, job.preemptible)
-    if shape in failed_shapes:
+    if shape in failed_shapes or quota_blocker(session, job, _freeable(session, job)):
         return False
     if _reclaim_for(session, job, pool, order, gain, guaranteed):
         session.pending_reasons.pop(job.key, None)

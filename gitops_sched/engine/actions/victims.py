@@ -350,7 +350,8 @@ class VictimPool:
                 if until is not None and session.now < until:
                     self._protected[job.key] = until
         self._victims: dict[str, list[Victim]] = {}
-        self._by_node: dict[str, list[Victim]] | None = None  # whole jobs by their nodes
+        # the jobs that may be taken whole, by the nodes they run on
+        self._by_node: dict[str, list[Job]] | None = None
         self._group = {name: use.node.node_group for name, use in session.nodes.items()}
         # (project, allowed groups, GPU kind) -> index of its first victim that may still be
         # usable: those before it are gone for good, run outside those groups or hold the
@@ -374,7 +375,7 @@ class VictimPool:
             listed = [
                 (job.priority, victim.pods is None, victim)
                 for job in jobs
-                for victim in self._entry(job)[1]
+                for victim in self._entry(job)
                 if self._offered(victim)
             ]
             listed.sort(key=lambda entry: entry[:2])  # stable: victim order within
@@ -385,14 +386,13 @@ class VictimPool:
         """Whether the action may take the victim: not a protected job's gang."""
         return victim.pods is not None or victim.job not in self._protected
 
-    def _entry(self, job: Job) -> tuple[Job, list[Victim], tuple[str, ...]]:
-        """The job's victims and nodes, kept in the session for the next pool while the
-        job is unchanged (a changed job is a new object)."""
+    def _entry(self, job: Job) -> list[Victim]:
+        """The job's victims, kept in the session for the next pool while the job is
+        unchanged (a changed job is a new object)."""
         entry = self.session.victim_cache.get(job.key)
         if entry is None or entry[0] is not job:
-            nodes = tuple(sorted({pod.node for pod in job.placement}))
-            entry = self.session.victim_cache[job.key] = (job, self._list(job), nodes)
-        return entry
+            entry = self.session.victim_cache[job.key] = (job, self._list(job))
+        return entry[1]
 
     def groups(self, job: Job) -> frozenset[str]:
         group = self._group
@@ -421,16 +421,15 @@ class VictimPool:
 
     def on_nodes(self, nodes: set[str]) -> list[Victim]:
         """The whole-job victims that ran on one of `nodes` when the action began."""
-        if self._by_node is None:
+        if self._by_node is None:  # the jobs, not their victims: few nodes are asked about
             self._by_node = {}
             for jobs in self._jobs.values():
                 for job in jobs:
-                    _, victims, job_nodes = self._entry(job)
-                    if not self._offered(victims[-1]):
-                        continue
-                    for node in job_nodes:
-                        self._by_node.setdefault(node, []).append(victims[-1])
-        return [victim for node in sorted(nodes) for victim in self._by_node.get(node, ())]
+                    if job.key not in self._protected:  # else its whole job is not offered
+                        for node in {pod.node for pod in job.placement}:
+                            self._by_node.setdefault(node, []).append(job)
+        by_node = self._by_node
+        return [self._entry(job)[-1] for node in sorted(nodes) for job in by_node.get(node, ())]
 
     def gpus(self, victim: Victim) -> float:
         """What evicting the victim now gives back."""
