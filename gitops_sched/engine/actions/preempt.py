@@ -31,6 +31,9 @@ def preempt(session: Session, projects: Collection[str] | None = None) -> None:
     # (project, shape, priority) that found no room: the same victims are left, or fewer
     failed: set[tuple] = set()
     for name in session.serve_order(queues):
+        lowest = pool.lowest_priority(name)
+        if lowest is None or queues[name][0].priority <= lowest:
+            continue  # its first job (job order: the highest priority) outranks none of its work
         # the project's victims by priority (the pool's order): those below a job's
         # priority are a prefix, found by bisection
         priorities = [session.jobs[v.job].priority for v in pool.victims(name)]

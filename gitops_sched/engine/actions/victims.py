@@ -382,6 +382,12 @@ class VictimPool:
             found = self._victims[project] = [victim for *_, victim in listed]
         return found
 
+    def lowest_priority(self, project: str) -> int | None:
+        """The lowest priority of the project's running preemptible work (None: it has
+        none), told without listing its victims: none has a lower one."""
+        jobs = self._jobs.get(project)
+        return min([job.priority for job in jobs]) if jobs else None
+
     def _offered(self, victim: Victim) -> bool:
         """Whether the action may take the victim: not a protected job's gang."""
         return victim.pods is not None or victim.job not in self._protected
