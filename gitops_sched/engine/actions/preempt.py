@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from functools import partial
 from itertools import chain
 
-from gitops_sched.engine.actions.victims import VictimPool, evict_until_placed
+from gitops_sched.engine.actions.victims import VictimPool, evict_until_placed, place_in_room
 from gitops_sched.engine.admission import fits_quota, quota_blocker
 from gitops_sched.engine.pools import pool_of, restricted, tries
 from gitops_sched.engine.session import Session, Victim
@@ -82,7 +82,9 @@ def _preempt_job(
         return held() <= ceiling + GPU_EPSILON and fits_quota(session, job)
 
     next_victim = partial(next, iter(victims), None)
-    if evict_until_placed(session, job, EvictReason.PREEMPT, next_victim, accept):
+    if place_in_room(session, job, accept) or evict_until_placed(
+        session, job, EvictReason.PREEMPT, next_victim, accept
+    ):
         session.pending_reasons.pop(job.key, None)
         return True
     failed.add(shape)

@@ -36,11 +36,13 @@ import bisect
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import replace
 from enum import StrEnum
+from functools import partial
 
 from gitops_sched.engine.actions.victims import (
     VictimPool,
     evict_until_placed,
     gpu_kind,
+    place_in_room,
     ranks_ahead,
     surely_ranks_ahead,
 )
@@ -297,6 +299,10 @@ def _reclaim_for(
     gain: float,
     guaranteed: bool,
 ) -> bool:
+    accept = partial(fits_quota, session, job)
+    if place_in_room(session, job, accept):  # before setting up a try: no victim to seek
+        order.settle((job.project,))
+        return True
     allowed = set(job.node_groups) or None
     pool.begin()
     order.claim_for(job.project)
@@ -395,7 +401,7 @@ def _reclaim_for(
         job,
         EvictReason.RECLAIM,
         next_victim,
-        lambda: fits_quota(session, job),
+        accept,
         together=True,
     )
     order.settle(touched)  # kept or undone, the allocations may have moved

@@ -67,10 +67,10 @@ def evict_until_placed(
     accept: Callable[[], bool] = lambda: True,
     together: bool = False,
 ) -> bool:
-    """Evict victims one at a time until `job` fits and `accept()` holds (none if it fits
-    already); then give back what it does not need (see give_back), or, `together`,
-    place the job and its victims again in allocation order (see replace_together).
-    Undo everything if that fails.
+    """Evict victims one at a time until `job` fits and `accept()` holds; then give back
+    what it does not need (see give_back), or, `together`, place the job and its victims
+    again in allocation order (see replace_together). Undo everything if that fails.
+    Callers try place_in_room first: a job that fits already evicts nothing.
 
     The job is tried on the room freed at most MAX_MISSES times without fitting, which
     bounds a cycle's work when a job cannot fit however much is evicted. An eviction
@@ -79,10 +79,6 @@ def evict_until_placed(
     free (KAI's solver, which has no such bound, goes on through its victims node by node).
     """
     with session.statement() as commit:
-        # room freed earlier in the cycle
-        if not surely_no_room(session, job) and place_within(session, job, accept):
-            commit()
-            return True
         taken: list[Taken] = []
         misses = 0
         while misses < MAX_MISSES:
@@ -111,6 +107,12 @@ def evict_until_placed(
                     return True
                 return False
     return False
+
+
+def place_in_room(session: Session, job: Job, accept: Callable[[], bool]) -> bool:
+    """Place the job with no victim, on room free now (freed earlier in the cycle), if it
+    fits and `accept()` holds; else change nothing."""
+    return not surely_no_room(session, job) and place_within(session, job, accept)
 
 
 def evict(session: Session, victim: Victim, reason: EvictReason, job: Job) -> Taken:
