@@ -41,8 +41,8 @@ def place(session: Session, job: Job, count: int | None = None) -> bool:
         with session.statement() as commit:
             pods = _place_pods(session, job, count, domain, budget / count)
             if pods is not None:
-                numbered = [
-                    PodPlacement(p.node, p.gpus, p.fraction, p.mig, i)
+                numbered = [  # most pods are a job's first: index 0, as placed
+                    p if p.index == i else PodPlacement(p.node, p.gpus, p.fraction, p.mig, i)
                     for p, i in zip(pods, indexes)
                 ]
                 session.bind(job, tuple(numbered))

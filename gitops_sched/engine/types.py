@@ -7,9 +7,12 @@ in-cluster scheduler all build a `Snapshot` and apply the `Decisions`.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
+from itertools import repeat
 from operator import attrgetter
+from types import MemberDescriptorType
 
 from gitops_sched.hardware.mig import MigInstance
 
@@ -157,8 +160,8 @@ class Job:
         are, not passed through __init__ again (Job checks nothing there); the pod counts
         are worked out again."""
         job = object.__new__(Job)
-        for slot in _COPIED:
-            slot.__set__(job, slot.__get__(self, Job))
+        # every slot read in one call and set with no Python step per slot
+        deque(map(_SET_SLOT, _COPIED, repeat(job), _COPIED_VALUES(self)), maxlen=0)
         for name, value in changed.items():
             _SLOTS[name].__set__(job, value)
         job._count_pods()
@@ -172,7 +175,10 @@ class Job:
 
 
 # what Job._with copies: the slots of Job's fields and its key, set as plain slots do
-_COPIED = tuple(getattr(Job, name) for name in (*(f.name for f in fields(Job) if f.init), "key"))
+_COPIED_NAMES = (*(f.name for f in fields(Job) if f.init), "key")
+_COPIED = tuple(getattr(Job, name) for name in _COPIED_NAMES)
+_COPIED_VALUES = attrgetter(*_COPIED_NAMES)
+_SET_SLOT = MemberDescriptorType.__set__  # a slot's own setter: a frozen dataclass refuses
 _SLOTS = {f.name: getattr(Job, f.name) for f in fields(Job)}  # by name, for what _with changes
 _POD_INDEX = attrgetter("index")  # a pod's ordinal, the order of a job's placement
 
