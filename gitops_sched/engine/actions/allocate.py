@@ -38,11 +38,15 @@ def _allocate_free(session: Session) -> None:
     # the age of a queue at each position: the earliest submission of its work left
     ages = {name: _suffix_minima([j.submitted for j in jobs]) for name, jobs in queues.items()}
     positions = dict.fromkeys(queues, 0)
+    # each project's next job and its age there, as its entry was last worked out: serving
+    # another project's job changes none of its jobs
+    heads: dict[str, tuple[Job, float]] = {}
+    jobs = session.jobs
 
     def project_entry(name: str) -> tuple:
         position = positions[name]
-        job = session.jobs[queues[name][position].key]
-        return (session.queue_key(name, job, ages[name][position]), name)
+        job, age = heads[name] = (jobs[queues[name][position].key], ages[name][position])
+        return (session.queue_key(name, job, age), name)
 
     # two levels, as KAI's queue tree: departments by their totals with the next job of
     # their first project, and each department's projects; serving a job changes the
@@ -52,41 +56,39 @@ def _allocate_free(session: Session) -> None:
         inside.setdefault(session.department_of(name), []).append(project_entry(name))
 
     def department_entry(department: str) -> tuple:
-        _, name = inside[department][0]
-        position = positions[name]
-        job = session.jobs[queues[name][position].key]
-        return (session.department_key(department, job, ages[name][position]), department)
+        job, age = heads[inside[department][0][1]]
+        return (session.department_key(department, job, age), department)
 
     for entries in inside.values():
         heapq.heapify(entries)
     heap = [department_entry(department) for department in inside]
     heapq.heapify(heap)
     no_room: dict[tuple, str] = {}  # shape -> why it found none
+    serve = _allocate_job if session.pools is None else _allocate_in_pools
+    reasons, heappop, heappush = session.pending_reasons, heapq.heappop, heapq.heappush
     while heap:
-        _, department = heapq.heappop(heap)
-        _, name = heapq.heappop(inside[department])
-        position = positions[name]
-        job = session.jobs[queues[name][position].key]
-        if session.pools is None:
-            placed, reason = _allocate_job(session, job, no_room)
-        else:
-            placed, reason = _allocate_in_pools(session, job, no_room)
+        _, department = heappop(heap)
+        projects = inside[department]
+        _, name = heappop(projects)
+        job = heads[name][0]
+        placed, reason = serve(session, job, no_room)
         if reason is not None:
-            session.pending_reasons[job.key] = gang_reason(job, reason)
-        elif session.jobs[job.key].missing == 0:
-            session.pending_reasons.pop(job.key, None)
-        if placed and session.jobs[job.key].missing > 0:
+            reasons[job.key] = gang_reason(job, reason)
+        position = positions[name]
+        if placed and (job := jobs[job.key]).missing > 0:
             # its next elastic pod queues again: behind the project's ratio, and behind the
             # project's jobs that now come first in job order
-            _requeue(queues[name], position, session.jobs[job.key])
+            _requeue(queues[name], position, job)
             ages[name][position:] = _suffix_minima([j.submitted for j in queues[name][position:]])
         else:
+            if reason is None and jobs[job.key].missing == 0:
+                reasons.pop(job.key, None)
             position += 1
-        positions[name] = position
+            positions[name] = position
         if position < len(queues[name]):
-            heapq.heappush(inside[department], project_entry(name))
-        if inside[department]:
-            heapq.heappush(heap, department_entry(department))
+            heappush(projects, project_entry(name))
+        if projects:
+            heappush(heap, department_entry(department))
 
 
 def _allocate_job(session: Session, job: Job, no_room: dict[tuple, str]) -> tuple[bool, str | None]:
