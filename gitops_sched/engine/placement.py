@@ -51,17 +51,18 @@ def place(session: Session, job: Job, count: int | None = None) -> bool:
     return False
 
 
-def surely_no_room(session: Session, job: Job) -> bool:
+def surely_no_room(session: Session, job: Job, count: int | None = None) -> bool:
     """Whether `place` would surely fail for want of free GPUs: pods of whole GPUs and
-    fewer allowed nodes' worth of room for them than the job's next pods (each pod takes
-    its GPUs on one node, so a node with `free` GPUs holds `free // count` of them; a cheap
-    test, to skip a try that cannot succeed; False says nothing). Pods of no GPU still
-    need one allowed node with a free GPU, as one pod does."""
+    fewer allowed nodes' worth of room for them than `count` pods (default: the job's
+    next pods, as `place` starts). Each pod takes its GPUs on one node, so a node with
+    `free` GPUs holds `free // count` of them: a cheap test, to skip a try that cannot
+    succeed; False says nothing. Pods of no GPU still need one allowed node with a free
+    GPU, as one pod does."""
     request = job.request
     if request.kind is not RequestKind.WHOLE:
         return False
     need = max(request.count, 1)
-    wanted = job.next_pods if request.count > 0 else 1
+    wanted = (job.next_pods if count is None else count) if request.count > 0 else 1
     free_index = session.usage.free_index
     room = sum(  # a list, not a generator: a generator's every step is a call
         [

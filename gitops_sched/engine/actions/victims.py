@@ -283,13 +283,19 @@ def _take_back(
     with session.statement() as keep:
         current = session.jobs[victim.job]
         if (
-            (restore(session, victim) or (anywhere and place(session, current, len(victim.pods))))
+            (restore(session, victim) or (anywhere and _move(session, current, len(victim.pods))))
             and fits_quota(session, session.jobs[victim.job])
             and accept()
         ):
             keep()
             return True
     return False
+
+
+def _move(session: Session, job: Job, count: int) -> bool:
+    """Place `count` pods of the job wherever they fit: most victims that could not stay
+    have surely no room elsewhere either (the cluster is full), told without a try."""
+    return not surely_no_room(session, job, count) and place(session, job, count)
 
 
 def restore(session: Session, victim: Taken) -> bool:
