@@ -54,10 +54,10 @@ def place(session: Session, job: Job, count: int | None = None) -> bool:
 def surely_no_room(session: Session, job: Job, count: int | None = None) -> bool:
     """Whether `place` would surely fail for want of free GPUs: pods of whole GPUs and
     fewer allowed nodes' worth of room for them than `count` pods (default: the job's
-    next pods, as `place` starts). Each pod takes its GPUs on one node, so a node with
-    `free` GPUs holds `free // count` of them: a cheap test, to skip a try that cannot
-    succeed; False says nothing. Pods of no GPU still need one allowed node with a free
-    GPU, as one pod does."""
+    next pods, as `place` starts). Each pod takes its `need` GPUs on one node, so a node
+    with `free` GPUs holds `free // need` of them: a cheap test, to skip a try that
+    cannot succeed; False says nothing. Pods of no GPU still need one allowed node with
+    a free GPU, as one pod does."""
     request = job.request
     if request.kind is not RequestKind.WHOLE:
         return False
