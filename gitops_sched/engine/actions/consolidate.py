@@ -115,6 +115,8 @@ class _Plans:
         self.by_request: dict[tuple, list[Plan]] = {}  # (node groups, request) -> plans
         self.node_plans: dict[tuple[str, int], Plan | None] = {}  # (node, GPUs) -> plan
         self.node_moves: dict[str, _NodeMoves] = {}  # node -> its movable whole-GPU jobs
+        # shared GPU -> the jobs that may move off it, in victim order (see _gpu_movable)
+        self.gpu_moves: dict[tuple[str, int], list[Job]] = {}
         self.ranks = _VictimRanks(session)
         self.rooms: dict[tuple[str, ...], float] = {}  # node groups -> room_in_total there
 
@@ -208,10 +210,10 @@ def _plans(
     return sorted(plans, key=attrgetter("key"))
 
 
-def _movable(session: Session, holder: str, job: Job) -> Job | None:
+def _movable(session: Session, holder: str) -> Job | None:
     """The running preemptible non-MIG job holding GPUs under `holder`, if any."""
     held = session.jobs.get(holder)
-    if held is None or held.key == job.key or not held.preemptible or not held.running:
+    if held is None or not held.preemptible or not held.running:
         return None
     return None if held.request.kind is RequestKind.MIG else held
 
@@ -255,7 +257,7 @@ class _NodeMoves:
             self.holding[gpu.index] = len(names)
             for name in names:
                 if name not in movable:
-                    held = _movable(session, name, job)
+                    held = _movable(session, name) if name != job.key else None
                     leaves = held and _may_leave(session, held, use, use.free_whole, cache)
                     movable[name] = held if leaves else None
                 holders.setdefault(name, []).append(gpu.index)
@@ -298,13 +300,9 @@ def _gpu_plan(session: Session, job: Job, use: NodeUse, gpu: GpuUse, cache: _Pla
         share = job.request.memory_mib / gpu.memory_mib if gpu.memory_mib else 2.0
     if share > 1 + GPU_EPSILON:
         return None
-    candidates = [
-        m
-        for n in gpu.shares
-        if (m := _movable(session, n, job)) and _may_leave(session, m, use, 1.0 - gpu.used, cache)
-    ]
-    ranks = cache.ranks
-    candidates.sort(key=ranks.of)
+    candidates = _gpu_movable(session, use, gpu, cache)
+    if job.running:  # its own share never moves
+        candidates = [m for m in candidates if m.key != job.key]
     room = 1.0 - gpu.used
     moves: list[Job] = []
     for candidate in candidates:
@@ -315,4 +313,22 @@ def _gpu_plan(session: Session, job: Job, use: NodeUse, gpu: GpuUse, cache: _Pla
     if not moves or room < share - GPU_EPSILON:
         return None
     gpus = sum([gpu.shares[m.key] for m in moves])
-    return _plan(moves, gpus, ranks, use.name, gpu.index)
+    return _plan(moves, gpus, cache.ranks, use.name, gpu.index)
+
+
+def _gpu_movable(session: Session, use: NodeUse, gpu: GpuUse, cache: _Plans) -> list[Job]:
+    """The jobs sharing the GPU that may move off it (_movable, _may_leave), in victim
+    order: worked out once per GPU while nothing moves, for jobs of any share (a job's
+    own share is left out by the caller)."""
+    key = (use.name, gpu.index)
+    found = cache.gpu_moves.get(key)
+    if found is None:
+        here = 1.0 - gpu.used
+        found = [
+            m
+            for n in gpu.shares
+            if (m := _movable(session, n)) and _may_leave(session, m, use, here, cache)
+        ]
+        found.sort(key=cache.ranks.of)
+        cache.gpu_moves[key] = found
+    return found
