@@ -123,9 +123,11 @@ class Job:
     def _count_pods(self) -> None:
         running = len(self.placement)
         missing = self.pods - running
-        object.__setattr__(self, "running", running > 0)
-        object.__setattr__(self, "missing", missing)
-        object.__setattr__(self, "next_pods", min(missing, max(self.min_available - running, 1)))
+        # the slots' own setters: a frozen dataclass refuses plain assignment, and
+        # object.__setattr__ looks the name up first
+        _SET_RUNNING(self, running > 0)
+        _SET_MISSING(self, missing)
+        _SET_NEXT_PODS(self, min(missing, max(self.min_available - running, 1)))
 
     @property
     def short(self) -> bool:
@@ -181,6 +183,9 @@ _COPIED_VALUES = attrgetter(*_COPIED_NAMES)
 _SET_SLOT = MemberDescriptorType.__set__  # a slot's own setter: a frozen dataclass refuses
 _SLOTS = {f.name: getattr(Job, f.name) for f in fields(Job)}  # by name, for what _with changes
 _POD_INDEX = attrgetter("index")  # a pod's ordinal, the order of a job's placement
+_SET_RUNNING = _SLOTS["running"].__set__
+_SET_MISSING = _SLOTS["missing"].__set__
+_SET_NEXT_PODS = _SLOTS["next_pods"].__set__
 
 
 @dataclass(frozen=True, slots=True)
