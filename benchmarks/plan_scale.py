@@ -18,6 +18,10 @@ must show no eviction, no start and no allocation change (``evicted``, ``started
   and simulated (the repo's workloads settled under the base, then the head applied),
   objects diffed — and its Markdown and JSON written in memory;
 * ``ratio_plan_over_validate``: the figure the goal is stated in (<= 6).
+* ``engine_cycles``, ``engine_cpu_s``: the engine cycles the last plan's settles ran (base,
+  then head, each until a cycle changes nothing) and their CPU seconds: a change to the
+  engine's rules may add cycles (a reclaim that cascades over more cycles) at the same cost
+  each, or cost more per cycle, and only these tell the two apart.
 
 Each timed run starts from a collected heap (``gc.collect()``, not timed), so that no run
 pays for the collector's walk over what the run before left, validate and plan alike.
@@ -39,7 +43,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from compile_scale import generate, write_repo
 
+from gitops_sched.engine import apply as engine_apply
 from gitops_sched.plan.build import make_plan
 from gitops_sched.plan.jsonout import to_json
 from gitops_sched.plan.markdown import render
@@ -116,6 +122,27 @@ def best(repeat: int, fn: Callable[[], Any]) -> tuple[float, Any]:
     return min(times), result
 
 
+@contextmanager
+def engine_cycles() -> Iterator[list[float]]:
+    """The CPU seconds of each engine cycle the settles run meanwhile, in a list the caller
+    may clear: how many cycles a plan's settles take and what each costs, the two things a
+    change to the engine's rules moves apart (more cycles, or dearer ones)."""
+    cycles: list[float] = []
+    schedule = engine_apply.schedule
+
+    def counted(snapshot: Any) -> Any:
+        start = time.process_time()
+        decisions = schedule(snapshot)
+        cycles.append(time.process_time() - start)
+        return decisions
+
+    engine_apply.schedule = counted  # what settle calls, looked up at each call
+    try:
+        yield cycles
+    finally:
+        engine_apply.schedule = schedule
+
+
 def profile(fn: Callable[[], Any], file: str) -> dict[str, Any]:
     """One run of `fn` under cProfile, its stats written to `file`; the settles' share."""
     profiler = cProfile.Profile()
@@ -171,7 +198,13 @@ def main(argv: list[str] | None = None) -> None:
             result = make_plan(Path("cfg"), "HEAD")
             return result, render(result), json.dumps(to_json(result))
 
-        plan_s, (result, _, _) = best(args.repeat, plan)
+        with engine_cycles() as cycles:
+
+            def counted_plan() -> Any:
+                cycles.clear()  # the last run's alone
+                return plan()
+
+            plan_s, (result, _, _) = best(args.repeat, counted_plan)
         data = to_json(result)
         moves = data["fairness"]["workloads"]
         profiled = profile(plan, args.profile) if args.profile else {}
@@ -190,6 +223,8 @@ def main(argv: list[str] | None = None) -> None:
             "validate_s": round(validate_s, 3),
             "plan_s": round(plan_s, 3),
             "ratio_plan_over_validate": round(plan_s / validate_s, 2),
+            "engine_cycles": len(cycles),
+            "engine_cpu_s": round(sum(cycles), 3),
             "goal": "ratio <= 6",
             "repeat": args.repeat,
             **profiled,
