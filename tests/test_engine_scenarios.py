@@ -173,6 +173,33 @@ def test_consolidation_moves_only_the_gang_pod_on_the_node_it_frees():
     ]
 
 
+def test_consolidation_moves_what_can_leave_not_what_only_shares_room_would_take():
+    # a-0 is full and "want" may use only group g0. "newer", first in victim order, may run
+    # only in g0 too, whose one room is what two half-GPU shares leave on a-1: no whole GPU,
+    # so it has nowhere to go. "older" may also run on b-0's free GPU. Counting the shares'
+    # room as a place for "newer" made a-0's plan move it, fail, and hide the plan that
+    # moves "older" instead.
+    cluster = nodes("a", 2, gpus=2, group="g0") + nodes("b", 1, gpus=1, group="g1")
+    older = job("older", "p", 1, node_groups=("g0", "g1"))
+    newer = job("newer", "p", 1, node_groups=("g0",))
+    shares = [
+        replace(job(f"share-{gpu}", "p", 0.5, type="inference"), placement=(_share("a-1", gpu),))
+        for gpu in (0, 1)
+    ]
+    work = [
+        replace(older, placement=(_pod("a-0", 0),), started_at=0.0),
+        replace(newer, placement=(_pod("a-0", 1),), started_at=1.0),
+        *shares,
+        job("want", "p", 1, node_groups=("g0",)),
+    ]
+    decisions = schedule(snapshot(policy(project("p", 8), consolidation=True), cluster, work))
+    assert [(e.job, e.reason) for e in decisions.evictions] == [("older", EvictReason.CONSOLIDATE)]
+    assert sorted((b.job, b.pods) for b in decisions.binds) == [
+        ("older", (_pod("b-0", 0),)),
+        ("want", (_pod("a-0", 0),)),
+    ]
+
+
 def test_mig_request_creates_an_instance_and_a_later_one_reuses_it():
     pol = policy(project("p", 8))
     cluster = nodes("a100", 1, gpus=1, model="A100-SXM4-80GB", memory_mib=81920, mig=True)
@@ -307,6 +334,10 @@ def test_interactive_is_stopped_after_the_time_limit():
 
 def _pod(node, *gpus):
     return PodPlacement(node, tuple(gpus))
+
+
+def _share(node, gpu, fraction=0.5):
+    return PodPlacement(node, (gpu,), fraction=fraction)
 
 
 def test_reclaim_threshold_tolerates_small_imbalance():

@@ -118,7 +118,8 @@ class _Plans:
         # shared GPU -> the jobs that may move off it, in victim order (see _gpu_movable)
         self.gpu_moves: dict[tuple[str, int], list[Job]] = {}
         self.ranks = _VictimRanks(session)
-        self.rooms: dict[tuple[str, ...], float] = {}  # node groups -> room_in_total there
+        # (node groups, whole GPUs, one pod's need) -> where such a pod finds room (_spots)
+        self.spots: dict[tuple[tuple[str, ...], bool, float], list[tuple[str, int]]] = {}
 
 
 def pod_need(session: Session, job: Job) -> float:
@@ -218,18 +219,56 @@ def _movable(session: Session, holder: str) -> Job | None:
     return None if held.request.kind is RequestKind.MIG else held
 
 
-def _may_leave(session: Session, held: Job, use: NodeUse, here: float, cache: _Plans) -> bool:
-    """Whether one pod of the job could run elsewhere than where the plan makes room on
-    `use` (`here`: the free room there), by the room left in its node groups. One that
-    could not is no move: it would have to come back to the GPUs the plan makes room on,
-    so a plan that counts on moving it fails (and hides the plan of the same node, or
-    GPU, that moves work with somewhere to go)."""
-    room = cache.rooms.get(held.node_groups)
-    if room is None:
-        room = cache.rooms[held.node_groups] = room_in_total(session, held)
-    if use.node.node_group in session.groups_of(held):
-        room -= here
-    return room >= pod_need(session, held) - GPU_EPSILON
+def _may_leave(
+    session: Session, held: Job, use: NodeUse, gpu: int, whole: bool, cache: _Plans
+) -> bool:
+    """Whether one pod of the job, on GPU `gpu` of the node `use`, could run elsewhere
+    than where the plan makes room: off that GPU, and off the node's free GPUs for a plan
+    of whole GPUs (`whole`), which takes them with those it frees. A share may go to
+    another shared GPU of the node; a pod of whole GPUs, in such a plan only, goes off the
+    node. One that could not is no move: it would have to come back to the GPUs the plan
+    makes room on, so a plan that counts on moving it fails (and hides the plan of the same
+    node, or GPU, that moves work with somewhere to go)."""
+    node = use.name
+    return any(
+        name != node or (index != gpu and (index != -1 or not whole))
+        for name, index in _spots(session, held, cache)
+    )
+
+
+def _spots(session: Session, held: Job, cache: _Plans) -> list[tuple[str, int]]:
+    """Where one pod of the job would find room now, in its node groups, as (node, GPU):
+    for whole GPUs a node with as many free (GPU -1: any of them); for a share a free GPU
+    (likewise) or a shared GPU with room for its share on the largest GPU it may use (no
+    GPU gives it less). Only up to the first two nodes: _may_leave leaves out at most one
+    node, so two are enough to tell. Worked out once per node groups and need while nothing
+    moves."""
+    whole = held.request.kind is RequestKind.WHOLE
+    need = float(max(held.request.count, 1)) if whole else pod_need(session, held)
+    key = (held.node_groups, whole, need)
+    found = cache.spots.get(key)
+    if found is None:
+        found = []
+        nodes: set[str] = set()
+        usage = session.usage
+        least = need if whole else 1.0  # free GPUs a node needs for the pod
+        for group in session.groups_of(held):
+            for free, bucket in usage.free_index[group].items():
+                for node in bucket if free >= least - GPU_EPSILON else ():
+                    if len(nodes) >= 2:
+                        break
+                    found.append((node, -1))
+                    nodes.add(node)
+            # shared GPUs, least used last: those with room for the share are at the end
+            for minus_used, node, index in () if whole else reversed(usage.shared.get(group, ())):
+                if len(nodes) >= 2 or 1.0 + minus_used < need - GPU_EPSILON:
+                    break
+                found.append((node, index))
+                nodes.add(node)
+            if len(nodes) >= 2:
+                break
+        cache.spots[key] = found
+    return found
 
 
 def _plan(
@@ -258,7 +297,7 @@ class _NodeMoves:
             for name in names:
                 if name not in movable:
                     held = _movable(session, name) if name != job.key else None
-                    leaves = held and _may_leave(session, held, use, use.free_whole, cache)
+                    leaves = held and _may_leave(session, held, use, gpu.index, True, cache)
                     movable[name] = held if leaves else None
                 holders.setdefault(name, []).append(gpu.index)
             if not all([movable[name] for name in names]):  # a list: no call a step
@@ -323,11 +362,10 @@ def _gpu_movable(session: Session, use: NodeUse, gpu: GpuUse, cache: _Plans) -> 
     key = (use.name, gpu.index)
     found = cache.gpu_moves.get(key)
     if found is None:
-        here = 1.0 - gpu.used
         found = [
             m
             for n in gpu.shares
-            if (m := _movable(session, n)) and _may_leave(session, m, use, here, cache)
+            if (m := _movable(session, n)) and _may_leave(session, m, use, gpu.index, False, cache)
         ]
         found.sort(key=cache.ranks.of)
         cache.gpu_moves[key] = found
