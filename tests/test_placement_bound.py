@@ -1,5 +1,6 @@
 """surely_no_room is a true bound: when it says a job's next pods cannot fit, `place`
-fails too (a try it skips could never have succeeded, so skipping changes no decision)."""
+fails too (a try it skips could never have succeeded, so skipping changes no decision),
+for pods of whole GPUs and for shares (fractions, `gpuMemory`) alike."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from tests.strategies import snapshots
 
 
 @settings(max_examples=examples(200), deadline=None)
-@given(snapshots(kinds=(RequestKind.WHOLE,)))
+@given(snapshots(kinds=(RequestKind.WHOLE, RequestKind.FRACTION, RequestKind.MEMORY)))
 def test_surely_no_room_never_skips_a_placement_that_fits(snapshot: Snapshot) -> None:
     session = Session(snapshot)
     for job in snapshot.jobs:

@@ -57,8 +57,11 @@ def surely_no_room(session: Session, job: Job, count: int | None = None) -> bool
     next pods, as `place` starts). Each pod takes its `need` GPUs on one node, so a node
     with `free` GPUs holds `free // need` of them: a cheap test, to skip a try that
     cannot succeed; False says nothing. Pods of no GPU still need one allowed node with
-    a free GPU, as one pod does."""
+    a free GPU, as one pod does. Shares (fractions, `gpuMemory`) surely have no room when
+    no GPU of their node groups has room for one (_room_for_a_share)."""
     request = job.request
+    if request.kind in (RequestKind.FRACTION, RequestKind.MEMORY):
+        return not _room_for_a_share(session, job)
     if request.kind is not RequestKind.WHOLE:
         return False
     need = max(request.count, 1)
@@ -73,6 +76,19 @@ def surely_no_room(session: Session, job: Job, count: int | None = None) -> bool
         ]
     )
     return room < wanted
+
+
+def _room_for_a_share(session: Session, job: Job) -> bool:
+    """Whether a GPU of the job's node groups has room for one of its shares: a free one,
+    or a shared one with room for its share on the largest GPU it may use (none gives it
+    less). Shared GPUs are indexed fullest first, so the last has the most room."""
+    need = session.wanted_gpus(job, 1) - GPU_EPSILON
+    usage = session.usage
+    for group in session.groups_of(job):
+        shared = usage.shared.get(group)
+        if usage.free_total.get(group, 0) > 0 or (shared and 1.0 + shared[-1][0] >= need):
+            return True
+    return False
 
 
 def pods_that_fit(session: Session, job: Job, count: int) -> int:
