@@ -12,7 +12,7 @@ younger one's place and stop it in its stead.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
 from gitops_sched.engine.admission import fits_quota
@@ -243,11 +243,16 @@ def replace_together(
 
         order = InOrder(session, entry, range(len(waiting)))
         moving: list[Taken] | None = None  # once the job is placed: victims it displaced
+        left = set(range(1, len(waiting)))  # the victims not served yet
         for _ in waiting:
-            victim = waiting[order.pop()]
+            at = order.pop()
+            left.discard(at)
+            victim = waiting[at]
             if victim is None:
                 if not place_within(session, job, accept):
                     return False
+                if _stranded(session, [waiting[i] for i in sorted(left)]):
+                    return None
                 moving = []
             elif moving is not None:
                 if not _take_back(session, victim, accept, anywhere=False):
@@ -258,6 +263,18 @@ def replace_together(
             return None
         commit()
         return True
+
+
+def _stranded(session: Session, left: Iterable[Taken]) -> bool:
+    """Whether a move-only victim still to be served can neither run where it ran nor
+    anywhere else now: the job is placed, and what is served after it only takes room, so
+    it will not find a place later either (replace_together then fails, told early)."""
+    for victim in left:
+        if victim.move_only and surely_no_room(session, session.jobs[victim.job], len(victim.pods)):
+            with session.statement():  # never committed: only whether it could run there
+                if not restore(session, victim):
+                    return True
+    return False
 
 
 def _within(job: Job, victim: Taken | None) -> tuple:
