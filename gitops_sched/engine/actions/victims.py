@@ -251,7 +251,7 @@ def replace_together(
             if victim is None:
                 if not place_within(session, job, accept):
                     return False
-                if _stranded(session, [waiting[i] for i in sorted(left)]):
+                if _stranded(session, [taken[i - 1] for i in sorted(left)]):
                     return None
                 moving = []
             elif moving is not None:
