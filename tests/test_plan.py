@@ -478,6 +478,7 @@ def test_state_file_seeds_both_sides(config_repo: Path, tmp_path: Path) -> None:
 def test_full_demand_equals_the_engine_with_every_project_asking_for_everything(
     config_repo: Path,
 ) -> None:
+    from gitops_sched.bridge.build import nodes_from_repo, policy_from_repo
     from gitops_sched.plan.impact import full_demand_shares
     from gitops_sched.sim.run import simulate
     from gitops_sched.validate import check_repo
@@ -490,7 +491,7 @@ def test_full_demand_equals_the_engine_with_every_project_asking_for_everything(
     from dataclasses import replace
 
     result = simulate(replace(repo, workloads=greedy))
-    shares = full_demand_shares(repo)
+    shares = full_demand_shares(policy_from_repo(repo), nodes_from_repo(repo))
     assert {q.name: q.fair_share for q in result.projects} == {
         p.name: shares[p.name] for p in repo.projects
     }

@@ -36,7 +36,15 @@ from gitops_sched.contract.labels import API_VERSION
 from gitops_sched.engine.fairshare import fair_shares, nodes_capacity
 from gitops_sched.engine.requests import placed_pod_gpus
 from gitops_sched.engine.session import Session
-from gitops_sched.engine.types import GpuRequest, Job, Node, QueueStatus, RequestKind, Snapshot
+from gitops_sched.engine.types import (
+    GpuRequest,
+    Job,
+    Node,
+    Policy,
+    QueueStatus,
+    RequestKind,
+    Snapshot,
+)
 from gitops_sched.hardware.gpus import gpus_text, rounded_gpus
 from gitops_sched.sim.events import Placed, Simulation, parse_simulation, repo_workloads
 from gitops_sched.sim.run import SimulationResult, WorkloadState, simulate
@@ -98,23 +106,23 @@ def _num(value: float | None) -> float | None:
     return None if value is None else rounded_gpus(value)
 
 
-def full_demand_shares(repo: Repo) -> dict[str, float]:
-    """Fair share of every department and project when each project asks for everything."""
-    policy = policy_from_repo(repo)
-    capacity = nodes_capacity(nodes_from_repo(repo))
+def full_demand_shares(policy: Policy, nodes: tuple[Node, ...]) -> dict[str, float]:
+    """Fair share of every department and project when each project asks for everything
+    (`policy` and `nodes`: a repo's, as bridge.build gives them)."""
+    capacity = nodes_capacity(nodes)
     demand = {p.name: capacity for p in policy.projects}
     return fair_shares(capacity, policy.departments, policy.projects, demand)
 
 
-def full_demand_pools(repo: Repo) -> dict[str, tuple[QueueStatus, ...]]:
+def full_demand_pools(
+    policy: Policy, nodes: tuple[Node, ...]
+) -> dict[str, tuple[QueueStatus, ...]]:
     """Each project with per-node-group quotas: its deserved quota and fair share per
     node group (QueueStatus, `allocated` 0) when every project asks for everything, in
     every group: the engine's session (engine.pools) with one pending job per project and
     group asking for the whole group. Empty where no project has per-group quotas."""
-    policy = policy_from_repo(repo)
     if not any(p.pool_quotas for p in policy.projects):
         return {}
-    nodes = nodes_from_repo(repo)
     sizes: dict[str, int] = {}
     for node in nodes:
         if node.schedulable:
@@ -142,8 +150,14 @@ def full_demand_pools(repo: Repo) -> dict[str, tuple[QueueStatus, ...]]:
 
 
 def full_demand(base: Repo, head: Repo) -> Scenario:
-    before, after = full_demand_shares(base), full_demand_shares(head)
-    pools_before, pools_after = full_demand_pools(base), full_demand_pools(head)
+    # each side's engine input, built once for both figures
+    (policy_before, nodes_before), (policy_after, nodes_after) = [
+        (policy_from_repo(repo), nodes_from_repo(repo)) for repo in (base, head)
+    ]
+    before = full_demand_shares(policy_before, nodes_before)
+    after = full_demand_shares(policy_after, nodes_after)
+    pools_before = full_demand_pools(policy_before, nodes_before)
+    pools_after = full_demand_pools(policy_after, nodes_after)
     rows = []
     for name in sorted({p.name for p in base.projects} | {p.name for p in head.projects}):
         old, new = base.project(name), head.project(name)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
 from gitops_sched.config.model import Repo
@@ -121,8 +121,10 @@ def _node_group_use(scenario: Scenario) -> dict[str, float]:
 
 def _gang_caps(snapshot: Snapshot) -> dict[tuple[str, str], tuple[float, float, str]]:
     """(workload, quota rule) -> (GPUs its gang needs, the cap, the queue) for every
-    quota rule of the engine a workload's gang does not fit in, however idle the cluster."""
-    session = Session(snapshot)
+    quota rule of the engine a workload's gang does not fit in, however idle the cluster.
+    The caps are the policy's and a gang's GPUs the nodes': a session with no work running
+    gives the same, without counting the snapshot's ten thousand jobs in."""
+    session = Session(replace(snapshot, jobs=()))
     found = {}
     for job in snapshot.jobs:
         if job.project not in session.projects:
