@@ -165,7 +165,7 @@ def profile(fn: Callable[[], Any], file: str) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--departments", type=int, default=50)
@@ -182,21 +182,34 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.profile:
         args.profile = os.path.abspath(args.profile)  # the run changes directory
+    return args
+
+
+def set_up(args: argparse.Namespace, root: Path) -> str:
+    """The generated repo committed to a Git repo at `root` (in `cfg`), the change made in
+    the working tree; what it changed."""
+    files = generate(args)
+    write_repo(files, root / "cfg")
+    git(root, "init", "-q")
+    git(root, "add", "cfg")
+    git(root, "commit", "-q", "-m", "base")
+    return change(files, root / "cfg", args.change)
+
+
+def plan() -> Any:
+    """One plan of the change in the current directory's `cfg`, with its Markdown and JSON."""
+    result = make_plan(Path("cfg"), "HEAD")
+    return result, render(result), json.dumps(to_json(result))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="plan-scale-") as tmp:
         root = Path(tmp)
-        files = generate(args)
-        write_repo(files, root / "cfg")
-        git(root, "init", "-q")
-        git(root, "add", "cfg")
-        git(root, "commit", "-q", "-m", "base")
-        changed = change(files, root / "cfg", args.change)
+        changed = set_up(args, root)
         os.chdir(root)
         validate_s, (repo, _) = best(args.repeat, lambda: check_repo(Path("cfg")))
         assert repo is not None, "the changed repo must validate"
-
-        def plan() -> Any:
-            result = make_plan(Path("cfg"), "HEAD")
-            return result, render(result), json.dumps(to_json(result))
 
         with engine_cycles() as cycles:
 
