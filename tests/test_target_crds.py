@@ -17,7 +17,7 @@ import pytest
 from gitops_sched.compiler.targets import render_target
 from gitops_sched.validate import check_repo
 from testkit.control_plane.cluster import ControlPlane
-from testkit.control_plane.install import apply_rendered, kubectl
+from testkit.control_plane.install import apply_rendered, kubectl, wait_established
 from testkit.target_crds import crds_or_skip, kinds, schema_errors
 
 CLUSTERS = Path(__file__).resolve().parent.parent / "examples" / "clusters"
@@ -64,8 +64,7 @@ def test_the_render_applies_to_a_real_control_plane_with_the_targets_crds(
     # the CRDs of the kinds rendered (Kueue's Workload CRD alone is 1.5 MB of schema)
     crds = [c for c in crds_or_skip(target) if c["spec"]["names"]["kind"] in used]
     apply_rendered(real_cluster, crds)
-    names = [f"crd/{c['metadata']['name']}" for c in crds]
-    kubectl(real_cluster, "wait", "--for=condition=established", "--timeout=60s", *names)
+    wait_established(real_cluster, crds)
     for example in EXAMPLES:
         objects = rendered(example, target)
         apply_rendered(real_cluster, [o for o in objects if o["kind"] not in WORKLOADS])

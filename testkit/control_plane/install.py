@@ -14,6 +14,7 @@ import copy
 import functools
 import io
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,26 @@ def kubectl(plane: ControlPlane, *args: str, stdin: str | None = None) -> str:
     if done.returncode != 0:
         raise AssertionError(f"kubectl {' '.join(args)}: {done.stderr}")
     return done.stdout
+
+
+def wait_established(plane: ControlPlane, crds: list[dict], timeout: float = 60.0) -> None:
+    """Wait until the API server serves every CRD of `crds` (condition Established).
+
+    `kubectl wait --for=condition=...` gives up at once, instead of waiting, on an object
+    with no `status.conditions` yet ("accessor error: <nil>"): a CRD just created is such an
+    object until the apiextensions controller first writes its status, which on a loaded
+    machine can come after kubectl's first look. That answer is asked again."""
+    names = [f"crd/{c['metadata']['name']}" for c in crds]
+    deadline = time.monotonic() + timeout
+    while True:
+        left = max(1, int(deadline - time.monotonic()))
+        try:
+            kubectl(plane, "wait", "--for=condition=established", f"--timeout={left}s", *names)
+            return
+        except AssertionError as exc:
+            if "accessor error" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
 
 
 def kustomization(folder: str) -> list[dict]:

@@ -38,7 +38,7 @@ from kubernetes import client
 
 from gitops_sched.cluster import ClusterClient
 from testkit.control_plane.cluster import ControlPlane, StartFailed, die_with_parent, end, free_port
-from testkit.control_plane.install import apply_rendered, kubectl
+from testkit.control_plane.install import apply_rendered, kubectl, wait_established
 from testkit.control_plane.waiting import wait
 
 SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "kueue.sh"
@@ -145,8 +145,7 @@ class Kueue:
             *_webhook_configurations(webhooks / "manifests.yaml", service),
         ]
         apply_rendered(self.plane, objects)
-        names = [f"crd/{c['metadata']['name']}" for c in crds]
-        kubectl(self.plane, "wait", "--for=condition=established", "--timeout=60s", *names)
+        wait_established(self.plane, crds)
 
     def _configuration(self) -> dict[str, Any]:
         return {
