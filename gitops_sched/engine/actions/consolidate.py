@@ -254,11 +254,10 @@ def _spots(session: Session, held: Job, cache: _Plans) -> list[tuple[str, int]]:
         least = need if whole else 1.0  # free GPUs a node needs for the pod
         for group in session.groups_of(held):
             for free, bucket in usage.free_index[group].items():
-                for node in bucket if free >= least - GPU_EPSILON else ():
-                    if len(nodes) >= 2:
-                        break
-                    found.append((node, -1))
-                    nodes.add(node)
+                if free >= least - GPU_EPSILON:
+                    for node in bucket[: max(2 - len(nodes), 0)]:  # a node is in one bucket
+                        found.append((node, -1))
+                        nodes.add(node)
             # shared GPUs, least used last: those with room for the share are at the end
             for minus_used, node, index in () if whole else reversed(usage.shared.get(group, ())):
                 if len(nodes) >= 2 or 1.0 + minus_used < need - GPU_EPSILON:
