@@ -122,8 +122,13 @@ def _domains(session: Session, job: Job, count: int) -> list[str | None]:
 def _place_pods(
     session: Session, job: Job, count: int, domain: str | None, limit: float
 ) -> tuple[PodPlacement, ...] | None:
-    """Place `count` pods, each holding at most `limit` GPUs of quota. The last pod holds
-    its quota but not its GPUs: nothing is placed after it."""
+    """Place `count` pods, each holding at most `limit` GPUs of quota. In a gang each pod
+    holds its GPUs and quota while the next are placed, the last its quota only (nothing
+    is placed after it; the gang's quota is counted in whole sums, in one order, whatever
+    its size). A lone pod, most placements, holds nothing: nothing is placed after it."""
+    if count == 1:
+        pod = _place_pod(session, job, domain, limit)
+        return None if pod is None else (pod,)
     pods: list[PodPlacement] = []
     for number in range(1, count + 1):
         pod = _place_pod(session, job, domain, limit)

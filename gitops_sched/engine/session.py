@@ -200,6 +200,9 @@ class Session:
         )
         # queue -> _facts, asked for by every order key
         self._queue_facts: Memo[str, Facts] = Memo(self._facts)
+        # (queue, gain) -> (its allocation then, _serve_level): allocate asks again and again
+        # about a queue whose allocation has not moved, with the same gain (its jobs alike)
+        self._levels: dict[tuple[str, float], tuple[float, tuple]] = {}
         if any(p.pool_quotas for p in policy.projects):
             self.pools = Pools(self, counted)
 
@@ -267,38 +270,38 @@ class Session:
         KAI puts queues over their fair share last only when over in every resource; the
         engine schedules GPUs alone (a queue's CPU and memory are 0 of a 0 share, never
         over), so that check never separates queues and rank comes first."""
-        deserved, rank, age, allocatable = self._queue_facts[queue]
         now = self.allocated.get(queue, 0.0)
+        known = self._levels.get((queue, gain))
+        if known is not None and known[0] == now:
+            return known[1]
+        deserved, rank, age, allocatable = self._queue_facts[queue]
         over = now + gain > deserved + GPU_EPSILON
-        return (over, -rank, *share_items(now, gain, allocatable), allocatable, age)
+        level = (over, -rank, *share_items(now, gain, allocatable), allocatable, age)
+        self._levels[(queue, gain)] = (now, level)
+        return level
 
-    def queue_key(self, name: str, job: Job | None = None, age: float = 0.0) -> tuple:
-        """A project's place among the projects of its department in allocation order
-        (see _serve_level), with `job` its next job; then `age` (the earliest submission of
-        its pending work); then the name."""
-        gain = self.wanted_gpus(job) if job is not None else 0.0
-        return (*self._serve_level(name, gain), age, name)
-
-    def department_key(self, name: str, job: Job | None = None, age: float = 0.0) -> tuple:
-        """A department's place in allocation order, judged by its own totals with `job`,
-        the next job of its first project (KAI orders the queue tree level by level, each
-        queue by the best job under it)."""
-        gain = self.wanted_gpus(job) if job is not None else 0.0
-        return (*self._serve_level(name, gain), age, name)
+    def serve_key(self, queue: str, gain: float = 0.0, age: float = 0.0) -> tuple:
+        """A project's place among the projects of its department in allocation order, or
+        a department's among the departments, `gain` the GPUs of its next job (of its first
+        project, for a department: KAI orders the queue tree level by level, each queue
+        by the best job under it): _serve_level, then `age` (the earliest submission of
+        its pending work), then the name."""
+        return (*self._serve_level(queue, gain), age, queue)
 
     def serve_order(self, queues: dict[str, list[Job]]) -> list[str]:
         """Projects with pending work (in queue order, see pending_by_project), in the
-        order they are served: departments by department_key with the next job of their
-        first project, then projects inside each by queue_key of their first job."""
+        order they are served: departments by serve_key with the next job of their first
+        project, then projects inside each by serve_key with their first job."""
+        wanted = self.wanted_gpus
         keys = {
-            name: self.queue_key(name, jobs[0], min([j.submitted for j in jobs]))
+            name: self.serve_key(name, wanted(jobs[0]), min([j.submitted for j in jobs]))
             for name, jobs in queues.items()
         }
         first: dict[str, str] = {}  # department -> its first project
         for name in sorted(queues, key=keys.__getitem__):
             first.setdefault(self.department_of(name), name)
         departments = {
-            department: self.department_key(department, queues[name][0], keys[name][-2])
+            department: self.serve_key(department, wanted(queues[name][0]), keys[name][-2])
             for department, name in first.items()
         }
         return sorted(queues, key=lambda n: (departments[self.department_of(n)], keys[n]))

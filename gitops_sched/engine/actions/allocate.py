@@ -1,7 +1,7 @@
 """Allocate: place pending work on free GPUs, the queue furthest below its fair share first.
 
 Work is served one job at a time in KAI's queue order, level by level: first the
-department (Session.department_key), then the project inside it (Session.queue_key), each
+department, then the project inside it (Session.serve_key), each
 judged by its own totals with the job: those still within their deserved quota with it,
 higher over-quota rank, then the lowest (allocated + job) / max(deserved, fair share),
 the smaller allocatable share, the older queue, the oldest pending work, the name -- so free
@@ -38,15 +38,19 @@ def _allocate_free(session: Session) -> None:
     # the age of a queue at each position: the earliest submission of its work left
     ages = {name: _suffix_minima([j.submitted for j in jobs]) for name, jobs in queues.items()}
     positions = dict.fromkeys(queues, 0)
-    # each project's next job and its age there, as its entry was last worked out: serving
-    # another project's job changes none of its jobs
-    heads: dict[str, tuple[Job, float]] = {}
-    jobs = session.jobs
+    # each project's next job, its age there and the GPUs it adds, as its entry was last
+    # worked out: serving another project's job changes none of its jobs
+    heads: dict[str, tuple[Job, float, float]] = {}
+    jobs, serve_key, wanted = session.jobs, session.serve_key, session.wanted_gpus
 
     def project_entry(name: str) -> tuple:
+        """The project's key (Session.serve_key, which ends with its name)."""
         position = positions[name]
-        job, age = heads[name] = (jobs[queues[name][position].key], ages[name][position])
-        return (session.queue_key(name, job, age), name)
+        job = jobs[queues[name][position].key]
+        age = ages[name][position]
+        gain = wanted(job)
+        heads[name] = (job, age, gain)
+        return serve_key(name, gain, age)
 
     # two levels, as KAI's queue tree: departments by their totals with the next job of
     # their first project, and each department's projects; serving a job changes the
@@ -56,8 +60,8 @@ def _allocate_free(session: Session) -> None:
         inside.setdefault(session.department_of(name), []).append(project_entry(name))
 
     def department_entry(department: str) -> tuple:
-        job, age = heads[inside[department][0][1]]
-        return (session.department_key(department, job, age), department)
+        _, age, gain = heads[inside[department][0][-1]]
+        return serve_key(department, gain, age)
 
     for entries in inside.values():
         heapq.heapify(entries)
@@ -67,9 +71,9 @@ def _allocate_free(session: Session) -> None:
     serve = _allocate_job if session.pools is None else _allocate_in_pools
     reasons, heappop, heappush = session.pending_reasons, heapq.heappop, heapq.heappush
     while heap:
-        _, department = heappop(heap)
+        department = heappop(heap)[-1]
         projects = inside[department]
-        _, name = heappop(projects)
+        name = heappop(projects)[-1]
         job = heads[name][0]
         placed, reason = serve(session, job, no_room)
         if reason is not None:
