@@ -200,8 +200,8 @@ class Session:
         )
         # queue -> _facts, asked for by every order key
         self._queue_facts: Memo[str, Facts] = Memo(self._facts)
-        # (queue, gain) -> (its allocation then, _serve_level): allocate asks again and again
-        # about a queue whose allocation has not moved, with the same gain (its jobs alike)
+        # (queue, gain) -> (its allocation then, _serve_level): serve_key is asked again and
+        # again about a queue whose allocation has not moved, with the same gain
         self._levels: dict[tuple[str, float], tuple[float, tuple]] = {}
         if any(p.pool_quotas for p in policy.projects):
             self.pools = Pools(self, counted)
@@ -270,15 +270,10 @@ class Session:
         KAI puts queues over their fair share last only when over in every resource; the
         engine schedules GPUs alone (a queue's CPU and memory are 0 of a 0 share, never
         over), so that check never separates queues and rank comes first."""
-        now = self.allocated.get(queue, 0.0)
-        known = self._levels.get((queue, gain))
-        if known is not None and known[0] == now:
-            return known[1]
         deserved, rank, age, allocatable = self._queue_facts[queue]
+        now = self.allocated.get(queue, 0.0)
         over = now + gain > deserved + GPU_EPSILON
-        level = (over, -rank, *share_items(now, gain, allocatable), allocatable, age)
-        self._levels[(queue, gain)] = (now, level)
-        return level
+        return (over, -rank, *share_items(now, gain, allocatable), allocatable, age)
 
     def serve_key(self, queue: str, gain: float = 0.0, age: float = 0.0) -> tuple:
         """A project's place among the projects of its department in allocation order, or
@@ -286,7 +281,11 @@ class Session:
         project, for a department: KAI orders the queue tree level by level, each queue
         by the best job under it): _serve_level, then `age` (the earliest submission of
         its pending work), then the name."""
-        return (*self._serve_level(queue, gain), age, queue)
+        now = self.allocated.get(queue, 0.0)
+        known = self._levels.get((queue, gain))
+        if known is None or known[0] != now:
+            known = self._levels[(queue, gain)] = (now, self._serve_level(queue, gain))
+        return (*known[1], age, queue)
 
     def serve_order(self, queues: dict[str, list[Job]]) -> list[str]:
         """Projects with pending work (in queue order, see pending_by_project), in the
