@@ -80,6 +80,12 @@ What the cycle section measures (best of `--repeat`, `time.perf_counter`, GC lef
   computed as ``Session`` does (allocated GPUs plus pending GPUs on the nominal GPU);
   ``demand_s`` is the time to compute that demand.
 * ``cycle_s``: one ``schedule(snapshot)``; ``decisions`` counts what it decided.
+* ``ratio_cycle_over_load``: ``cycle_s`` over ``load_s``. The two are timed in turn, a
+  load then a cycle in each of `--repeat` rounds (``alternating_best``), not one's rounds
+  after the other's: this machine's speed drifts by a quarter minutes apart, which moves
+  a ratio of figures taken minutes apart more than the code does.
+  ``ratio_cycle_over_load_rounds`` is each round's own ratio, and
+  ``ratio_cycle_over_load_cpu`` the ratio of the best CPU times.
 * ``phases_s`` (one extra cycle, unless ``--no-phases``): ``Session`` construction and each
   action of ``cycle.ACTIONS`` timed separately.
 
@@ -106,7 +112,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from itertools import pairwise
 from pathlib import Path
@@ -723,6 +729,30 @@ def best_of(repeat: int, fn: Callable[[], Any]) -> tuple[float, Any]:
     return wall, result
 
 
+@dataclass
+class Alternated:
+    """What alternating_best measured of each function: its best wall and CPU time, each
+    round's wall time, its last result."""
+
+    wall: float = math.inf
+    cpu: float = math.inf
+    rounds: list[float] = field(default_factory=list)
+    result: Any = None
+
+
+def alternating_best(repeat: int, *fns: Callable[[], Any]) -> list[Alternated]:
+    """`repeat` rounds, each running every function once in turn: figures to compare,
+    taken minutes apart on a machine whose speed drifts, move with the drift; taken in
+    the same rounds they meet the same machine."""
+    found = [Alternated() for _ in fns]
+    for _ in range(repeat):
+        for fn, seen in zip(fns, found):
+            wall, cpu, seen.result = timed_runs(1, fn)
+            seen.wall, seen.cpu = min(seen.wall, wall), min(seen.cpu, cpu)
+            seen.rounds.append(wall)
+    return found
+
+
 def count_decisions(decisions: Decisions) -> dict[str, Any]:
     reasons = Counter(e.reason.value for e in decisions.evictions)
     return {
@@ -772,7 +802,7 @@ def cycle_section(args: argparse.Namespace) -> dict[str, Any]:
     parse_s, _ = best_of(args.repeat, lambda: json.loads(text))
     data = json.loads(text)
     build_s, _ = best_of(args.repeat, lambda: snapshot_from_dict(data))
-    load_s, snapshot = best_of(args.repeat, partial(load_state, text))
+    snapshot = load_state(text)
     if snapshot != generated.snapshot:
         raise AssertionError("the serialised state does not load back to the same snapshot")
 
@@ -782,7 +812,10 @@ def cycle_section(args: argparse.Namespace) -> dict[str, Any]:
     fair_share_s, shares = best_of(
         args.repeat, lambda: fair_shares(capacity, policy.departments, policy.projects, demand)
     )
-    cycle_s, decisions = best_of(args.repeat, lambda: schedule(snapshot))
+    load, cycle = alternating_best(
+        args.repeat, partial(load_state, text), partial(schedule, snapshot)
+    )
+    load_s, cycle_s, decisions = load.wall, cycle.wall, cycle.result
 
     result: dict[str, Any] = {
         "state": {**generated.summary, "json_bytes": len(text.encode())},
@@ -793,7 +826,11 @@ def cycle_section(args: argparse.Namespace) -> dict[str, Any]:
         "demand_s": round(demand_s, 6),
         "fair_share_s": round(fair_share_s, 6),
         "cycle_s": round(cycle_s, 6),
-        "ratio_cycle_over_load": round(cycle_s / load_s, 3) if load_s else None,
+        "ratio_cycle_over_load": round(cycle_s / load_s, 3),
+        "ratio_cycle_over_load_rounds": [
+            round(took / loading, 3) for loading, took in zip(load.rounds, cycle.rounds)
+        ],
+        "ratio_cycle_over_load_cpu": round(cycle.cpu / load.cpu, 3),
         "decisions": count_decisions(decisions),
     }
     if not args.no_phases:
