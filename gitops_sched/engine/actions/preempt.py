@@ -19,7 +19,7 @@ from gitops_sched.engine.actions.victims import VictimPool, evict_until_placed, 
 from gitops_sched.engine.admission import fits_quota, quota_blocker
 from gitops_sched.engine.pools import pool_of, restricted, tries
 from gitops_sched.engine.session import Session, Victim
-from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job
+from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job, RequestKind
 
 
 def preempt(session: Session, projects: Collection[str] | None = None) -> None:
@@ -82,13 +82,23 @@ def _preempt_job(
         return held() <= ceiling + GPU_EPSILON and fits_quota(session, job)
 
     next_victim = partial(next, iter(victims), None)
-    if place_in_room(session, job, accept) or evict_until_placed(
-        session, job, EvictReason.PREEMPT, next_victim, accept
+    if (_may_fit_share(session, job, held(), ceiling) and place_in_room(session, job, accept)) or (
+        evict_until_placed(session, job, EvictReason.PREEMPT, next_victim, accept)
     ):
         session.pending_reasons.pop(job.key, None)
         return True
     failed.add(shape)
     return False
+
+
+def _may_fit_share(session: Session, job: Job, held: float, ceiling: float) -> bool:
+    """Whether the job, placed with no victim, may keep its project within `ceiling`: False
+    when it surely would not, told without placing it (accept would refuse it). Whole GPUs
+    count the same wherever they land, so what placing adds is known, to the last bit;
+    other requests are left to the placement (True)."""
+    if job.request.kind is not RequestKind.WHOLE:
+        return True
+    return held + session.wanted_gpus(job) <= ceiling + GPU_EPSILON
 
 
 def _held(session: Session, job: Job) -> Callable[[], float]:
