@@ -18,7 +18,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from gitops_sched.engine import apply_decisions, schedule, settle
-from gitops_sched.engine.actions import reclaim
+from gitops_sched.engine.actions import reclaim, victims
 from gitops_sched.engine.apply import STOPPING
 from gitops_sched.engine.types import (
     GPU_EPSILON,
@@ -37,6 +37,7 @@ from gitops_sched.hardware.mig import compute_share, is_valid_layout
 from tests.conftest import examples
 from tests.strategies import (
     guaranteed_quota_snapshots,
+    job_lists,
     jobs_of,
     node_lists,
     policies,
@@ -324,6 +325,32 @@ def test_reclaim_skipping_departments_that_may_lose_nothing_decides_the_same(
     )
     with every_department:
         assert schedule(snapshot) == skipping
+
+
+@st.composite
+def crowded_by_priority(draw: st.DrawFn) -> Snapshot:
+    """A settled cluster of whole-GPU work of a few projects, then more work of them at
+    every priority: where preempt gets busy."""
+    policy = draw(policies(max_departments=1, max_projects=3))
+    nodes = draw(node_lists(max_nodes=3))
+    projects = [p.name for p in policy.projects]
+    whole = (RequestKind.WHOLE,)
+    first = draw(job_lists(projects, nodes, min_size=5, kinds=whole))
+    settled, _ = settle(Snapshot(policy, nodes, first))
+    later = draw(job_lists(projects, nodes, first=100, min_size=3, max_size=12, kinds=whole))
+    return replace(settled, jobs=(*settled.jobs, *later))
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(crowded_by_priority())
+def test_preempt_telling_its_ceiling_before_placing_decides_the_same(snapshot: Snapshot) -> None:
+    # preempt does not place whole GPUs that would take the project past its ceiling (a
+    # speed-up); placing them and undoing them when accept refuses binds and evicts the same
+    told = schedule(snapshot)
+    placing_everything = mock.patch.object(victims, "_surely_refused", lambda *_: False)
+    with placing_everything:
+        placed = schedule(snapshot)
+    assert (placed.binds, placed.evictions) == (told.binds, told.evictions)
 
 
 @settings(max_examples=examples(60), deadline=None)

@@ -19,7 +19,7 @@ from gitops_sched.engine.actions.victims import VictimPool, evict_until_placed, 
 from gitops_sched.engine.admission import fits_quota, quota_blocker
 from gitops_sched.engine.pools import pool_of, restricted, tries
 from gitops_sched.engine.session import Session, Victim
-from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job, RequestKind
+from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job
 
 
 def preempt(session: Session, projects: Collection[str] | None = None) -> None:
@@ -81,24 +81,21 @@ def _preempt_job(
     def accept() -> bool:
         return held() <= ceiling + GPU_EPSILON and fits_quota(session, job)
 
+    def within(placed: Job, gain: float) -> bool:
+        """accept's ceiling with `gain` GPUs more of `placed` (told before placing them):
+        what placing adds to the project's total, added as placing adds it."""
+        return placed.project != name or held() + gain <= ceiling + GPU_EPSILON
+
+    # in a node group of per-group quotas the project's total there is summed pod by pod
+    told = within if pool_of(session, job) is None else None
     next_victim = partial(next, iter(victims), None)
-    if (_may_fit_share(session, job, held(), ceiling) and place_in_room(session, job, accept)) or (
-        evict_until_placed(session, job, EvictReason.PREEMPT, next_victim, accept)
+    if place_in_room(session, job, accept, told) or evict_until_placed(
+        session, job, EvictReason.PREEMPT, next_victim, accept, ceiling=told
     ):
         session.pending_reasons.pop(job.key, None)
         return True
     failed.add(shape)
     return False
-
-
-def _may_fit_share(session: Session, job: Job, held: float, ceiling: float) -> bool:
-    """Whether the job, placed with no victim, may keep its project within `ceiling`: False
-    when it surely would not, told without placing it (accept would refuse it). Whole GPUs
-    count the same wherever they land, so what placing adds is known, to the last bit;
-    other requests are left to the placement (True)."""
-    if job.request.kind is not RequestKind.WHOLE:
-        return True
-    return held + session.wanted_gpus(job) <= ceiling + GPU_EPSILON
 
 
 def _held(session: Session, job: Job) -> Callable[[], float]:

@@ -32,6 +32,10 @@ from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job, PodPlacemen
 # tries of a job on the room its victims freed that found it did not fit
 MAX_MISSES = 32
 
+# An action's own cap on what the job's project may gain, told before placing (see
+# evict_until_placed): whether `job`'s pods adding `gain` GPUs keep within it.
+Ceiling = Callable[[Job, float], bool]
+
 
 def gpu_kind(job: Job) -> bool | None:
     """The kind of GPU the job's pods take (and, running, hold), the only kind a victim's
@@ -66,6 +70,7 @@ def evict_until_placed(
     next_victim: Callable[[], Victim | None],
     accept: Callable[[], bool] = lambda: True,
     together: bool = False,
+    ceiling: Ceiling | None = None,
 ) -> bool:
     """Evict victims one at a time until `job` fits and `accept()` holds; then give back
     what it does not need (see give_back), or, `together`, place the job and its victims
@@ -77,6 +82,10 @@ def evict_until_placed(
     after which the job surely has no room (placement.surely_no_room) costs no try: a
     whole-node job may need many small victims spread over many nodes before one node is
     free (KAI's solver, which has no such bound, goes on through its victims node by node).
+
+    `ceiling`, where the action caps what the job's project may gain (a rule `accept`
+    checks too, once placed): a placement of whole GPUs that surely breaks it, the job's or
+    a victim's given back, is not made only to be undone (see _surely_refused).
     """
     with session.statement() as commit:
         taken: list[Taken] = []
@@ -101,18 +110,37 @@ def evict_until_placed(
                 if placed is None:
                     return False  # a move-only victim found no place, as give_back's
                 continue  # a victim took its place back first: another may make room
-            if place_within(session, job, accept):
-                if give_back(session, taken, accept):
+            if not _surely_refused(session, job, ceiling) and place_within(session, job, accept):
+                if give_back(session, taken, accept, ceiling):
                     commit()
                     return True
                 return False
     return False
 
 
-def place_in_room(session: Session, job: Job, accept: Callable[[], bool]) -> bool:
+def place_in_room(
+    session: Session, job: Job, accept: Callable[[], bool], ceiling: Ceiling | None = None
+) -> bool:
     """Place the job with no victim, on room free now (freed earlier in the cycle), if it
-    fits and `accept()` holds; else change nothing."""
-    return not surely_no_room(session, job) and place_within(session, job, accept)
+    fits and `accept()` holds; else change nothing. `ceiling` as for evict_until_placed."""
+    return (
+        not surely_no_room(session, job)
+        and not _surely_refused(session, job, ceiling)
+        and place_within(session, job, accept)
+    )
+
+
+def _surely_refused(
+    session: Session, job: Job, ceiling: Ceiling | None, pods: tuple[PodPlacement, ...] = ()
+) -> bool:
+    """Whether placing the job's next pods (or giving back `pods`, where they ran or
+    elsewhere) would surely break the action's `ceiling`: told before placing for pods of
+    whole GPUs only, which count the same wherever they land, to the last bit (a share of
+    GPU memory counts by the GPU it lands on: the placement tells)."""
+    if ceiling is None or job.request.kind is not RequestKind.WHOLE:
+        return False
+    gain = session.placed_gpus(job, pods) if pods else session.wanted_gpus(job)
+    return not ceiling(job, gain)
 
 
 def evict(session: Session, victim: Victim, reason: EvictReason, job: Job) -> Taken:
@@ -131,20 +159,30 @@ def place_within(session: Session, job: Job, accept: Callable[[], bool]) -> bool
     return False
 
 
-def give_back(session: Session, taken: list[Taken], accept: Callable[[], bool]) -> bool:
+def give_back(
+    session: Session, taken: list[Taken], accept: Callable[[], bool], ceiling: Ceiling | None = None
+) -> bool:
     """Offer each victim its place back, the last taken first: where it ran, to every
     victim whose GPUs are still free, then anywhere it fits (a move) to the others, as
     long as its own project's quota rules and `accept()` still hold (a victim of its own
     project's preemption may not take the project past a hard limit again). False when a
-    move-only victim finds no place."""
-    moving = [v for v in reversed(taken) if not _take_back(session, v, accept, anywhere=False)]
-    return _move_back(session, moving, accept)
+    move-only victim finds no place. `ceiling` as for evict_until_placed."""
+    moving = [v for v in reversed(taken) if not _take_back(session, v, accept, False, ceiling)]
+    return _move_back(session, moving, accept, ceiling)
 
 
-def _move_back(session: Session, moving: list[Taken], accept: Callable[[], bool]) -> bool:
+def _move_back(
+    session: Session,
+    moving: list[Taken],
+    accept: Callable[[], bool],
+    ceiling: Ceiling | None = None,
+) -> bool:
     """Offer each victim that could not stay where it ran a place anywhere, in turn; False
     (at once) when a move-only one finds none."""
-    return all(_take_back(session, victim, accept) or not victim.move_only for victim in moving)
+    return all(
+        _take_back(session, victim, accept, True, ceiling) or not victim.move_only
+        for victim in moving
+    )
 
 
 def ranks_ahead(
@@ -293,12 +331,19 @@ def _gain(session: Session, job: Job, victim: Taken | None) -> float:
 
 
 def _take_back(
-    session: Session, victim: Taken, accept: Callable[[], bool], anywhere: bool = True
+    session: Session,
+    victim: Taken,
+    accept: Callable[[], bool],
+    anywhere: bool = True,
+    ceiling: Ceiling | None = None,
 ) -> bool:
     """Give the victim its pods back where they ran, or (`anywhere`) wherever they fit (a
-    move), if its project's quota rules and `accept()` still hold; else change nothing."""
+    move), if its project's quota rules and `accept()` still hold; else change nothing.
+    `ceiling` as for evict_until_placed."""
+    current = session.jobs[victim.job]
+    if _surely_refused(session, current, ceiling, victim.pods):
+        return False
     with session.statement() as keep:
-        current = session.jobs[victim.job]
         if (
             (restore(session, victim) or (anywhere and _move(session, current, len(victim.pods))))
             and fits_quota(session, session.jobs[victim.job])
