@@ -101,15 +101,13 @@ def evict_until_placed(
                 continue  # what the victims freed is not enough yet
             misses += 1  # unless it fits, below
             if together:
-                if not fits_alone(session, job, accept):
-                    continue  # what the victims freed is not enough yet
                 placed = replace_together(session, job, taken, accept)
                 if placed:
                     commit()
                     return True
                 if placed is None:
                     return False  # a move-only victim found no place, as give_back's
-                continue  # a victim took its place back first: another may make room
+                continue  # not enough room yet, or a victim took its place back first
             if not _surely_refused(session, job, ceiling) and place_within(session, job, accept):
                 if give_back(session, taken, accept, ceiling):
                     commit()
@@ -248,9 +246,9 @@ def surely_ranks_ahead(
     return session.surely_before(department, known["department"][0], per_group)
 
 
-def fits_alone(session: Session, job: Job, accept: Callable[[], bool]) -> bool:
+def _fits_alone(session: Session, job: Job, accept: Callable[[], bool]) -> bool:
     """Whether the job would fit now, with no victim given its place back: cheaper than
-    replace_together, which can only do worse. Leaves nothing placed."""
+    serving victims first, which can only do worse. Leaves nothing placed."""
     with session.statement():
         return place(session, job) and accept()
 
@@ -268,7 +266,9 @@ def replace_together(
     same order (see the module doc). True, with all of
     it kept, when the job is placed and `accept()` holds and every move-only victim
     found a place; else nothing is kept, and the answer is None when a move-only victim
-    found no place, False when the job did not fit."""
+    found no place, False when the job did not fit. A job that does not fit even with no
+    victim back is told so before any victim ahead of it is served (_fits_alone): where
+    the job comes first, its own placement tells."""
     with session.statement() as commit:
         waiting: list[Taken | None] = [None, *taken]  # None: the job itself
 
@@ -282,8 +282,10 @@ def replace_together(
         order = InOrder(session, entry, range(len(waiting)))
         moving: list[Taken] | None = None  # once the job is placed: victims it displaced
         left = set(range(1, len(waiting)))  # the victims not served yet
-        for _ in waiting:
+        for served in range(len(waiting)):
             at = order.pop()
+            if served == 0 and at != 0 and not _fits_alone(session, job, accept):
+                return False
             left.discard(at)
             victim = waiting[at]
             if victim is None:
