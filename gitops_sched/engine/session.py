@@ -275,7 +275,7 @@ class Session:
         over = now + gain > deserved + GPU_EPSILON
         return (over, -rank, *share_items(now, gain, allocatable), allocatable, age)
 
-    def serve_key(self, queue: str, gain: float = 0.0, age: float = 0.0) -> tuple:
+    def serve_key(self, queue: str, gain: float, age: float) -> tuple:
         """A project's place among the projects of its department in allocation order, or
         a department's among the departments, `gain` the GPUs of its next job (of its first
         project, for a department: KAI orders the queue tree level by level, each queue

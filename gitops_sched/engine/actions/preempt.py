@@ -87,10 +87,10 @@ def _preempt_job(
         return placed.project != name or held() + gain <= ceiling + GPU_EPSILON
 
     # in a node group of per-group quotas the project's total there is summed pod by pod
-    told = within if pool_of(session, job) is None else None
+    cap = within if pool_of(session, job) is None else None
     next_victim = partial(next, iter(victims), None)
-    if place_in_room(session, job, accept, told) or evict_until_placed(
-        session, job, EvictReason.PREEMPT, next_victim, accept, ceiling=told
+    if place_in_room(session, job, accept, cap) or evict_until_placed(
+        session, job, EvictReason.PREEMPT, next_victim, accept, ceiling=cap
     ):
         session.pending_reasons.pop(job.key, None)
         return True
