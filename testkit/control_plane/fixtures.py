@@ -40,7 +40,12 @@ from testkit.control_plane.cluster import ControlPlane
 from testkit.control_plane.plain_api import Kind, PlainApi, Refused
 from testkit.control_plane.waiting import wait
 
-NO_GRACE = {"gracePeriodSeconds": 0}  # no kubelet here needs the time
+# how the wipe deletes: no grace (no kubelet here needs the time), dependents in the
+# background. Without a policy a batch/v1 Job gets its API's default, orphan: the server only
+# marks it, with an `orphan` finalizer the garbage collector removes, and cannot once the
+# wipe has finalized the namespace ("namespaces not found"): the Job stays in etcd and is
+# there again when a later test makes that namespace.
+AT_ONCE = {"gracePeriodSeconds": 0, "propagationPolicy": "Background"}
 SHARED = "default"  # beside the installed parts' namespaces, where tests put objects too
 # kinds the control plane itself writes into it all along; never a test's leftover
 OWN_WRITES = {("", "Event"), ("events.k8s.io", "Event"), ("", "Endpoints")}
@@ -289,9 +294,11 @@ def _empty(
     in the namespaces it keeps (`_shared`), until none is left: finalizers dropped one
     object at a time, then one collection delete per kind and namespace (a test's namespace
     goes whole), so a wipe costs requests per kind, not per object. The namespaces are being
-    deleted already, so nothing new appears in them (the API server refuses it) and one pass
-    empties them; the kinds are listed again only after a pass that deleted something in a
-    kept namespace (a controller may make more there) or was refused."""
+    deleted already, so nothing new appears in them (the API server refuses it); all the kinds
+    are listed again only after a pass that deleted something in a kept namespace (a
+    controller may make more there) or was refused, else only those it deleted: an object a
+    delete only marked (a finalizer) must be gone before its namespace is finalized, or it
+    stays in etcd, and a later test that makes the namespace again finds it there."""
     kept = plane.shared  # type: ignore[attr-defined]
     shared = _shared(plane)
     deadline = time.monotonic() + seconds
@@ -305,7 +312,11 @@ def _empty(
         if not left:
             return
         if time.monotonic() > deadline:
-            raise AssertionError(f"{len(left)} objects left in {sorted(namespaces | shared)}")
+            named = ", ".join(f"{k.kind}/{m['namespace']}/{m['name']}" for k, m in left[:5])
+            raise AssertionError(
+                f"{len(left)} objects left in {sorted(namespaces | shared)} after {seconds:g}s: "
+                f"{named}{', ...' if len(left) > 5 else ''}"
+            )
         again = False
         whole: dict[tuple[str, str, str], Kind] = {}
         for kind, meta in left:
@@ -316,17 +327,17 @@ def _empty(
                 if meta["namespace"] in namespaces and "deletecollection" in kind.verbs:
                     whole[(kind.group, kind.kind, meta["namespace"])] = kind
                     continue
-                api.delete(path, NO_GRACE)
+                api.delete(path, AT_ONCE)
             except Refused:
                 again = True
             again = again or meta["namespace"] not in namespaces
         for (_, _, namespace), kind in whole.items():
             try:
-                api.delete(kind.path(namespace), NO_GRACE)  # the whole collection
+                api.delete(kind.path(namespace), AT_ONCE)  # the whole collection
             except Refused:
                 again = True
         if not again:
-            return
+            kinds = list(dict.fromkeys(kind for kind, _ in left))
 
 
 def _shared(plane: ControlPlane) -> set[str]:
