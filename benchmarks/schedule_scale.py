@@ -27,9 +27,10 @@ of ``SIZES`` (a size given on the command line wins):
     the same on every machine and run (``growth_exponent_calls``): what the engine's
     algorithms do as the state grows, without the machine;
   - ``load_s``: the time to parse the same state (JSON text to ``Snapshot``, the collector
-    paused as in a cycle), and ``cycle_over_load``: parsing is linear work, so how it
-    grows (``growth_exponent_load``) shows what the machine's memory adds as the state
-    outgrows its caches.
+    paused as in a cycle), timed in turn with the cycle as the cycle section does, and
+    ``cycle_over_load`` (the median of those rounds' ratios): parsing is linear work, so
+    how it grows (``growth_exponent_load``) shows what the machine's memory adds as the
+    state outgrows its caches.
 * ``repo_settle``: the 1,000-project / 10,000-workload repo of benchmarks/compile_scale.py
   (its generator, imported), validated (best of `--repeat`) and then ``sim.run.simulate``
   with no simulation file (every workload arrives on the empty cluster; the bridge builds
@@ -757,6 +758,14 @@ def alternating_best(repeat: int, *fns: Callable[[], Any]) -> list[Alternated]:
     return found
 
 
+def paired_ratio(first: Alternated, second: Alternated) -> tuple[float, list[float]]:
+    """`second`'s time over `first`'s in each round of alternating_best, and their median:
+    each round pairs two runs seconds apart, where the best of each may come from
+    different minutes."""
+    rounds = [round(b / a, 3) for a, b in zip(first.rounds, second.rounds)]
+    return round(statistics.median(rounds), 3), rounds
+
+
 def count_decisions(decisions: Decisions) -> dict[str, Any]:
     reasons = Counter(e.reason.value for e in decisions.evictions)
     return {
@@ -820,7 +829,7 @@ def cycle_section(args: argparse.Namespace) -> dict[str, Any]:
         args.repeat, partial(load_state, text), partial(schedule, snapshot)
     )
     load_s, cycle_s, decisions = load.wall, cycle.wall, cycle.result
-    rounds = [round(took / loading, 3) for loading, took in zip(load.rounds, cycle.rounds)]
+    ratio, rounds = paired_ratio(load, cycle)
 
     result: dict[str, Any] = {
         "state": {**generated.summary, "json_bytes": len(text.encode())},
@@ -831,7 +840,7 @@ def cycle_section(args: argparse.Namespace) -> dict[str, Any]:
         "demand_s": round(demand_s, 6),
         "fair_share_s": round(fair_share_s, 6),
         "cycle_s": round(cycle_s, 6),
-        "ratio_cycle_over_load": round(statistics.median(rounds), 3),
+        "ratio_cycle_over_load": ratio,
         "ratio_cycle_over_load_rounds": rounds,
         "ratio_cycle_over_load_of_bests": round(cycle_s / load_s, 3),
         "ratio_cycle_over_load_cpu": round(cycle.cpu / load.cpu, 3),
@@ -940,12 +949,14 @@ def scaling_section(args: argparse.Namespace) -> dict[str, Any]:
         generated = generate(sized)
         generate_s = time.perf_counter() - start
         snapshot = generated.snapshot
-        cycle_s, cycle_cpu_s, decisions = timed_runs(args.scale_repeat, partial(schedule, snapshot))
-        counts = count_decisions(decisions)
-        calls = function_calls(partial(schedule, snapshot))
         text = json.dumps(snapshot_to_dict(snapshot), separators=(",", ":"))
-        load_s, _ = best_of(args.repeat, partial(load_state, text))
+        load, cycle = alternating_best(
+            args.scale_repeat, partial(load_state, text), partial(schedule, snapshot)
+        )
         del text
+        cycle_s, cycle_cpu_s, load_s = cycle.wall, cycle.cpu, load.wall
+        counts = count_decisions(cycle.result)
+        calls = function_calls(partial(schedule, snapshot))
         rows.append(
             {
                 "nodes": nodes,
@@ -959,7 +970,7 @@ def scaling_section(args: argparse.Namespace) -> dict[str, Any]:
                 "cycle_cpu_s": round(cycle_cpu_s, 6),
                 "calls": calls,
                 "load_s": round(load_s, 6),
-                "cycle_over_load": round(cycle_s / load_s, 3),
+                "cycle_over_load": paired_ratio(load, cycle)[0],
                 "us_per_job": round(cycle_s / jobs * 1e6, 2),
                 **{k: counts[k] for k in ("binds", "evictions", "mig_changes", "pending_after")},
             }
