@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Protocol
+from weakref import proxy
 
 from gitops_sched.engine.fairshare import Claim, split
 from gitops_sched.engine.history import group_usage
@@ -89,7 +90,9 @@ class Pools:
     def __init__(self, session: Session, counted: dict[str, list[float]]) -> None:
         """`counted`: each running job's pods' GPUs (Session.pod_gpus), as the session
         counted them for its own queues."""
-        self.session = session
+        # weakly: the session holds its pools, and a cycle between them would keep the
+        # cycle's objects for the garbage collector (see engine.memo)
+        self.session: Session = proxy(session)
         self.quotas: dict[str, dict[str, float]] = {
             p.name: dict(p.pool_quotas) for p in session.projects.values() if p.pool_quotas
         }

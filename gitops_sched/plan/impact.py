@@ -144,7 +144,8 @@ def full_demand_pools(
         for group, size in sorted(sizes.items())
         if size > 0
     ]
-    pools = Session(Snapshot(policy, tuple(nodes), tuple(jobs))).pools
+    session = Session(Snapshot(policy, tuple(nodes), tuple(jobs)))  # its pools need it
+    pools = session.pools
     assert pools is not None  # some project has per-group quotas
     return {p.name: pools.statuses(p.name, {}) for p in policy.projects if p.pool_quotas}
 
