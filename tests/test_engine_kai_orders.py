@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from dataclasses import replace
 from unittest import mock
 
@@ -385,12 +384,12 @@ class _Watched(Session):
         return queues
 
 
-def _watched_reclaim(session: Session, claimants: Collection[str] | None = None) -> None:
+def _watched_reclaim(session: Session) -> None:
     """reclaim, telling a _Watched session which of its evictions that run makes."""
     assert isinstance(session, _Watched)
     session.reclaim_since = len(session.evictions)
     try:
-        reclaim(session, claimants)
+        reclaim(session)
     finally:
         session.reclaim_since = None
 

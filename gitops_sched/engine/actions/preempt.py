@@ -11,7 +11,7 @@ trade a train job for an inference job, as KAI's preempt does.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from itertools import chain
 
@@ -22,11 +22,9 @@ from gitops_sched.engine.session import Session, Victim
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job
 
 
-def preempt(session: Session, projects: Collection[str] | None = None) -> None:
-    """Preempt for the pending work of every project, or only of `projects`."""
+def preempt(session: Session) -> None:
+    """Preempt for the pending work of every project."""
     queues = session.pending_by_project()
-    if projects is not None:
-        queues = {name: jobs for name, jobs in queues.items() if name in projects}
     pool = VictimPool(session, EvictReason.PREEMPT, set(queues))
     # (project, shape, priority) that found no room: the same victims are left, or fewer
     failed: set[tuple] = set()

@@ -33,7 +33,7 @@ on.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from enum import StrEnum
 from functools import partial
@@ -52,11 +52,9 @@ from gitops_sched.engine.session import Session, Victim, victim_order
 from gitops_sched.engine.types import GPU_EPSILON, EvictReason, Job
 
 
-def reclaim(session: Session, claimants: Collection[str] | None = None) -> None:
-    """Reclaim for the pending work of every project, or only of `claimants`."""
+def reclaim(session: Session) -> None:
+    """Reclaim for the pending work of every project."""
     queues = session.pending_by_project()
-    if claimants is not None:
-        queues = {name: jobs for name, jobs in queues.items() if name in claimants}
     pool = VictimPool(session, EvictReason.RECLAIM)
     order = _VictimQueues(session, pool.projects)
     # A job shape that could not reclaim for a project is not tried again for it this
