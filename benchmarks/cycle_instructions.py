@@ -1,7 +1,8 @@
-"""Instructions of one engine cycle, or of one plan (not a test): prints one JSON object.
+"""Instructions of one engine cycle, one plan or one settle (not a test): prints one JSON object.
 
     .venv/bin/python benchmarks/cycle_instructions.py [schedule_scale.py's options]
     .venv/bin/python benchmarks/cycle_instructions.py --plan [plan_scale.py's options]
+    .venv/bin/python benchmarks/cycle_instructions.py --repo [schedule_scale.py's options]
 
 Times on a shared machine drift by ±25% minutes apart, more than most changes to the
 engine move them; the instructions the CPU runs do not. This runs schedule_scale.py's
@@ -13,7 +14,10 @@ project); a cycle takes about a minute under it.
 
 With `--plan`, the same for plan_scale.py's plan (its repo committed to Git and the change
 made, then one `make_plan` with its Markdown and JSON): ``plan_instructions``, about ten
-minutes under valgrind for the default 10,000 workloads.
+minutes under valgrind for the default 10,000 workloads. With `--repo` (then
+schedule_scale.py's options, e.g. `--repo-projects 100`), the same for schedule_scale.py's
+repo section, `simulate` of compile_scale's repo from empty: ``repo_instructions``, about
+five minutes.
 """
 
 from __future__ import annotations
@@ -52,6 +56,23 @@ with tempfile.TemporaryDirectory() as tmp:
         plan_scale.plan()
 """
 
+# likewise: write and validate the repo, then simulate it from empty argv[1] times
+REPO = """
+import sys, tempfile
+from pathlib import Path
+sys.path[:0] = [{bench!r}, {root!r}]
+import schedule_scale
+from gitops_sched.sim.run import simulate
+args = schedule_scale.parse_args(sys.argv[2:])
+compile_scale = schedule_scale.compile_scale_module()
+with tempfile.TemporaryDirectory() as tmp:
+    compile_scale.write_repo(compile_scale.generate(schedule_scale.repo_params(args)), Path(tmp))
+    repo = compile_scale.validate(Path(tmp))
+for _ in range(int(sys.argv[1])):
+    simulate(repo)
+"""
+MODES = {"--plan": ("plan", PLAN), "--repo": ("repo", REPO)}
+
 
 def instructions(child: str, runs: int, options: list[str]) -> int:
     """Instructions valgrind counts for `child` setting up and running `runs` times."""
@@ -76,8 +97,8 @@ def main(options: list[str]) -> int:
         print("cycle_instructions: valgrind is not on the PATH", file=sys.stderr)
         return 2
     measured, child = "cycle", CYCLE
-    if options[:1] == ["--plan"]:
-        measured, child, options = "plan", PLAN, options[1:]
+    if options[:1] and options[0] in MODES:
+        (measured, child), options = MODES[options[0]], options[1:]
     setup = instructions(child, 0, options)
     total = instructions(child, 1, options)
     result = {

@@ -1011,19 +1011,23 @@ def compile_scale_module() -> Any:
     return compile_scale
 
 
-def repo_section(args: argparse.Namespace) -> dict[str, Any]:
-    """`simulate` of compile_scale's repo: every workload arrives on the empty cluster."""
-    from gitops_sched.sim.run import simulate
-
-    compile_scale = compile_scale_module()
-    params = argparse.Namespace(
+def repo_params(args: argparse.Namespace) -> argparse.Namespace:
+    """compile_scale's generator options for the repo section's repo."""
+    return argparse.Namespace(
         seed=args.seed,
         departments=args.repo_departments,
         projects=args.repo_projects,
         workloads=args.repo_workloads,
     )
+
+
+def repo_section(args: argparse.Namespace) -> dict[str, Any]:
+    """`simulate` of compile_scale's repo: every workload arrives on the empty cluster."""
+    from gitops_sched.sim.run import simulate
+
+    compile_scale = compile_scale_module()
     with tempfile.TemporaryDirectory(prefix="schedule-scale-repo-") as tmp:
-        compile_scale.write_repo(compile_scale.generate(params), Path(tmp))
+        compile_scale.write_repo(compile_scale.generate(repo_params(args)), Path(tmp))
         validate_s, repo = best_of(args.repeat, lambda: compile_scale.validate(Path(tmp)))
     simulate_s, cpu_s, sim = timed_runs(args.repo_repeat, lambda: simulate(repo))
     # settle's last cycle changes nothing and logs nothing: it settled if one more cycle
