@@ -401,8 +401,8 @@ class VictimPool:
     An elastic job above its gang offers its extra pods one at a time, highest index
     first; every such pod of a priority comes before any job of that priority as a whole.
     The jobs are those running when the action began; a project's victims are listed
-    when it is first asked about (most never are, and an action that ran sorting every
-    running job would sort them all again next round).
+    when it is first asked about (most never are, and sorting every running job when an
+    action begins would be done again by each action that evicts).
 
     A job still within its project's minimum runtime for the action's `reason` (see
     engine.min_runtime) offers only its pods above its gang, never the gang itself.
