@@ -40,10 +40,10 @@ def schedule(snapshot: Snapshot) -> Decisions:
     reclaim(session)
     preempt(session)
     # GPUs the victims freed beyond what their claimants took go to the queue now, not a
-    # cycle later. Nothing more: as in KAI's session, each action runs once, and a project
-    # that lost work reclaims in the next cycle (repeating reclaim, preempt and allocate
-    # while they evicted made a cycle dearer and a settle no shorter: plan_scale's plan
-    # ran 7.4% more instructions with two rounds, the repo settle of schedule_scale 10%)
+    # cycle later. Nothing more: as in KAI's session, reclaim and preempt run once, and a
+    # project that lost work reclaims in the next cycle (repeating reclaim, preempt and
+    # allocate while they evicted made a cycle dearer and a settle no shorter: plan_scale's
+    # plan ran 7.4% more instructions with two rounds, the repo settle of schedule_scale 10%)
     if len(session.evictions) > evicted:
         allocate(session)
     evict_stale_gangs(session)
