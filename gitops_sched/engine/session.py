@@ -159,6 +159,7 @@ class Session:
         self.pending_reasons: dict[str, str] = {}
         self._undo: list[Callable[[], None]] | None = None
         self._nominal: dict[tuple, tuple[str, int]] = {}
+        self._largest: dict[str, list[tuple[int, int, str]]] | None = None  # see nominal_gpu
         self._pod_wanted: dict[str, float] = {}  # job -> one pod's GPUs on its nominal GPU
         # project -> whether no quota rule bounds its preemptible work (admission.bounds)
         self.unbounded: dict[str, bool] = {}
@@ -411,19 +412,31 @@ class Session:
         return allocated / share
 
     def nominal_gpu(self, job: Job) -> tuple[str, int]:
-        """(model, memory MiB) of the largest GPU the job may use, for pending accounting."""
+        """(model, memory MiB) of the largest GPU the job may use, for pending accounting:
+        of the largest, the first by node name (then GPU index)."""
         key = (job.node_groups, job.request.kind is RequestKind.MIG)
-        if key not in self._nominal:
-            best = ("", 0)
-            allowed = set(job.node_groups)
-            for use in self.nodes.values():
-                if allowed and use.node.node_group not in allowed:
-                    continue
+        nominal = self._nominal.get(key)
+        if nominal is None:
+            largest = self._largest_per_group()
+            groups = job.node_groups or tuple(largest)
+            memory, _, model = max(
+                [largest[g][key[1]] for g in groups if g in largest], default=(0, 0, "")
+            )
+            nominal = self._nominal[key] = (model, memory)
+        return nominal
+
+    def _largest_per_group(self) -> dict[str, list[tuple[int, int, str]]]:
+        """Node group -> for plain GPUs ([0]) and MIG ones ([1]), (memory MiB, minus the
+        place of its node by name, model) of the first largest GPU: one pass over the
+        nodes, not one per set of node groups a job names."""
+        if self._largest is None:
+            self._largest = {}
+            for place, use in enumerate(self.nodes.values()):
+                best = self._largest.setdefault(use.node.node_group, [(0, 0, ""), (0, 0, "")])
                 for gpu in use.gpus:
-                    if gpu.mig_enabled == key[1] and gpu.memory_mib > best[1]:
-                        best = (use.node.gpu_model, gpu.memory_mib)
-            self._nominal[key] = best
-        return self._nominal[key]
+                    if gpu.memory_mib > best[gpu.mig_enabled][0]:
+                        best[gpu.mig_enabled] = (gpu.memory_mib, -place, use.node.gpu_model)
+        return self._largest
 
     def placed_gpus(self, job: Job, pods: tuple[PodPlacement, ...] | None = None) -> float:
         """GPUs the job's running pods (or `pods`) count for against quota."""
