@@ -59,6 +59,78 @@ def test_a_job_that_could_start_says_it_takes_the_gpus_an_eviction_frees(tmp_pat
     assert "| `b-2` | `team-b` | 2 | takes GPUs freed by evicting c-4 (reclaim) |" in markdown
 
 
+def _only_workloads(files: Files, workloads: dict[str, list[dict[str, Any]]]) -> None:
+    for name in [name for name in files if name.startswith("workloads/")]:
+        del files[name]
+    files.update(workloads)
+
+
+def test_a_running_gang_moved_to_make_room_is_listed_with_the_job_it_makes_room_for(
+    tmp_path: Path,
+) -> None:
+    # 5 + 1 GPUs on one node, the gang's 2 x 2 on the other: a new 4-GPU job fits only
+    # once consolidation moves the gang, which keeps running but restarts
+    gang = doc("Workload", "a-gang", project="team-a", type="train", gpu=2, replicas=2)
+
+    def base(files: Files) -> None:
+        workloads = {"team-a": [gang], "team-c": [train("c-1", "team-c", 5)]}
+        workloads["team-d"] = [train("d-1", "team-d", 1)]
+        _only_workloads(files, {f"workloads/{p}.yaml": w for p, w in workloads.items()})
+
+    def head(files: Files) -> None:
+        files["workloads/team-b.yaml"] = [train("b-big", "team-b", 4)]
+
+    data, markdown = plan_of(tmp_path, base, head)
+    moved = data["fairness"]["workloads"]
+    assert moved["evicted"] == []
+    assert moved["shrunk"] == [
+        {
+            "workload": "a-gang",
+            "project": "team-a",
+            "reason": "2 pods move (consolidate by b-big)",
+            "gpus": 4.0,
+        }
+    ]
+    assert moved["started"] == [
+        {
+            "workload": "b-big",
+            "project": "team-b",
+            "reason": "new; takes GPUs freed by evicting a-gang (consolidate)",
+            "gpus": 4.0,
+        }
+    ]
+    assert data["summary"] == "1 job of team-a would be moved or shrunk; 1 job could start"
+    assert "| `a-gang` | `team-a` | 4 | 2 pods move (consolidate by b-big) |" in markdown
+
+
+def test_an_elastic_job_that_gives_up_pods_is_listed_as_shrunk(tmp_path: Path) -> None:
+    # team-c's elastic job fills the cluster beyond its quota; a new job within team-b's
+    # quota reclaims one of its pods above the gang, and it runs on with the rest
+    elastic = doc(
+        "Workload", "c-elastic", project="team-c", type="train", gpu=2, replicas=7, minAvailable=2
+    )
+
+    def base(files: Files) -> None:
+        workloads = {"team-c": [elastic], "team-a": [train("a-1", "team-a")]}
+        _only_workloads(files, {f"workloads/{p}.yaml": w for p, w in workloads.items()})
+
+    def head(files: Files) -> None:
+        files["workloads/team-b.yaml"] = [train("b-1", "team-b")]
+
+    data, _ = plan_of(tmp_path, base, head)
+    moved = data["fairness"]["workloads"]
+    assert moved["evicted"] == []
+    assert moved["shrunk"] == [
+        {
+            "workload": "c-elastic",
+            "project": "team-c",
+            "reason": "shrinks from 7 to 6 pods (reclaim by b-1)",
+            "gpus": 2.0,
+        }
+    ]
+    assert [m["workload"] for m in moved["started"]] == ["b-1"]
+
+
 def test_a_job_that_could_start_on_a_new_node_says_so(tmp_path: Path) -> None:
     data, _ = plan_of(tmp_path, lambda files: None, CHANGES["add-node-group"])
     assert data["fairness"]["workloads"]["started"] == [

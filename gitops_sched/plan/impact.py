@@ -40,6 +40,7 @@ from gitops_sched.engine.types import (
     GpuRequest,
     Job,
     Node,
+    PodPlacement,
     Policy,
     QueueStatus,
     RequestKind,
@@ -83,7 +84,8 @@ class ProjectImpact:
 
 @dataclass(frozen=True)
 class Moved:
-    """A workload that would stop running (evicted) or start (could start)."""
+    """A workload that would stop running (evicted), keep running with pods stopped (moved
+    elsewhere, or elastic pods given up) or start (could start)."""
 
     workload: str
     project: str
@@ -98,6 +100,9 @@ class Scenario:
     projects: tuple[ProjectImpact, ...]  # every project of either side, by name
     evicted: tuple[Moved, ...] = ()
     started: tuple[Moved, ...] = ()
+    # running after as before, but some pods it ran are stopped: they restart elsewhere or
+    # are given up (an elastic job shrinks)
+    shrunk: tuple[Moved, ...] = ()
     base_result: SimulationResult | None = None
     head_result: SimulationResult | None = None
 
@@ -371,10 +376,13 @@ class _WhyStarted:
                 self.stopped_on.setdefault(node, []).append(moved.workload)
         self.old_nodes = {n.name for n in base_result.snapshot.nodes}
 
-    def of(self, was: WorkloadState, now: WorkloadState) -> str:
+    def of(self, was: WorkloadState | None, now: WorkloadState) -> str:
         name, project = now.workload.name, now.workload.project
         if name in self.made_room:
-            return f"takes GPUs freed by evicting {', '.join(self.made_room[name])}"
+            made = f"takes GPUs freed by evicting {', '.join(self.made_room[name])}"
+            return made if was is not None else f"new; {made}"
+        if was is None:
+            return "new"
         nodes = sorted({pod.node for pod in now.pods})
         freed = sorted({w for node in nodes for w in self.stopped_on.get(node, ())})
         if freed:
@@ -450,7 +458,7 @@ def workloads(base: Repo, head: Repo, state: Simulation | None = None) -> Scenar
     old_nodes = {n.name: n for n in base_result.snapshot.nodes}
     new_nodes = {n.name: n for n in head_result.snapshot.nodes}
     evicted_by = _evictions(head_result)
-    evicted, started = [], []
+    evicted, started, shrunk = [], [], []
     for name in sorted(before.keys() | after.keys()):
         was, now = before.get(name), after.get(name)
         ran = was is not None and was.status == RUNNING
@@ -459,13 +467,16 @@ def workloads(base: Repo, head: Repo, state: Simulation | None = None) -> Scenar
             reason = lost.get(name) or evicted_by.get(name) or (now.reason if now else "removed")
             gpus = held_gpus(old_jobs.get(name), old_nodes)
             evicted.append(Moved(name, was.workload.project, reason, gpus))
+        elif ran and runs and was is not None and now is not None and _lost_pods(was, now):
+            job = old_jobs.get(name)
+            shrunk.append(_shrunk(was, now, evicted_by.get(name), job, old_nodes))
     old_status = {q.name: q for q in base_result.projects}
     new_status = {q.name: q for q in head_result.projects}
     why = _WhyStarted(base, head, base_result, head_result, old_status, new_status, evicted)
     for name in sorted(after.keys()):
         was, now = before.get(name), after[name]
         if now.status == RUNNING and (was is None or was.status != RUNNING):
-            reason = "new" if was is None else why.of(was, now)
+            reason = why.of(was, now)
             started.append(
                 Moved(name, now.workload.project, reason, held_gpus(new_jobs.get(name), new_nodes))
             )
@@ -486,8 +497,36 @@ def workloads(base: Repo, head: Repo, state: Simulation | None = None) -> Scenar
     return Scenario(
         "state" if state is not None else "workloads",
         tuple(rows),
-        tuple(evicted),
-        tuple(started),
-        base_result,
-        head_result,
+        evicted=tuple(evicted),
+        started=tuple(started),
+        shrunk=tuple(shrunk),
+        base_result=base_result,
+        head_result=head_result,
     )
+
+
+def _lost_pods(was: WorkloadState, now: WorkloadState) -> list[PodPlacement]:
+    """The pods the workload ran before and does not run (as they were) after."""
+    return [pod for pod in was.pods if pod not in now.pods]
+
+
+def _shrunk(
+    was: WorkloadState,
+    now: WorkloadState,
+    evicted_by: str | None,
+    job: Job | None,
+    nodes: dict[str, Node],
+) -> Moved:
+    """A workload that keeps running with some of its pods stopped: moved (as many pods
+    run after as before) or shrunk, with the eviction that did it; the GPUs of the pods
+    stopped."""
+    stopped = _lost_pods(was, now)
+    if len(now.pods) < len(was.pods):
+        what = f"shrinks from {len(was.pods)} to {len(now.pods)} pods"
+    else:
+        what = f"{len(stopped)} pod{' moves' if len(stopped) == 1 else 's move'}"
+    gpus = 0.0
+    if job is not None:
+        gpus = sum(placed_pod_gpus(job, pod, nodes.get(pod.node)) for pod in stopped)
+    reason = f"{what} ({evicted_by})" if evicted_by else what
+    return Moved(was.workload.name, was.workload.project, reason, _num(gpus) or 0.0)

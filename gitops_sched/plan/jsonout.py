@@ -59,6 +59,7 @@ def _scenario(scenario: Scenario | None, allocated: bool) -> dict[str, Any] | No
     if allocated:
         out["evicted"] = [_moved(m) for m in scenario.evicted]
         out["started"] = [_moved(m) for m in scenario.started]
+        out["shrunk"] = [_moved(m) for m in scenario.shrunk]
     return out
 
 

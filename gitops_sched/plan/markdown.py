@@ -235,6 +235,7 @@ def _fairness(plan: Plan) -> list[str]:
     else:
         lines += ["No project's fair share or allocation changes.", ""]
     lines += _moved("Would be evicted", work.evicted)
+    lines += _moved("Would be moved or shrunk (pods restart or stop)", work.shrunk)
     lines += _moved("Could start", work.started)
     lines += _chart(full)
     every = [line for row in full.projects for line in _fair_rows(row, by_name.get(row.name))]

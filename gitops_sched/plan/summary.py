@@ -54,12 +54,13 @@ def summary(plan: Plan) -> str:
         parts.append(f"capacity {plan.capacity.gpus[0]} → {plan.capacity.gpus[1]} GPUs")
     scenario = plan.workloads
     if scenario is not None:
-        by_project = Counter(moved.project for moved in scenario.evicted)
-        evicted = [f"{_jobs(n)} of {p}" for p, n in sorted(by_project.items())]
-        if evicted:
-            named = _listed(evicted)
-            text = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
-            parts.append(text + " would be evicted")
+        for moved, what in ((scenario.evicted, "evicted"), (scenario.shrunk, "moved or shrunk")):
+            by_project = Counter(m.project for m in moved)
+            counted = _listed([f"{_jobs(n)} of {p}" for p, n in sorted(by_project.items())])
+            if counted:
+                last = counted.pop()
+                text = f"{', '.join(counted)} and {last}" if counted else last
+                parts.append(f"{text} would be {what}")
         if scenario.started:
             count = len(scenario.started)
             parts.append(f"{_jobs(count)} could start")
