@@ -31,11 +31,27 @@ EXIT_USAGE = 2
 repo_path = click.argument(
     "path", type=click.Path(exists=True, file_okay=False, dir_okay=True, path_type=Path)
 )
+
+
+def _patterns(_ctx: click.Context, _param: click.Parameter, excludes: tuple[str, ...]) -> tuple:
+    """The --exclude patterns, each checked here: a malformed one is a usage error, named
+    as given, not a problem of the repo's ignore file."""
+    from gitops_sched.config.ignore import BadPattern, IgnoreRules
+
+    for pattern in excludes:
+        try:
+            IgnoreRules.of("", (pattern,))
+        except BadPattern as exc:
+            raise click.BadParameter(str(exc).removeprefix("--exclude ")) from None
+    return excludes
+
+
 exclude_option = click.option(
     "--exclude",
     "excludes",
     multiple=True,
     metavar="GLOB",
+    callback=_patterns,
     help="Leave out matching files (gitignore syntax, added to the repo's .gitops-schedignore); "
     "repeatable.",
 )

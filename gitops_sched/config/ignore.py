@@ -46,7 +46,12 @@ _POSIX_CLASSES = {
 
 
 class BadPattern(ValueError):
-    """A line of the ignore file (or an --exclude) that is no gitignore pattern."""
+    """A line of the ignore file (or an --exclude) that is no gitignore pattern; `line`,
+    the ignore file's line it was found on."""
+
+    def __init__(self, message: str, line: int = 1) -> None:
+        super().__init__(message)
+        self.line = line
 
 
 class Match(IntEnum):
@@ -147,16 +152,17 @@ class IgnoreRules:
                 pattern = _compile(line)
             except BadPattern as exc:
                 if number < len(lines):
-                    raise
+                    raise BadPattern(str(exc), number + 1) from None
                 raise BadPattern(f"--exclude {exc}") from None
             if pattern is None:
                 continue
             patterns.append(pattern)
             chars += len(line)
+            at = min(number, len(lines)) + 1  # past the file's lines: the --exclude's
             if len(patterns) > MAX_PATTERNS:
-                raise BadPattern(f"more than {MAX_PATTERNS} patterns")
+                raise BadPattern(f"more than {MAX_PATTERNS} patterns", at)
             if chars > MAX_RULES_CHARS:
-                raise BadPattern(f"patterns longer than {MAX_RULES_CHARS} characters together")
+                raise BadPattern(f"patterns longer than {MAX_RULES_CHARS} characters together", at)
         return cls(tuple(patterns))
 
     def ignores(self, relative: str, folder: bool = False) -> bool:

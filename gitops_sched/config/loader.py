@@ -18,7 +18,7 @@ from gitops_sched.config import codes
 from gitops_sched.config.codes import Code
 from gitops_sched.config.diagnostics import Diagnostics, Location
 from gitops_sched.config.document import Document
-from gitops_sched.config.ignore import IGNORE_FILE, IgnoreRules
+from gitops_sched.config.ignore import IGNORE_FILE, BadPattern, IgnoreRules
 from gitops_sched.config.yamlbuild import load_text
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -56,6 +56,7 @@ class Unreadable:
 
     reason: str
     code: Code = codes.UNREADABLE_FILE
+    line: int = 1  # where in the file, when the reason is in its text
 
 
 def read_capped(
@@ -130,8 +131,8 @@ def ignore_rules(raw: bytes, excludes: Iterable[str]) -> IgnoreRules | Unreadabl
         return IgnoreRules.of(raw.decode("utf-8"), excludes)
     except UnicodeDecodeError:
         return Unreadable("file is not valid UTF-8", codes.BAD_IGNORE_FILE)
-    except ValueError as exc:  # a malformed pattern, or past the bounds on patterns
-        return Unreadable(f"bad pattern: {exc}", codes.BAD_IGNORE_FILE)
+    except BadPattern as exc:  # a malformed pattern, or past the bounds on patterns
+        return Unreadable(f"bad pattern: {exc}", codes.BAD_IGNORE_FILE, exc.line)
 
 
 def loaded_folder(root: Path, folder: Path) -> str | None:
@@ -241,7 +242,7 @@ def load_files(files: Source, diagnostics: Diagnostics) -> list[Document]:
     documents: list[Document] = []
     for file, raw in files:
         if isinstance(raw, Unreadable):
-            diagnostics.error(Location(file), raw.reason, code=raw.code)
+            diagnostics.error(Location(file, raw.line), raw.reason, code=raw.code)
             continue
         if len(raw) > MAX_FILE_BYTES:
             message = f"file is {len(raw)} bytes, over the {MAX_FILE_BYTES}-byte limit"
