@@ -20,6 +20,7 @@ from gitops_sched.sim.explain import ExplainError, find_workload
 from gitops_sched.sim.run import simulate
 from gitops_sched.validate import check_repo
 from testkit.config_builders import API
+from tests.readme_blocks import check
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "clusters"
 NETAPP = str(EXAMPLES / "netapp-dgx")
@@ -76,6 +77,12 @@ def busy(tmp_path: Path) -> str:
 
 def explain(*args: str) -> Result:
     return CliRunner().invoke(main, ["explain", *args])
+
+
+def test_the_readme_shows_what_explain_prints_for_the_oci_example() -> None:
+    result = explain(OCI, "llama-8b-pretrain")
+    assert result.exit_code == 0
+    check("explain-oci", f"```\n{result.output}```\n")
 
 
 def test_a_placed_workload_says_where_and_why_there() -> None:

@@ -554,6 +554,32 @@ def test_unknown_ref_is_a_usage_error(config_repo: Path) -> None:
     )
 
 
+def test_a_repo_with_no_commit_yet_says_to_commit_the_base_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = tmp_path / "fresh"
+    write(repo / "cfg", base_config())
+    git(tmp_path, "init", "-q", "-b", "main", str(repo))
+    monkeypatch.chdir(repo)
+    code, out, err = plan("cfg", "--base", "HEAD")
+    assert code == 2 and out == ""
+    assert err == (
+        f"Error: unknown Git ref 'HEAD': {repo.resolve()} has no commit yet; commit the base "
+        "config first (git add -A && git commit), then plan the change against it\n"
+    )
+
+
+def test_a_config_folder_new_in_the_change_is_stated_as_new(config_repo: Path) -> None:
+    write(config_repo / "clusters" / "prod", base_config())
+    code, data = plan_json("clusters/prod", "--base", "main")
+    assert code == 0
+    assert data["base"]["absent"] is True and data["compared"] is False
+    assert data["summary"] == "A new config: clusters/prod is not in the base main"
+    assert data["validation"]["fixed"] == []  # the base's missing Cluster is no fix
+    _, markdown, _ = plan("clusters/prod", "--base", "main")
+    assert "does not validate" not in markdown and "GS301" not in markdown
+
+
 def test_invalid_base_is_stated_and_the_head_still_decides_the_exit_code(config_repo: Path) -> None:
     change(config_repo, "break-validation", commit=True)
     git(config_repo, "checkout", "-q", "-b", "fix", "main")

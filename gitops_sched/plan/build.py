@@ -21,7 +21,7 @@ from gitops_sched.config.diagnostics import Diagnostics
 from gitops_sched.config.model import Repo
 from gitops_sched.config.validate import FileChecks
 from gitops_sched.gcpause import paused_gc
-from gitops_sched.plan.gitsource import GitError, git_folder, ref_files, resolve
+from gitops_sched.plan.gitsource import GitError, exists_at, git_folder, ref_files, resolve
 from gitops_sched.plan.impact import (
     Scenario,
     StateError,
@@ -54,6 +54,7 @@ class Side:
     commit: str | None
     repo: Repo | None  # None when invalid
     diagnostics: Diagnostics
+    absent: bool = False  # the config folder is not in the ref at all (a new config)
 
     @property
     def valid(self) -> bool:
@@ -108,7 +109,7 @@ def _side(
     folder = git_folder(path)
     commit = resolve(folder, ref)
     repo, diagnostics = check_source(ref_files(folder, commit, excludes), baseline, seen)
-    return Side(ref, commit, repo, diagnostics)
+    return Side(ref, commit, repo, diagnostics, absent=not exists_at(folder, commit))
 
 
 def _state(path: Path | None, base: Repo):
@@ -143,7 +144,8 @@ def make_plan(
     except GitError as exc:
         raise PlanInputError(str(exc)) from exc
     problems = new_problems(base.diagnostics if base.valid else None, head.diagnostics)
-    fixed = fixed_problems(base.diagnostics, head.diagnostics)
+    # a config the change adds fixes nothing: the base's "no Cluster document" is no problem
+    fixed = () if base.absent else fixed_problems(base.diagnostics, head.diagnostics)
     plan = Plan(path.as_posix(), base, head, problems, fixed, target=target)
     if not (base.valid and head.valid):
         return plan

@@ -52,6 +52,15 @@ def git_folder(path: Path) -> GitFolder:
     return GitFolder(Path(top), prefix, path)
 
 
+def exists_at(folder: GitFolder, commit: str) -> bool:
+    """Whether the folder is in the commit's tree (the repo's root always is): a config
+    folder a change adds is not there at the base."""
+    if not folder.prefix:
+        return True
+    found = _git(folder.top, "ls-tree", "--name-only", commit, "--", folder.prefix.rstrip("/"))
+    return found.returncode == 0 and bool(found.stdout.strip())
+
+
 def resolve(folder: GitFolder, ref: str) -> str:
     """The commit `ref` names; GitError saying why not (a shallow clone is named as such)."""
     found = _git(
@@ -64,6 +73,11 @@ def resolve(folder: GitFolder, ref: str) -> str:
         raise GitError(
             f"unknown Git ref '{ref}': this is a shallow clone without it; fetch the history "
             "(actions/checkout with fetch-depth: 0, or git fetch --unshallow)"
+        )
+    if _git(folder.top, "rev-parse", "--verify", "--quiet", "HEAD").returncode != 0:
+        raise GitError(
+            f"unknown Git ref '{ref}': {folder.top} has no commit yet; commit the base config "
+            "first (git add -A && git commit), then plan the change against it"
         )
     raise GitError(f"unknown Git ref '{ref}' (not a branch, tag or commit of {folder.top})")
 

@@ -23,7 +23,13 @@ def pair(values: tuple[Any, Any]) -> dict[str, Any]:
 
 
 def _side(side: Side) -> dict[str, Any]:
-    return {"ref": side.ref, "commit": side.commit, "valid": side.valid, "errors": side.errors}
+    return {
+        "ref": side.ref,
+        "commit": side.commit,
+        "valid": side.valid,
+        "errors": side.errors,
+        "absent": side.absent,
+    }
 
 
 def _row(row: ProjectImpact, allocated: bool) -> dict[str, Any]:

@@ -78,6 +78,8 @@ def render(plan: Plan) -> str:
     if not plan.head.valid:
         lines += _problems("Validation errors in the head", plan.new_problems, only_errors=True)
         return "\n".join(lines).rstrip() + "\n"
+    if plan.base.absent:
+        return "\n".join(lines).rstrip() + "\n"  # the summary says it: nothing to compare
     if not plan.base.valid:
         lines += [
             f"The base {_side(plan.base)} does not validate ({plan.base.errors} error(s)), "

@@ -31,6 +31,8 @@ def _jobs(count: int) -> str:
 def summary(plan: Plan) -> str:
     if not plan.head.valid:
         return f"Invalid: {plan.head.errors} error(s) in the config at {plan.head.ref}"
+    if plan.base.absent:
+        return f"A new config: {plan.path} is not in the base {plan.base.ref}"
     if not plan.base.valid:
         return f"The base {plan.base.ref} does not validate; nothing to compare the head with"
     parts: list[str] = []
