@@ -789,6 +789,26 @@ def test_a_dangling_reference_is_reported_once(repo_dir: Path) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("broken", "error"),
+    [
+        ({"kind": "Projet"}, "GS202"),  # a misspelt kind: no Project of that name exists
+        ({"kind": None}, "GS202"),  # no kind at all
+        ({"metadata": None}, "GS204"),  # no name: it may be the project referred to
+        ({"spec": {"departmnet": "research", "quota": {"gpu": 4}}}, "GS203"),  # misspelt field
+    ],
+    ids=["misspelt-kind", "no-kind", "no-name", "misspelt-field"],
+)
+def test_a_broken_project_is_one_error_not_one_per_workload_naming_it(
+    repo_dir: Path, broken: dict[str, Any], error: str
+) -> None:
+    project = {k: v for k, v in {**PROJECT, **broken}.items() if v is not None}
+    workloads = [doc("Workload", f"w{i}", project="vision", gpu=1) for i in range(3)]
+    assert validated(repo_dir, *workloads, base=(CLUSTER, A100, DEPARTMENT, project)) == [
+        (error, f"{project.get('kind', '?')}/{project.get('metadata', {}).get('name', '?')}")
+    ]
+
+
 def test_a_broken_cluster_leaves_the_policy_checks_out(repo_dir: Path) -> None:
     cluster = doc("Cluster", "lab", policy={"allowOversubscription": "yes"})
     department = doc("Department", "research", quota={"gpu": 2})

@@ -183,7 +183,7 @@ def test_only_the_valid_documents_are_returned(tmp_path: Path) -> None:
         text_of("Workload", "spec: {projekt: p}\n", name="bad"),
     )
     assert [d.name for d in valid] == ["good"]
-    assert len(found) == 2
+    assert len(found) == 1  # the misspelt field, not also the project it lacks
 
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "clusters"
@@ -242,6 +242,13 @@ def test_unknown_kind(tmp_path: Path) -> None:
     ]
 
 
+def test_a_misspelt_kind_says_which_kind_it_looks_like(tmp_path: Path) -> None:
+    assert problems(tmp_path, text_of("Projet", "spec: {}\n", name="p")) == [
+        "repo.yaml:2:7: Projet/p: unknown kind 'Projet': did you mean 'Project'? (expected one "
+        "of Cluster, NodeGroup, Department, Project, Template, Workload, Simulation)"
+    ]
+
+
 def test_missing_kind(tmp_path: Path) -> None:
     text = "apiVersion: gitops-sched.io/v1alpha1\nmetadata: {name: c}\n"
     assert problems(tmp_path, text) == [
@@ -279,12 +286,25 @@ def test_unknown_field_in_a_nested_block_mapping(tmp_path: Path) -> None:
 
 
 def test_unknown_top_level_field(tmp_path: Path) -> None:
+    # the misspelt field's "did you mean" is the one error: not also "missing 'spec'"
     found = problems(tmp_path, text_of("Workload", "specs: {project: p}\n", name="w"))
     assert found == [
-        "repo.yaml:1:1: Workload/w: missing required field 'spec'",
         "repo.yaml:5:1: Workload/w: unknown field 'specs': did you mean 'spec'? "
         "(allowed: apiVersion, kind, metadata, spec)",
     ]
+
+
+def test_a_misspelt_required_field_is_one_error_saying_what_it_looks_like(tmp_path: Path) -> None:
+    spec = "spec:\n  departmnet: d\n  quota: {gpu: 1}\n"
+    assert problems(tmp_path, text_of("Project", spec, name="p")) == [
+        "repo.yaml:6:3: Project/p: unknown field 'spec.departmnet': did you mean "
+        f"'department'? (allowed: {PROJECT_FIELDS})"
+    ]
+    # a field that looks like none is no excuse: the required one is still missing
+    spec = "spec:\n  colour: d\n  quota: {gpu: 1}\n"
+    assert problems(tmp_path, text_of("Project", spec, name="p"))[0] == (
+        "repo.yaml:5:1: Project/p: missing required field 'spec.department'"
+    )
 
 
 def test_missing_required_field_points_at_the_mapping_that_lacks_it(tmp_path: Path) -> None:

@@ -331,6 +331,17 @@ def test_step_errors_point_at_the_name(here: Path) -> None:
     ]
 
 
+def test_an_unknown_workload_name_is_told_the_nearest_one(here: Path) -> None:
+    names = ", ".join(["train-aa", *(f"nosuch-{i}" for i in range(25)), "train-ab"])
+    steps = f"steps:\n  - submit: [{names}]\n"
+    _, diagnostics = load(here, STEP_ERRORS.split("steps:")[0] + steps)
+    found = messages(diagnostics)
+    assert found[0] == "unknown workload 'train-aa' (not in the repo: did you mean 'train-a'?)"
+    # a guess compares with every workload: the names after the first 20 unknown get none
+    assert found[-1] == "unknown workload 'train-ab' (not in the repo)"
+    assert sum("did you mean" in message for message in found) == 1
+
+
 def test_submitted_workloads_are_checked_like_the_repos(here: Path) -> None:
     text = """\
 apiVersion: gitops-sched.io/v1alpha1

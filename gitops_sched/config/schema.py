@@ -150,7 +150,13 @@ def _header_problems(doc: Document) -> list[Diagnostic]:
     elif doc.kind not in KINDS and doc.kind != SIMULATION:
         kind = doc.data["kind"]
         what = f"unknown kind {_show(kind)}" if isinstance(kind, str) else f"kind is {_show(kind)}"
-        message = f"{what} ({expected})"
+        guess = (
+            difflib.get_close_matches(kind, (*KINDS, SIMULATION), n=1)
+            if isinstance(kind, str)
+            else []
+        )
+        hint = f": did you mean '{guess[0]}'?" if guess else ""
+        message = f"{what}{hint} ({expected})"
         problems.append(Diagnostic(doc.location(("kind",)), message, doc.ref, code=codes.BAD_KIND))
     return problems
 
@@ -186,8 +192,9 @@ def _explain(doc: Document, error: ValidationError, root: dict) -> Iterator[Diag
                 message = _unknown(root, path, key, error)
                 yield Diagnostic(where, message, doc.ref, code=codes.UNKNOWN_FIELD)
     elif error.validator == "required":
+        misspelt = _misspelt(error)
         for name in error.validator_value:
-            if name not in error.instance:
+            if name not in error.instance and name not in misspelt:
                 message = f"missing required field '{_dotted((*path, name))}'"
                 where = doc.key_location(path)
                 yield Diagnostic(where, message, doc.ref, code=codes.MISSING_FIELD)
@@ -213,6 +220,17 @@ _KEYWORD_CODES: dict[str, Code] = {
     **dict.fromkeys(("anyOf", "oneOf", "not", "dependentSchemas"), codes.CONFLICTING_FIELDS),
     "uniqueItems": codes.REPEATED_ITEM,
 }
+
+
+def _misspelt(error: ValidationError) -> set[str]:
+    """The fields of a mapping that no field may hold that its unknown fields look like
+    (`departmnet`: `department`): their unknown-field error already says "did you mean",
+    so no second error says the field is missing."""
+    if error.schema.get("additionalProperties") is not False:
+        return set()
+    known = list(error.schema.get("properties", {}))
+    unknown = [key for key in error.instance if isinstance(key, str) and key not in known]
+    return {guess for key in unknown for guess in difflib.get_close_matches(key, known, n=1)}
 
 
 def _unknown(root: dict, path: Path_, key: str, error: ValidationError) -> str:

@@ -36,6 +36,7 @@ past usage (`usage`: the buckets of GPU-seconds, engine.history): given back nex
 
 from __future__ import annotations
 
+import difflib
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -65,6 +66,8 @@ from gitops_sched.engine.types import (
 )
 from gitops_sched.hardware.gpus import gpu_memory_mib
 from gitops_sched.hardware.mig import MigInstance, in_layout_order, is_valid_layout
+
+MAX_GUESSES = 20  # unknown workload names given a "did you mean" (see _StepReader._guess)
 
 # Expectation fields of a project, as written in the file -> QueueStatus attribute.
 PROJECT_FIELDS = {
@@ -584,6 +587,7 @@ class _StepReader:
     nodes: set[str]
     active: set[str]  # submitted and not deleted
     known: set[str]  # ever submitted: expectations may name deleted workloads
+    guessed: int = 0  # unknown names given a "did you mean" (at most MAX_GUESSES)
 
     def read(self, key: str, value: Any, path: Path_) -> Action:
         if key == "submit":
@@ -619,9 +623,19 @@ class _StepReader:
         workload = self.workloads.get(item)
         if workload is None:
             self.problems.at(
-                where, codes.SIMULATION_UNKNOWN, f"unknown workload '{item}' (not in the repo)"
+                where, codes.SIMULATION_UNKNOWN, f"unknown workload '{item}' ({self._guess(item)})"
             )
         return workload
+
+    def _guess(self, name: Any) -> str:
+        """ "not in the repo", with the repo's closest name for the first MAX_GUESSES unknown
+        names (a guess compares with every workload: a file of thousands of wrong names
+        must not cost thousands of such scans)."""
+        self.guessed += 1
+        if self.guessed > MAX_GUESSES:
+            return "not in the repo"
+        close = difflib.get_close_matches(str(name), list(self.workloads), n=1)
+        return f"not in the repo: did you mean '{close[0]}'?" if close else "not in the repo"
 
     def _delete(self, value: Any, path: Path_) -> Iterator[str]:
         for name, where in _listed(value, path):

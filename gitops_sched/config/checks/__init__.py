@@ -50,9 +50,9 @@ from gitops_sched.config.checks.quotas import (
     check_non_preemptible_quota,
 )
 from gitops_sched.config.checks.references import (
+    Defined,
     check_references,
     check_workload_node_group_allowed,
-    names_by_kind,
 )
 from gitops_sched.config.checks.soundness import Soundness, without
 from gitops_sched.config.checks.structure import (
@@ -134,7 +134,7 @@ def run_checks(
     duplicates = duplicate_definitions(documents, baseline)
     diagnostics.extend(check_duplicate_names(duplicates))
     whole = without(repo, [doc for doc, _ in duplicates])
-    diagnostics.extend(check_references(whole, names_by_kind(documents), unread))
+    diagnostics.extend(check_references(whole, Defined.of(documents), unread))
     for check in OWN_CHECKS:
         diagnostics.extend(check(whole))
     soundness = Soundness.of(whole, documents, unread)

@@ -11,20 +11,42 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from gitops_sched.config import codes
 from gitops_sched.config.checks.common import error_at
 from gitops_sched.config.diagnostics import Diagnostic
-from gitops_sched.config.document import Document, Path_
+from gitops_sched.config.document import KINDS, SIMULATION, Document, Path_
 from gitops_sched.config.model import Project, Repo, Workload
 from gitops_sched.config.unread import NOTHING_UNREAD, Unread
 
 
-def names_by_kind(documents: list[Document]) -> dict[str, set[str]]:
-    names: dict[str, set[str]] = defaultdict(set)
-    for doc in documents:
-        names[doc.kind].add(doc.name)
-    return names
+@dataclass(frozen=True)
+class Defined:
+    """The names the documents define per kind, and what broken documents may define: a
+    document of no known kind (`kind: Projet`, or none) any name it carries, a document
+    with no name any name of its kind. A reference to those is no error of its own: the
+    broken document's error is the one to fix."""
+
+    names: dict[str, set[str]]
+    stray: set[str]  # names of documents of no known kind
+    nameless: set[str]  # kinds with a document that has no name
+
+    @classmethod
+    def of(cls, documents: list[Document]) -> Defined:
+        names: dict[str, set[str]] = defaultdict(set)
+        stray, nameless = set(), set()
+        for doc in documents:
+            if doc.kind not in KINDS and doc.kind != SIMULATION:
+                stray.add(doc.name)
+            elif not doc.name:
+                nameless.add(doc.kind)
+            else:
+                names[doc.kind].add(doc.name)
+        return cls(names, stray, nameless)
+
+    def may_define(self, kind: str, name: str) -> bool:
+        return name in self.names[kind] or name in self.stray or kind in self.nameless
 
 
 Reference = tuple[Path_, str, str]  # where, the kind referred to, the name
@@ -50,18 +72,19 @@ def workload_references(workload: Workload) -> Iterator[Reference]:
 
 
 def check_references(
-    repo: Repo, names: dict[str, set[str]], unread: Unread = NOTHING_UNREAD
+    repo: Repo, defined: Defined, unread: Unread = NOTHING_UNREAD
 ) -> Iterator[Diagnostic]:
     """Every name a project or workload refers to must be defined somewhere in the repo, or
-    may be in a file that did not load (`unread`: that file's error is the one to fix)."""
+    may be in a broken document (see Defined) or a file that did not load (`unread`): that
+    document's or file's error is the one to fix."""
     owners = [(p.doc, project_references(p)) for p in repo.projects] + [
         (w.doc, workload_references(w)) for w in repo.workloads
     ]
     for doc, references in owners:
         for path, kind, name in references:
-            if name not in names[kind] and not unread.may_define(name):
-                defined = sorted(names[kind])
-                known = f"defined: {', '.join(defined)}" if defined else f"no {kind} is defined"
+            if not defined.may_define(kind, name) and not unread.may_define(name):
+                names = sorted(defined.names[kind])
+                known = f"defined: {', '.join(names)}" if names else f"no {kind} is defined"
                 yield error_at(
                     doc, path, codes.UNKNOWN_REFERENCE, f"unknown {kind} '{name}' ({known})"
                 )
