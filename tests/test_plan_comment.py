@@ -117,3 +117,10 @@ def test_the_reusable_workflow_runs_the_action_of_the_gitops_sched_ref_it_is_giv
     assert set(run["with"]) <= set(action["inputs"])
     assert run["with"]["path"] == "${{ inputs.path }}"
     assert inputs["python-version"]["default"] == action["inputs"]["python-version"]["default"]
+
+
+def test_help_is_usage_and_an_option_is_no_plan_file(capsys) -> None:
+    assert comment_main(["--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: python -m gitops_sched.plan.comment PLAN.md")
+    assert comment_main(["--verbose"]) == 2  # never read as a file named --verbose
+    assert "usage:" in capsys.readouterr().err

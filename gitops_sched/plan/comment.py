@@ -95,8 +95,12 @@ def upsert(github: GitHub, number: int, markdown: str) -> tuple[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m gitops_sched.plan.comment PLAN.md", file=sys.stderr)
+    usage = "usage: python -m gitops_sched.plan.comment PLAN.md"
+    if args in (["--help"], ["-h"]):
+        print(f"{usage}\n\n{__doc__.strip().splitlines()[0]}")
+        return 0
+    if len(args) != 1 or args[0].startswith("-"):
+        print(usage, file=sys.stderr)
         return 2
     try:
         env = {
