@@ -254,8 +254,7 @@ def simulate(path: Path, events: Path | None, fmt: str, excludes: tuple[str, ...
     """
     import json
 
-    from rich.console import Console
-
+    from gitops_sched.console import output_console
     from gitops_sched.sim.report import print_table, to_json
     from gitops_sched.sim.run import simulate as run_simulation
 
@@ -264,9 +263,9 @@ def simulate(path: Path, events: Path | None, fmt: str, excludes: tuple[str, ...
     if fmt == "json":
         click.echo(json.dumps(to_json(result), indent=2))
     else:
-        # piped output (CI logs, step summaries) gets a wide fixed width, not 80 columns
-        console = Console()
-        print_table(result, console if console.is_terminal else Console(width=160))
+        console = output_console()
+        print_table(result, console)
+        console.file.flush()
     sys.exit(EXIT_INVALID if result.failures else 0)
 
 

@@ -2,7 +2,7 @@
 
     cli -> {plan, reconciler, scheduler, agent} -> validate -> sim
         -> {compiler, bridge, cluster} -> {engine, config} -> contract
-        -> {hardware, quantity, gcpause, lazy}
+        -> {hardware, quantity, gcpause, lazy, console}
 
 A module may import its own package and any package of a lower layer. Every import counts:
 at the top of a module, under TYPE_CHECKING and inside a function (ruff's PLC0415 keeps
@@ -27,7 +27,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"compiler", "bridge", "cluster"}),
     frozenset({"engine", "config"}),
     frozenset({"contract"}),
-    frozenset({"hardware", "quantity", "gcpause", "lazy", "__init__"}),
+    frozenset({"hardware", "quantity", "gcpause", "lazy", "console", "__init__"}),
 )
 LAYER = {package: depth for depth, packages in enumerate(LAYERS) for package in packages}
 

@@ -27,6 +27,7 @@ from gitops_sched.agent.node import DEFAULT_POLICY, AgentPolicy, NodeAgent
 from gitops_sched.agent.table import print_inventory
 from gitops_sched.cluster import ApiFailure, ClusterClient, load_configuration
 from gitops_sched.cluster.serving import Health, serve
+from gitops_sched.console import output_console
 from gitops_sched.contract.inventory import inventory_changed
 
 EXIT_NO_GPU = EXIT_FAILED = 1
@@ -96,9 +97,7 @@ def run_agent(
     """Run the agent; the exit code (0; 1 no NVIDIA driver, or a failure with --once; 2 usage)."""
     node = node or os.environ.get("NODE_NAME") or socket.gethostname()
     if console is None:
-        # piped output (logs, CI) gets a wide fixed width so UUIDs are not cut
-        console = Console()
-        console = console if console.is_terminal else Console(width=160)
+        console = output_console()
     try:
         backend = open_backend(fake, node)
     except ValueError as exc:
