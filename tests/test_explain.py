@@ -79,10 +79,13 @@ def explain(*args: str) -> Result:
     return CliRunner().invoke(main, ["explain", *args])
 
 
-def test_the_readme_shows_what_explain_prints_for_the_oci_example() -> None:
-    result = explain(OCI, "llama-8b-pretrain")
+FRAGMENTATION = str(EXAMPLES.parent / "events" / "fragmentation.yaml")
+
+
+def test_the_readme_shows_what_explain_prints_for_the_fragmentation_example() -> None:
+    result = explain(NETAPP, "big", "--events", FRAGMENTATION)
     assert result.exit_code == 0
-    check("explain-oci", f"```\n{result.output}```\n")
+    check("explain-example", f"```\n{result.output}```\n")
 
 
 def test_a_placed_workload_says_where_and_why_there() -> None:
@@ -146,13 +149,28 @@ def test_a_gang_waits_for_room_for_all_its_pods(tmp_path: Path) -> None:
     assert "free whole GPUs per node it may use: dgx1-1 8, dgx1-0 7" in result.output
 
 
-def test_fragmentation_and_the_rounds_of_spare_gpus() -> None:
-    result = explain(OCI, "llama-8b-pretrain")
+def test_fragmentation_says_where_the_free_gpus_are() -> None:
+    result = explain(NETAPP, "big", "--events", FRAGMENTATION)
     assert result.exit_code == 0, result.output
     assert (
-        "Why pending: fragmentation: 16 GPUs free on the nodes it may use, but scattered: "
-        "only 3 of 4 pods fit"
+        "Why pending: fragmentation: 8 GPUs free on the nodes it may use, but scattered: "
+        "only 0 of 1 pods fit"
     ) in result.output
+    assert "  it asks for 8 GPUs now (1 pod)\n" in result.output
+    assert "  free whole GPUs per node it may use: dgx1-1 4, dgx1-0 4\n" in result.output
+
+
+def test_a_gang_runs_once_consolidation_moves_what_keeps_it_out() -> None:
+    # llama-8b-pretrain's 4 x 4 GPUs: consolidation moves vit-large-train and llama-8b-eval
+    # together (moving the first alone leaves it nowhere to go)
+    result = explain(OCI, "llama-8b-pretrain")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("llm-pretrain/llama-8b-pretrain: running\n")
+    assert "Runs on: a100-0 GPUs 0-7 (2 pods); a100-1 GPUs 0-7 (2 pods)" in result.output
+
+
+def test_the_rounds_of_spare_gpus() -> None:
+    result = explain(OCI, "llama-8b-pretrain")
     # rank 1 is served first: the whole-GPU round hands llm-pretrain the spare GPUs
     assert "    round at rank 1, 2 spare GPUs by weight: llm-pretrain +2 (part 2)" in (
         result.output

@@ -83,6 +83,16 @@ def test_consolidation_moves_one_job_and_loses_none():
     }
 
 
+def test_consolidation_moves_the_next_job_too_when_the_first_would_find_no_place():
+    output = run_scenario("consolidation-moves-more")
+    # in victim order, youngest first: j1, which alone leaves itself nowhere, then j2
+    assert [(e["workload"], e["reason"]) for e in decisions(output, "evict")] == [
+        ("j1", "consolidate"),
+        ("j2", "consolidate"),
+    ]
+    assert [e["workload"] for e in decisions(output, "bind")] == ["gang", "j2", "j1"]
+
+
 def test_unmet_expectation_exits_1_with_expected_and_actual(tmp_path):
     events = (SCENARIOS / "quota-three-to-one.yaml").read_text()
     wrong = tmp_path / "wrong.yaml"

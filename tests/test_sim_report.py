@@ -20,15 +20,22 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "clusters"
 
 
 def run(name: str, steps: list | None = None, tmp_path: Path | None = None) -> SimulationResult:
+    events = None
+    if steps is not None and tmp_path is not None:
+        events = tmp_path / "events.yaml"
+        document = {"apiVersion": API, "kind": "Simulation", "metadata": {"name": "t"}}
+        events.write_text(yaml.safe_dump({**document, "steps": steps}))
+    return run_events(name, events)
+
+
+def run_events(name: str, events: Path | None) -> SimulationResult:
+    """The example `name` run on its own, or through an events file."""
     repo, _ = check_repo(EXAMPLES / name)
     assert repo is not None
     simulation = None
-    if steps is not None and tmp_path is not None:
-        path = tmp_path / "events.yaml"
-        document = {"apiVersion": API, "kind": "Simulation", "metadata": {"name": "t"}}
-        path.write_text(yaml.safe_dump({**document, "steps": steps}))
+    if events is not None:
         diagnostics = Diagnostics()
-        simulation = load_simulation(path, repo, diagnostics)
+        simulation = load_simulation(events, repo, diagnostics)
         assert simulation is not None, [d.text() for d in diagnostics.items]
     return simulate(repo, simulation)
 
@@ -79,7 +86,12 @@ def test_mig_changes_and_pending_reasons_fit_80_columns() -> None:
     assert max(len(line) for line in lines) <= 80
     text = "\n".join(lines)
     assert "mig create" in text and "1g.10gb at slice 6 on" in text
-    assert "Not running" in text and "llama-8b-pretrain   fragmentation:" in text
+    fragmented = run_events("netapp-dgx", EXAMPLES.parent / "events" / "fragmentation.yaml")
+    lines_pending = rendered(fragmented)
+    assert max(len(line) for line in lines_pending) <= 80
+    assert "Not running" in [line.strip() for line in lines_pending] and any(
+        line.split()[:2] == ["big", "fragmentation:"] for line in lines_pending
+    )
     # every workload keeps its full name, however narrow the terminal
     for name in ("assistant-embeddings", "llama-8b-pretrain", "sandbox-notebook"):
         assert any(

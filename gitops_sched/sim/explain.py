@@ -237,7 +237,8 @@ def _details(session: Session, job: Job, pending: Pending) -> tuple[str, ...]:
     """The numbers behind a pending reason."""
     project = session.projects.get(job.project)
     wanted = gpus_text(session.wanted_gpus(job))
-    lines = [f"it asks for {wanted} GPUs now ({job.next_pods} pods)"]
+    pods = f"{job.next_pods} pod" + ("" if job.next_pods == 1 else "s")
+    lines = [f"it asks for {wanted} GPUs now ({pods})"]
     if pending.kind in (PendingKind.QUOTA, PendingKind.LIMIT) and project is not None:
         fixed = session.fixed.get(job.project, 0.0)
         limit = "none" if project.limit is None else gpus_text(project.limit)

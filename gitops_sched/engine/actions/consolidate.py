@@ -20,13 +20,16 @@ those with no room for them on any other node (they would have to come back). Pl
 by the victim order of their last move (the plan that needs to go least far down the
 order first), then the fewest moves, then the fewest GPUs moved; a gang takes several.
 A try is kept only if every job moved finds a place; one the job did not need keeps its own.
+When the job fits but a job moved finds no place, the next movable jobs of the plans'
+nodes (or GPUs) move too, one at a time in victim order, until all land (KAI's solver adds
+victims to its scenario one by one).
 Only a moved job's pods on the node (or GPU) the plan frees move: a gang's pods elsewhere
 keep running, as KAI moves only the pods on the node it frees.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from operator import attrgetter
 
@@ -162,18 +165,68 @@ def _consolidate_for(session: Session, job: Job, cache: _Plans) -> bool:
         with session.statement() as commit:
             taken: list[Taken] = []
             # one plan per pod at most: a gang's other pods may fit where there is room
-            for plan in plans[start : start + job.next_pods]:
+            chosen = plans[start : start + job.next_pods]
+            for plan in chosen:
                 for moved in plan.moves:
-                    pods = plan.pods(session.jobs[moved])
-                    if pods and len(taken) < MAX_MOVES:
-                        move = Victim(moved, pods, frozenset(), move_only=True)
-                        taken.append(evict(session, move, EvictReason.CONSOLIDATE, job))
-                if place_within(session, job, lambda: True):
-                    if give_back(session, taken, lambda: True):
-                        commit()
-                        return True
+                    _move_off(session, job, plan, moved, taken)
+                fits, placed = _place_and_give_back(session, job, taken)
+                if placed:
+                    commit()
+                    return True
+                if fits:
                     break
+            else:
+                continue
+            # the job fits, but what was moved finds no place: move the next work of the
+            # plans' nodes too, in victim order, until all of it lands (KAI's consolidation
+            # adds victims to its scenario one by one) or nothing is left to move there
+            for plan, moved in _further(session, job, chosen, cache):
+                if len(taken) >= MAX_MOVES:
+                    break
+                _move_off(session, job, plan, moved, taken)
+                if _place_and_give_back(session, job, taken)[1]:
+                    commit()
+                    return True
     return False
+
+
+def _move_off(session: Session, job: Job, plan: Plan, moved: str, taken: list[Taken]) -> None:
+    """Evict, to be moved, the pods of `moved` where the plan makes room."""
+    pods = plan.pods(session.jobs[moved])
+    if pods and len(taken) < MAX_MOVES:
+        move = Victim(moved, pods, frozenset(), move_only=True)
+        taken.append(evict(session, move, EvictReason.CONSOLIDATE, job))
+
+
+def _place_and_give_back(session: Session, job: Job, taken: list[Taken]) -> tuple[bool, bool]:
+    """(whether the job fits, whether every job moved then finds a place); nothing is
+    left placed unless both."""
+    fits = False
+    with session.statement() as commit:
+        if place_within(session, job, lambda: True):
+            fits = True
+            if give_back(session, taken, lambda: True):
+                commit()
+                return True, True
+    return fits, False
+
+
+def _further(
+    session: Session, job: Job, plans: list[Plan], cache: _Plans
+) -> Iterator[tuple[Plan, str]]:
+    """The movable work of the plans' nodes (or GPUs) the plans do not move, each plan's in
+    victim order, the plans in turn."""
+    for plan in plans:
+        use = session.nodes[plan.node]
+        if plan.gpu is None:
+            moves = cache.node_moves.get(plan.node) or _NodeMoves(session, job, use, cache)
+            candidates = [candidate.key for candidate, _ in moves.candidates]
+        else:
+            gpu = use.gpus[plan.gpu]
+            candidates = [m.key for m in _gpu_movable(session, use, gpu, cache) if m.key != job.key]
+        for moved in candidates:
+            if moved not in plan.moves:
+                yield plan, moved
 
 
 def _plans(
