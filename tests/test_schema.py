@@ -242,6 +242,14 @@ def test_unknown_kind(tmp_path: Path) -> None:
     ]
 
 
+def test_another_apis_document_is_one_error_saying_how_to_leave_it_out(tmp_path: Path) -> None:
+    deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {}\n"
+    assert problems(tmp_path, deployment) == [
+        "repo.yaml:1:13: Deployment/web: not a gitops-sched document (apiVersion 'apps/v1', "
+        "expected gitops-sched.io/v1alpha1): leave it out with .gitops-schedignore or --exclude"
+    ]  # not also "unknown kind 'Deployment': did you mean 'Department'?"
+
+
 def test_a_misspelt_kind_says_which_kind_it_looks_like(tmp_path: Path) -> None:
     assert problems(tmp_path, text_of("Projet", "spec: {}\n", name="p")) == [
         "repo.yaml:2:7: Projet/p: unknown kind 'Projet': did you mean 'Project'? (expected one "

@@ -80,7 +80,10 @@ EMPTY_DOCUMENT = _code("GS113", "empty document", "remove the stray `---`")
 # --- GS2xx: schemas ---------------------------------------------------------------------------
 
 BAD_API_VERSION = _code(
-    "GS201", "missing or unknown apiVersion", "set apiVersion: gitops-sched.io/v1alpha1"
+    "GS201",
+    "missing or unknown apiVersion",
+    "set apiVersion: gitops-sched.io/v1alpha1; another API's file: leave it out "
+    "(.gitops-schedignore or --exclude)",
 )
 BAD_KIND = _code("GS202", "missing or unknown kind", "use one of the kinds the message lists")
 UNKNOWN_FIELD = _code(

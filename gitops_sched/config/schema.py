@@ -27,7 +27,7 @@ from gitops_sched.config import codes
 from gitops_sched.config.codes import Code
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
 from gitops_sched.config.document import KINDS, SIMULATION, Document, Path_
-from gitops_sched.contract.labels import API_VERSION
+from gitops_sched.contract.labels import API_VERSION, GROUP
 
 _PLAIN_KEY = re.compile(r"[A-Za-z_][-A-Za-z0-9_]*")
 
@@ -135,13 +135,21 @@ def _header_problems(doc: Document) -> list[Diagnostic]:
         message = f"missing apiVersion (expected {API_VERSION})"
         problems.append(Diagnostic(doc.location(), message, doc.ref, code=codes.BAD_API_VERSION))
     elif (api := doc.data["apiVersion"]) != API_VERSION:
+        where = doc.location(("apiVersion",))
+        if isinstance(api, str) and "/" in api and not api.startswith(f"{GROUP}/"):
+            # another API's document (a Deployment left in the folder): one error, no
+            # guess at which of our kinds its kind looks like
+            message = (
+                f"not a gitops-sched document (apiVersion {_show(api)}, expected "
+                f"{API_VERSION}): leave it out with .gitops-schedignore or --exclude"
+            )
+            return [Diagnostic(where, message, doc.ref, code=codes.BAD_API_VERSION)]
         what = (
             f"unknown apiVersion {_show(api)}"
             if isinstance(api, str)
             else f"apiVersion is {_show(api)}"
         )
         message = f"{what} (expected {API_VERSION})"
-        where = doc.location(("apiVersion",))
         problems.append(Diagnostic(where, message, doc.ref, code=codes.BAD_API_VERSION))
     expected = f"expected one of {', '.join((*KINDS, SIMULATION))}"
     if "kind" not in doc.data:
