@@ -119,6 +119,19 @@ def test_render_under_a_file_is_a_clear_usage_error(tmp_path: Path) -> None:
     assert f"render: cannot write {tmp_path / 'afile' / 'out'}: Not a directory" in output
 
 
+@pytest.mark.parametrize("name", ["kustomization.yaml", ".gitops-sched-render"])
+def test_a_fifo_where_render_reads_its_own_files_is_refused_not_waited_on(
+    tmp_path: Path, name: str
+) -> None:
+    # a FIFO opened for reading blocks until a writer comes: render would hang for ever
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / name)
+    code, output = run("render", str(EXAMPLE), "-o", str(out))
+    assert code == 2
+    assert f"{out / name} is not a regular file" in output
+
+
 CLI = "from gitops_sched.cli import main; main()"  # the console script, in a process of its own
 
 

@@ -73,19 +73,22 @@ class OutputFolder:
             os.close(fd)
 
     def read(self, relative: str) -> str | None:
-        """The regular file's text (None when there is none, or a link is there)."""
+        """The regular file's text (None when there is none, or a link is there); anything
+        else there (a FIFO, a socket, a device) is refused. Opened without blocking: a FIFO
+        with no writer would otherwise hold the render for ever."""
         fd = self._folder(relative, create=False)
         if fd is None:
             return None
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
         try:
-            file = os.open(_name(relative), os.O_RDONLY | os.O_NOFOLLOW | _CLOEXEC, dir_fd=fd)
+            file = os.open(_name(relative), flags, dir_fd=fd)
         except OSError:
             return None
         finally:
             os.close(fd)
         with os.fdopen(file, "rb") as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                return None
+                raise self._refused(relative, "is not a regular file")
             data = f.read(MAX_MANIFEST_BYTES + 1)
         if len(data) > MAX_MANIFEST_BYTES:
             raise self._refused(relative, f"is over {MAX_MANIFEST_BYTES} bytes")
