@@ -208,6 +208,20 @@ def test_kubernetes_quantities_are_accepted(tmp_path: Path, value: str | float) 
     assert parse_quantity(value) >= 0  # and the model can read what the schema let through
 
 
+@pytest.mark.parametrize("value", ["1e30", "1e19", "99999999999999999999999999999Ei", "2Ei"])
+def test_a_quantity_string_over_the_bound_is_refused_like_a_number(
+    tmp_path: Path, value: str
+) -> None:
+    # the schema's `maximum` bounds numbers only: the string's value is checked too, so a
+    # quantity past 10^18 never reaches a check that prints it
+    spec = f'spec:\n  project: p\n  resources: {{cpu: "{value}"}}\n'
+    assert problems(tmp_path, text_of("Workload", spec, name="w")) == [
+        f"repo.yaml:7:20: Workload/w: spec.resources.cpu: '{value}' is more than 1e18"
+    ]
+    at_bound = 'spec:\n  project: p\n  resources: {cpu: "1E"}\n'
+    assert problems(tmp_path, text_of("Workload", at_bound, name="w")) == []
+
+
 @pytest.mark.parametrize("value", ["10s", "5m", "1h30m", "2d", "90", 90])
 def test_durations_are_accepted(tmp_path: Path, value: str | int) -> None:
     spec = f"spec:\n  policy: {{cyclePeriod: {json.dumps(value)}}}\n"

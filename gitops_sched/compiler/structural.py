@@ -45,6 +45,11 @@ _VALIDATIONS = frozenset(
     }
 )
 _JUNCTORS = ("allOf", "anyOf", "oneOf")
+# keywords that say nothing to the API server: text, and our own quantityMaximum (a
+# quantity string's value, which the server checks as the resource's own quantity)
+_EDITOR_ONLY = frozenset(
+    {"description", "errorMessage", "patternErrorMessage", "title", "quantityMaximum"}
+)
 _SCALARS = frozenset({"string", "integer", "number", "boolean"})
 # Python regex features Go's RE2 lacks: look-ahead/behind, atomic groups, back-references.
 _NOT_RE2 = re.compile(r"\(\?[=!<>]|\\[1-9]")
@@ -136,6 +141,6 @@ def _validation_only(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, An
             out[key] = branches
         elif key in _VALIDATIONS or key == "const":
             out.update(_value_validation(key, value))
-        elif key not in ("description", "errorMessage", "patternErrorMessage", "title"):
+        elif key not in _EDITOR_ONLY:
             return None
     return out

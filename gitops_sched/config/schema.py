@@ -28,6 +28,7 @@ from gitops_sched.config.codes import Code
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
 from gitops_sched.config.document import KINDS, SIMULATION, Document, Path_
 from gitops_sched.contract.labels import API_VERSION, GROUP
+from gitops_sched.quantity import parse_quantity
 
 _PLAIN_KEY = re.compile(r"[A-Za-z_][-A-Za-z0-9_]*")
 
@@ -75,6 +76,26 @@ def _pattern_keyword(validator: Any, pattern: str, instance: Any, schema: dict) 
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
+def _quantity_at_most(value: Any, maximum: int) -> bool:
+    """Whether a quantity string stands for at most `maximum` (`maximum` bounds numbers
+    only; "1e30" or "9999Ei" would pass it). A string that is no quantity is the
+    pattern's to report."""
+    if not isinstance(value, str):
+        return True
+    try:
+        return parse_quantity(value) <= maximum
+    except ValueError:
+        return True
+
+
+def _quantity_maximum_keyword(
+    validator: Any, maximum: int, instance: Any, schema: dict
+) -> Iterator:
+    """`quantityMaximum` (ours): `maximum` for a quantity written as a string."""
+    if not _quantity_at_most(instance, maximum):
+        yield ValidationError(f"{instance!r} is more than {maximum:.0e}".replace("e+", "e"))
+
+
 def _is_integer(checker: Any, value: Any) -> bool:
     """JSON Schema counts 2.0 as an integer; the model does not (`gpus: 2.0`, GPU index 1.0)."""
     return isinstance(value, int) and not isinstance(value, bool)
@@ -90,7 +111,7 @@ def _is_finite_number(checker: Any, value: Any) -> bool:
 # Its types are the model's: integers are ints (not 2.0), numbers are finite.
 SchemaValidator = validators.extend(
     Draft202012Validator,
-    {"pattern": _pattern_keyword},
+    {"pattern": _pattern_keyword, "quantityMaximum": _quantity_maximum_keyword},
     type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many(
         {"integer": _is_integer, "number": _is_finite_number}
     ),
@@ -617,5 +638,6 @@ _KEYWORDS: dict[str, Callable[[Any, dict, dict], Check]] = {
     "maxLength": lambda n, s, r: _on("string", lambda v: len(v) <= n),
     "minimum": lambda n, s, r: _on("number", lambda v: v >= n),
     "maximum": lambda n, s, r: _on("number", lambda v: v <= n),
+    "quantityMaximum": lambda n, s, r: lambda v: _quantity_at_most(v, n),
     "exclusiveMinimum": lambda n, s, r: _on("number", lambda v: v > n),
 }
