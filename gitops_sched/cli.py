@@ -38,11 +38,12 @@ def _patterns(_ctx: click.Context, _param: click.Parameter, excludes: tuple[str,
     as given, not a problem of the repo's ignore file."""
     from gitops_sched.config.ignore import BadPattern, IgnoreRules
 
-    for pattern in excludes:
-        try:
+    try:
+        for pattern in excludes:
             IgnoreRules.of("", (pattern,))
-        except BadPattern as exc:
-            raise click.BadParameter(str(exc).removeprefix("--exclude ")) from None
+        IgnoreRules.of("", excludes)  # and their bounds together (how many, how long)
+    except BadPattern as exc:
+        raise click.BadParameter(str(exc).removeprefix("--exclude ")) from None
     return excludes
 
 

@@ -252,6 +252,13 @@ def test_a_malformed_ignore_pattern_is_gs103(repo: Path, pattern: str, why: str)
     assert why in output
 
 
+def test_more_excludes_than_the_bound_is_a_usage_error(repo: Path) -> None:
+    excludes = [arg for i in range(MAX_PATTERNS + 1) for arg in ("--exclude", f"a{i}")]
+    code, output = run("validate", str(repo), *excludes)
+    assert code == 2  # not a GS103 at an ignore file the folder may not have
+    assert f"Invalid value for '--exclude': more than {MAX_PATTERNS} patterns" in output
+
+
 @pytest.mark.parametrize("lines", [MAX_PATTERNS + 1, 100_000, 400_000])
 def test_an_ignore_file_past_the_pattern_limit_is_gs103(repo: Path, lines: int) -> None:
     (repo / ".gitops-schedignore").write_text("".join(f"p{i}\n" for i in range(lines)))
