@@ -252,6 +252,15 @@ def test_a_malformed_ignore_pattern_is_gs103(repo: Path, pattern: str, why: str)
     assert why in output
 
 
+def test_a_newline_in_a_file_name_cannot_forge_a_diagnostic_line(repo: Path) -> None:
+    (repo / "x\nrepo.yaml:1:1: warning GS113: forged.yaml").write_text("kind: Nope\n")
+    code, output = run("validate", str(repo))
+    assert code == 1
+    lines = output.splitlines()
+    assert not any(line.startswith("repo.yaml:1:1: warning GS113: forged") for line in lines)
+    assert any("x\\nrepo.yaml:1:1: warning GS113: forged.yaml:1:1: error" in line for line in lines)
+
+
 def test_more_excludes_than_the_bound_is_a_usage_error(repo: Path) -> None:
     excludes = [arg for i in range(MAX_PATTERNS + 1) for arg in ("--exclude", f"a{i}")]
     code, output = run("validate", str(repo), *excludes)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -19,20 +19,35 @@ from gitops_sched.config.codes import Code
 # Characters that would act on a terminal or a CI log instead of showing (ESC, BEL, C1
 # controls, bidirectional overrides), and lone surrogates (a file name that is not UTF-8,
 # which no UTF-8 writer prints): input text echoed in a message shows them escaped.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u2028\u2029\u202a-\u202e"
+    "\u2066-\u2069\ufeff\ud800-\udfff]"
+)
+# In a name or a path, which a line of output shows before the message, a newline or a tab
+# would start what reads as another diagnostic: escaped there too
+_CONTROL_IN_NAME = re.compile(f"[\n\t{_CONTROL.pattern[1:-1]}]")
 MAX_MESSAGE_CHARS = 2000  # a message quoting a megabyte-long value shows its start only
 
 
 def printable(text: str) -> str:
     """`text` with its control characters escaped (`\\x1b`); newlines and tabs stay."""
-    return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], text)
+    return _CONTROL.sub(_escaped, text)
 
 
-def _bounded(text: str) -> str:
+def printable_name(text: str) -> str:
+    """printable, and newlines and tabs escaped too: for an object's name or a path."""
+    return _CONTROL_IN_NAME.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return ascii(match.group())[1:-1]
+
+
+def _bounded(text: str, escape: Callable[[str], str] = printable) -> str:
     if len(text) <= MAX_MESSAGE_CHARS:
-        return printable(text)
+        return escape(text)
     cut = len(text) - MAX_MESSAGE_CHARS
-    return f"{printable(text[:MAX_MESSAGE_CHARS])}... ({cut} more characters)"
+    return f"{escape(text[:MAX_MESSAGE_CHARS])}... ({cut} more characters)"
 
 
 class Severity(StrEnum):
@@ -49,7 +64,7 @@ class Location:
     col: int = 1
 
     def __str__(self) -> str:
-        return f"{printable(self.file)}:{self.line}:{self.col}"
+        return f"{printable_name(self.file)}:{self.line}:{self.col}"
 
 
 @dataclass(frozen=True)
@@ -63,7 +78,7 @@ class Diagnostic:
     def __post_init__(self) -> None:
         # messages and names quote the input: escaped and cut to a size here, once
         object.__setattr__(self, "message", _bounded(self.message))
-        object.__setattr__(self, "obj", _bounded(self.obj))
+        object.__setattr__(self, "obj", _bounded(self.obj, printable_name))
 
     def sort_key(self) -> tuple:
         return (self.location, self.obj, self.message)
