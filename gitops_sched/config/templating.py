@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from decimal import Decimal
 from functools import lru_cache
 from itertools import islice
 from string import Formatter
@@ -33,6 +34,7 @@ from jinja2 import (
     TemplateError,
     TemplateRuntimeError,
     TemplateSyntaxError,
+    Undefined,
     meta,
     nodes,
     pass_context,
@@ -298,8 +300,20 @@ class _LimitedTemplate(Template):
         return str(text)
 
 
+# what a `{{ ... }}` may print: values that print the same on every run (bool is an int)
+_VALUES = (str, int, float, Decimal, list, tuple, dict, range)
+
+
 def _finalize(value: Any) -> Any:
-    """Every `{{ ... }}` printed, in the template or in a block it captures."""
+    """Every `{{ ... }}` printed, in the template or in a block it captures. Only values
+    print: a function, a generator or another object (`{{ 'x'.upper }}`, `{{ joiner() }}`,
+    `{{ names|map('upper') }}`) would print as its memory address, a different render
+    each run, and is refused."""
+    if value is not None and not isinstance(value, _VALUES + (Undefined,)):
+        raise TemplateRuntimeError(
+            f"template expression prints a {type(value).__name__} object, not a value "
+            "(call it, print one of its fields, or make it a list)"
+        )
     budget = _budget()
     budget.tick()
     budget.output += _size(value)  # before Jinja2 makes it a string
@@ -425,6 +439,7 @@ class _LimitedEnvironment(ImmutableSandboxedEnvironment):
         super().__init__(finalize=_finalize, **options)
         self.globals["range"] = _range
         self.globals.pop("lipsum", None)  # generates text by the paragraph: not for pod fields
+        self.filters.pop("random", None)  # same repo, same bytes: no render may draw lots
         for name, check in _FILTER_CHECKS.items():
             _guard_filter(self, name, check)
         self.filters["_gitops_sched_loop"] = _loop_guard
