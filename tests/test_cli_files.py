@@ -132,6 +132,25 @@ def test_a_fifo_where_render_reads_its_own_files_is_refused_not_waited_on(
     assert f"{out / name} is not a regular file" in output
 
 
+def test_the_next_render_removes_what_a_killed_render_left_beside_its_files(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out"
+    assert run("render", str(EXAMPLE), "-o", str(out))[0] == 0
+    leaf = next(p for p in sorted(out.rglob("*.yaml")) if p.parent != out)
+    # what `write` leaves when killed between creating its temporary file and renaming it
+    left = [
+        leaf.parent / f".{leaf.name}.0123456789ab.tmp",
+        out / ".kustomization.yaml.abcdef012345.tmp",
+    ]
+    foreign = leaf.parent / ".notes.yaml.0123456789ab.tmp"  # beside no file render writes
+    for path in (*left, foreign):
+        path.write_text("")
+    assert run("render", str(EXAMPLE), "-o", str(out))[0] == 0
+    assert not any(path.exists() for path in left)
+    assert foreign.exists()
+
+
 CLI = "from gitops_sched.cli import main; main()"  # the console script, in a process of its own
 
 

@@ -109,6 +109,18 @@ def write_directory(objects: list[dict[str, Any]], out: Path) -> None:
         for stale in sorted(previous - files.keys()):
             folder.delete(stale)
         folder.write(MANIFEST, _manifest(files.keys()))
+        _sweep(folder, files.keys() | previous | {MANIFEST})
+
+
+def _sweep(folder: OutputFolder, paths: set[str]) -> None:
+    """Delete the temporary files a render killed mid-write left beside render's own files
+    (OutputFolder.sweep), folder by folder."""
+    by_folder: dict[str, set[str]] = {}
+    for path in paths:
+        parent, _, name = path.rpartition("/")
+        by_folder.setdefault(parent, set()).add(name)
+    for parent, names in sorted(by_folder.items()):
+        folder.sweep(parent, names)
 
 
 def _present(folder: OutputFolder, previous: set[str]) -> set[str]:

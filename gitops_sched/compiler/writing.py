@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import stat
 import uuid
 from pathlib import Path
@@ -23,6 +24,8 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
 _NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024  # render's own list of files: far beyond any render
+# `write`'s temporary file beside NAME: a render killed mid-write leaves one (see sweep)
+_TEMPORARY = re.compile(r"\.(?P<name>.+)\.[0-9a-f]{12}\.tmp")
 
 
 class OutputFolder:
@@ -99,6 +102,7 @@ class OutputFolder:
         fd = self._folder(relative, create=True)
         assert fd is not None
         name, temporary = _name(relative), f".{_name(relative)}.{uuid.uuid4().hex[:12]}.tmp"
+        assert _TEMPORARY.fullmatch(temporary)
         try:
             file = os.open(temporary, _NEW_FILE_FLAGS, 0o666, dir_fd=fd)
             try:
@@ -108,6 +112,20 @@ class OutputFolder:
             os.replace(temporary, name, src_dir_fd=fd, dst_dir_fd=fd)
         finally:
             _unlink_quietly(temporary, fd)
+            os.close(fd)
+
+    def sweep(self, folder: str, names: set[str]) -> None:
+        """Delete what a render killed mid-write left in `folder` ("" the output folder
+        itself): the temporary files `write` makes beside the files `names`, and only those."""
+        fd = self._folder(f"{folder}/-" if folder else "-", create=False)
+        if fd is None:
+            return
+        try:
+            for entry in os.listdir(fd):
+                found = _TEMPORARY.fullmatch(entry)
+                if found and found["name"] in names:
+                    _unlink_quietly(entry, fd)
+        finally:
             os.close(fd)
 
     def delete(self, relative: str) -> None:
