@@ -591,6 +591,22 @@ def test_invalid_base_is_stated_and_the_head_still_decides_the_exit_code(config_
     assert [p["object"] for p in data["validation"]["fixed"]] == ["Project/team-b"]
 
 
+def test_a_symlink_committed_in_the_config_is_an_error_at_a_ref_not_skipped(
+    config_repo: Path,
+) -> None:
+    (config_repo / "cfg" / "dup.yaml").symlink_to("departments.yaml")
+    (config_repo / "cfg" / "outside.yaml").symlink_to("/etc/hostname")
+    git(config_repo, "add", "-A")
+    git(config_repo, "commit", "-q", "-m", "links")
+    code, out, _ = plan("cfg", "--base", "main~1", "--head", "main")
+    assert code == 1
+    for name in ("dup.yaml", "outside.yaml"):
+        assert (
+            f"cfg/{name}:1:1: error GS101: a symlink in the Git tree: plan reads only regular "
+            "files at a ref"
+        ) in out
+
+
 def test_invalid_head_ref_exits_1(config_repo: Path) -> None:
     change(config_repo, "break-validation", commit=True)
     code, data = plan_json("cfg", "--base", "main~1", "--head", "main")

@@ -18,6 +18,7 @@ from gitops_sched.config.ignore import IGNORE_FILE, IgnoreRules
 from gitops_sched.config.loader import MAX_FILE_BYTES, YAML_SUFFIXES, Unreadable, ignore_rules
 
 BLOB_MODES = ("100644", "100755")  # regular files; links and submodules are not config
+LINK_MODE = "120000"  # a symlink: its blob is the target's path, which a ref is not read by
 
 
 class GitError(Exception):
@@ -109,6 +110,7 @@ class Blob:
 
     id: str
     size: int
+    link: bool = False  # a symlink (LINK_MODE): reported, never read
 
 
 def _listed(
@@ -132,10 +134,15 @@ def _listed(
         parts = PurePosixPath(relative).parts
         if relative == IGNORE_FILE and kind == "blob":
             ignore_file = Blob(blob, int(size))
-        if kind != "blob" or mode not in BLOB_MODES or any(p.startswith(".") for p in parts):
+        link = mode == LINK_MODE
+        if (
+            kind != "blob"
+            or not (link or mode in BLOB_MODES)
+            or any(p.startswith(".") for p in parts)
+        ):
             continue
         if relative.endswith(YAML_SUFFIXES):
-            files.append((relative, Blob(blob, int(size))))
+            files.append((relative, Blob(blob, int(size), link)))
     rules = _rules(folder, ignore_file, excludes)
     if isinstance(rules, Unreadable):
         return [], rules
@@ -154,11 +161,14 @@ def ref_files(
     if isinstance(rules, Unreadable):
         yield (folder.shown / IGNORE_FILE).as_posix(), rules
         return
-    wanted = [blob.id for _, blob in files if blob.size <= MAX_FILE_BYTES]
+    wanted = [blob.id for _, blob in files if blob.size <= MAX_FILE_BYTES and not blob.link]
     contents = _contents(folder, wanted) if wanted else {}
     for relative, blob in files:
         shown = (folder.shown / relative).as_posix()
-        if blob.size > MAX_FILE_BYTES:
+        if blob.link:  # never skipped unsaid: a folder load reports its links too
+            why = "a symlink in the Git tree: plan reads only regular files at a ref"
+            yield shown, Unreadable(why)
+        elif blob.size > MAX_FILE_BYTES:
             yield (
                 shown,
                 Unreadable(
