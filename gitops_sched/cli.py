@@ -88,8 +88,8 @@ class _Commands(click.Group):
     """The commands, with one rule for a file or output that fails them: a full disk or a
     closed pipe behind standard output, or a file that cannot be read or written, is one
     line (none for a reader that stopped early, as `| head` does) and exit 2, never a
-    traceback; a template that fails to render after validation passed (past the time
-    budget) is one line and exit 1."""
+    traceback, as is running out of memory; a template that fails to render after
+    validation passed (past the time budget) is one line and exit 1."""
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -100,6 +100,16 @@ class _Commands(click.Group):
                 where = exc.filename or "cannot write the output"
                 click.echo(printable(f"gitops-sched: {where}: {why}"), err=True)
             _discard_stdout()
+            sys.exit(EXIT_USAGE)
+        except MemoryError:
+            # a cluster at the schema's maxima (100,000 nodes of 64 GPUs) simulated on a
+            # small machine, or under a memory limit: one line, not a traceback
+            _discard_stdout()
+            click.echo(
+                "gitops-sched: out of memory: this repo's cluster or workloads are more than "
+                "this machine (or its memory limit) can hold",
+                err=True,
+            )
             sys.exit(EXIT_USAGE)
         except Exception as exc:
             kube = sys.modules.get("kubernetes.config.config_exception")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ast
 import re
+import resource
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -129,3 +131,29 @@ def test_piped_tables_are_columns_wide_with_no_trailing_spaces(
     assert "Decisions" in lines
     assert all(line == line.rstrip() for line in lines)
     assert least < max(len(line) for line in lines) <= width
+
+
+def test_running_out_of_memory_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    # the schema's largest node group, 100,000 nodes of 64 GPUs, under a 1 GB address space
+    repo = tmp_path / "big"
+    shutil.copytree(ROOT / "examples" / "walkthrough", repo)
+    cluster = repo / "cluster.yaml"
+    text = cluster.read_text().replace("nodeCount: 2", "nodeCount: 100000")
+    cluster.write_text(text.replace("gpusPerNode: 8", "gpusPerNode: 64"))
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    result = subprocess.run(
+        [sys.executable, "-c", "from gitops_sched.cli import main; main()", "simulate", str(repo)],
+        capture_output=True,
+        text=True,
+        preexec_fn=limit,
+        timeout=300,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "gitops-sched: out of memory: this repo's cluster or workloads are more than this "
+        "machine (or its memory limit) can hold"
+    ]
+    assert result.stdout == ""
