@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import Any
 
 from gitops_sched.config.diagnostics import Location
+from gitops_sched.contract.labels import GROUP
 
 KINDS = ("Cluster", "NodeGroup", "Department", "Project", "Template", "Workload")
 # The repo's own tests (`gitops-sched test`): checked by `validate`, never compiled.
@@ -46,6 +47,13 @@ class Document:
         meta = self.data.get("metadata") if isinstance(self.data, dict) else None
         name = meta.get("name") if isinstance(meta, dict) else None
         return name if isinstance(name, str) else ""
+
+    @property
+    def foreign(self) -> bool:
+        """Of another API (`apiVersion: apps/v1`: a Deployment left in the folder), not a
+        misspelt one of ours: it names none of our objects and is no kind of ours."""
+        api = self.data.get("apiVersion") if isinstance(self.data, dict) else None
+        return isinstance(api, str) and "/" in api and not api.startswith(f"{GROUP}/")
 
     @property
     def ref(self) -> str:

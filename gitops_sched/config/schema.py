@@ -15,7 +15,7 @@ import json
 import math
 import re
 import reprlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -27,7 +27,7 @@ from gitops_sched.config import codes
 from gitops_sched.config.codes import Code
 from gitops_sched.config.diagnostics import Diagnostic, Diagnostics
 from gitops_sched.config.document import KINDS, SIMULATION, Document, Path_
-from gitops_sched.contract.labels import API_VERSION, GROUP
+from gitops_sched.contract.labels import API_VERSION
 from gitops_sched.quantity import parse_quantity
 
 _PLAIN_KEY = re.compile(r"[A-Za-z_][-A-Za-z0-9_]*")
@@ -157,7 +157,7 @@ def _header_problems(doc: Document) -> list[Diagnostic]:
         problems.append(Diagnostic(doc.location(), message, doc.ref, code=codes.BAD_API_VERSION))
     elif (api := doc.data["apiVersion"]) != API_VERSION:
         where = doc.location(("apiVersion",))
-        if isinstance(api, str) and "/" in api and not api.startswith(f"{GROUP}/"):
+        if doc.foreign:
             # another API's document (a Deployment left in the folder): one error, no
             # guess at which of our kinds its kind looks like
             message = (
@@ -179,12 +179,8 @@ def _header_problems(doc: Document) -> list[Diagnostic]:
     elif doc.kind not in KINDS and doc.kind != SIMULATION:
         kind = doc.data["kind"]
         what = f"unknown kind {_show(kind)}" if isinstance(kind, str) else f"kind is {_show(kind)}"
-        guess = (
-            difflib.get_close_matches(kind, (*KINDS, SIMULATION), n=1)
-            if isinstance(kind, str)
-            else []
-        )
-        hint = f": did you mean '{guess[0]}'?" if guess else ""
+        guess = _nearest(kind, (*KINDS, SIMULATION)) if isinstance(kind, str) else None
+        hint = f": did you mean '{guess}'?" if guess else ""
         message = f"{what}{hint} ({expected})"
         problems.append(Diagnostic(doc.location(("kind",)), message, doc.ref, code=codes.BAD_KIND))
     return problems
@@ -259,7 +255,13 @@ def _misspelt(error: ValidationError) -> set[str]:
         return set()
     known = list(error.schema.get("properties", {}))
     unknown = [key for key in error.instance if isinstance(key, str) and key not in known]
-    return {guess for key in unknown for guess in difflib.get_close_matches(key, known, n=1)}
+    return {guess for key in unknown if (guess := _nearest(key, known))}
+
+
+def _nearest(word: str, candidates: Iterable[str]) -> str | None:
+    """The candidate `word` most likely misspells, if any: what "did you mean" names."""
+    close = difflib.get_close_matches(word, list(candidates), n=1)
+    return close[0] if close else None
 
 
 def _unknown(root: dict, path: Path_, key: str, error: ValidationError) -> str:
@@ -271,11 +273,11 @@ def _unknown(root: dict, path: Path_, key: str, error: ValidationError) -> str:
     schema's own `errorMessage` (e.g. the shape Kubernetes users expect) comes last.
     """
     known = list(error.schema.get("properties", {}))
-    guess = difflib.get_close_matches(key, known, n=1)
+    guess = _nearest(key, known)
     under = [name for name in known if key in _fields_of(root, error.schema["properties"][name])]
     parent = _fields_of(root, _schema_at(root, path[:-1])) if path else {}
     if guess:
-        hint = f": did you mean '{guess[0]}'?"
+        hint = f": did you mean '{guess}'?"
     elif under:
         hint = f": indent it under '{_dotted((*path, under[0]))}'?"
     elif key in parent:

@@ -19,7 +19,6 @@ from gitops_sched.config.diagnostics import Diagnostic
 from gitops_sched.config.document import KINDS, SIMULATION, Document, Path_
 from gitops_sched.config.model import Project, Repo, Workload
 from gitops_sched.config.unread import NOTHING_UNREAD, Unread
-from gitops_sched.contract.labels import GROUP
 
 
 @dataclass(frozen=True)
@@ -39,7 +38,7 @@ class Defined:
         stray, nameless = set(), set()
         for doc in documents:
             if doc.kind not in KINDS and doc.kind != SIMULATION:
-                if _maybe_ours(doc):  # a Deployment left in the folder defines none of ours
+                if not doc.foreign:  # a Deployment left in the folder defines none of ours
                     stray.add(doc.name)
             elif not doc.name:
                 nameless.add(doc.kind)
@@ -49,12 +48,6 @@ class Defined:
 
     def may_define(self, kind: str, name: str) -> bool:
         return name in self.names[kind] or name in self.stray or kind in self.nameless
-
-
-def _maybe_ours(doc: Document) -> bool:
-    """Whether the document may be one of ours: its apiVersion is of our group, or none."""
-    api = doc.data.get("apiVersion") if isinstance(doc.data, dict) else None
-    return not isinstance(api, str) or api.startswith(f"{GROUP}/")
 
 
 Reference = tuple[Path_, str, str]  # where, the kind referred to, the name
