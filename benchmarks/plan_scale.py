@@ -128,19 +128,19 @@ def engine_cycles() -> Iterator[list[float]]:
     may clear: how many cycles a plan's settles take and what each costs, the two things a
     change to the engine's rules moves apart (more cycles, or dearer ones)."""
     cycles: list[float] = []
-    schedule = engine_apply.schedule
+    schedule = engine_apply.schedule_carrying
 
-    def counted(snapshot: Any) -> Any:
+    def counted(snapshot: Any, carried: Any = None) -> Any:
         start = time.process_time()
-        decisions = schedule(snapshot)
+        result = schedule(snapshot, carried)
         cycles.append(time.process_time() - start)
-        return decisions
+        return result
 
-    engine_apply.schedule = counted  # what settle calls, looked up at each call
+    engine_apply.schedule_carrying = counted  # what settle calls, looked up at each call
     try:
         yield cycles
     finally:
-        engine_apply.schedule = schedule
+        engine_apply.schedule_carrying = schedule
 
 
 def profile(fn: Callable[[], Any], file: str) -> dict[str, Any]:

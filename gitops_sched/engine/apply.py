@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gitops_sched.engine.cycle import schedule
+from gitops_sched.engine.cycle import schedule_carrying
 from gitops_sched.engine.types import Decisions, EvictReason, Node, Snapshot
+from gitops_sched.engine.usage import Usage
 from gitops_sched.gcpause import paused_gc
 from gitops_sched.hardware.mig import in_layout_order
 
@@ -55,10 +56,14 @@ def _with_mig_change(node: Node, change) -> Node:
 def settle(snapshot: Snapshot, max_cycles: int = 50) -> tuple[Snapshot, list[Decisions]]:
     """Cycle until one changes nothing; the last Decisions carry the settled status."""
     history: list[Decisions] = []
+    carried: Usage | None = None
     for _ in range(max_cycles):
-        decisions = schedule(snapshot)
+        decisions, usage = schedule_carrying(snapshot, carried)
         history.append(decisions)
         if not decisions.changed:
             break
+        # the next cycle carries on from the GPU usage this one ended with, which is the
+        # next snapshot's, unless pods were releasing (their holders are the session's)
+        carried = None if snapshot.releasing else usage
         snapshot = apply_decisions(snapshot, decisions)
     return snapshot, history

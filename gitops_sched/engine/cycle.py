@@ -22,6 +22,7 @@ from gitops_sched.engine.types import (
     QueueStatus,
     Snapshot,
 )
+from gitops_sched.engine.usage import Usage
 from gitops_sched.gcpause import paused_gc
 
 # The actions in the order `schedule` runs them first (allocate runs again after
@@ -29,10 +30,16 @@ from gitops_sched.gcpause import paused_gc
 ACTIONS = (enforce_limits, allocate, consolidate, reclaim, preempt, evict_stale_gangs)
 
 
-@paused_gc()
 def schedule(snapshot: Snapshot) -> Decisions:
     """Decide binds, evictions and MIG changes for one cycle; pure and deterministic."""
-    session = Session(snapshot)
+    return schedule_carrying(snapshot)[0]
+
+
+@paused_gc()
+def schedule_carrying(snapshot: Snapshot, carried: Usage | None = None) -> tuple[Decisions, Usage]:
+    """`schedule`, with the GPU usage the cycle ended with, for the next cycle of a settle
+    to carry on from (`carried`: see Session)."""
+    session = Session(snapshot, carried)
     enforce_limits(session)
     allocate(session)
     consolidate(session)
@@ -71,7 +78,7 @@ def schedule(snapshot: Snapshot) -> Decisions:
 
     evictions, binds = net_changes(snapshot, session)
     waits = _Waits(snapshot, evictions, session.mig_changes)
-    return Decisions(
+    decisions = Decisions(
         evictions=evictions,
         # lists, not generators, make the tuples: a generator's every step is a call
         binds=tuple([waits.bind(bind) for bind in binds]),
@@ -85,6 +92,7 @@ def schedule(snapshot: Snapshot) -> Decisions:
             ]
         ),
     )
+    return decisions, session.usage
 
 
 def net_changes(snapshot: Snapshot, session: Session) -> tuple[tuple[Evict, ...], tuple[Bind, ...]]:

@@ -130,7 +130,10 @@ Entry = tuple[Job, float, tuple]
 class Session:
     """Mutable state of one scheduling cycle over an immutable `Snapshot`."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: Snapshot, carried: Usage | None = None) -> None:
+        """`carried`: the usage the last cycle of a settle ended with, the snapshot being
+        that cycle's decisions applied (engine.apply.settle): brought up to it, not built
+        again (Usage.carry)."""
         self.snapshot = snapshot
         self.now = snapshot.now
         policy = snapshot.policy
@@ -147,7 +150,10 @@ class Session:
             releasing_holder(i, r.job): r for i, r in enumerate(snapshot.releasing)
         }
         held = [(name, r.project, r.pod) for name, r in self.releasing.items()]
-        self.usage = Usage(snapshot.nodes, running + held)
+        if carried is None or held:
+            self.usage = Usage(snapshot.nodes, running + held)
+        else:
+            self.usage = carried.carry(snapshot.nodes, running)
         self.nodes = self.usage.nodes
         self._candidates: dict[tuple[str, ...], list[NodeUse]] = {}
         self._groups: dict[tuple[str, ...], list[str]] = {}
