@@ -69,6 +69,7 @@ IN_CLUSTER = frozenset(
         "test_chaos",
         "test_cluster_resilience",
         "test_dry_runs",
+        "test_kubernetes_rules_apiserver",
         "test_kueue_admission",
         "test_least_privilege",
         "test_mig_e2e",

@@ -23,7 +23,17 @@ from typing import Any
 
 from gitops_sched.compiler.meta import object_meta, template_meta
 from gitops_sched.compiler.priorities import priority_class_name
-from gitops_sched.config.model import SHM_VOLUME, Cluster, NodeGroup, Project, Repo, Workload
+from gitops_sched.config.model import (
+    SHM_MOUNT_PATH,
+    SHM_VOLUME,
+    Cluster,
+    NodeGroup,
+    Project,
+    Repo,
+    Workload,
+    port_name,
+    port_protocol,
+)
 from gitops_sched.config.templating import context_for, render_value, time_budget
 from gitops_sched.contract.labels import PROJECT_LABEL, TYPE_LABEL, WORKLOAD_LABEL
 from gitops_sched.contract.pods import (
@@ -200,7 +210,11 @@ def _containers(workload: Workload, spec: dict[str, Any]) -> dict[str, Any]:
         _add_shared_gpu_env(container)
     if spec.get("ports"):
         container["ports"] = [
-            {"name": _port_name(p), "containerPort": p["containerPort"], "protocol": _protocol(p)}
+            {
+                "name": port_name(p),
+                "containerPort": p["containerPort"],
+                "protocol": port_protocol(p),
+            }
             for p in spec["ports"]
         ]
     resources = _resources(spec)
@@ -217,7 +231,7 @@ def _containers(workload: Workload, spec: dict[str, Any]) -> dict[str, Any]:
     if "sharedMemory" in spec:
         shm = {"medium": "Memory", "sizeLimit": str(spec["sharedMemory"])}
         volumes.append({"name": SHM_VOLUME, "emptyDir": shm})
-        mounts.append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})
+        mounts.append({"name": SHM_VOLUME, "mountPath": SHM_MOUNT_PATH})
     if mounts:
         container["volumeMounts"] = mounts
     return {"containers": [container], **({"volumes": volumes} if volumes else {})}
@@ -253,15 +267,6 @@ def _resources(spec: dict[str, Any]) -> dict[str, Any]:
     if "mig" in spec:
         limits[f"{MIG_RESOURCE_PREFIX}{spec['mig']}"] = 1
     return {**({"requests": amounts} if amounts else {}), **({"limits": limits} if limits else {})}
-
-
-def _port_name(port: dict[str, Any]) -> str:
-    """The port's name, or one made from its number (Services with several ports need names)."""
-    return port.get("name", f"port-{port['containerPort']}")
-
-
-def _protocol(port: dict[str, Any]) -> str:
-    return port.get("protocol", "TCP")
 
 
 def _job(
@@ -318,10 +323,10 @@ def _service(
             "selector": {WORKLOAD_LABEL: workload.name},
             "ports": [
                 {
-                    "name": _port_name(p),
+                    "name": port_name(p),
                     "port": p["containerPort"],
                     "targetPort": p["containerPort"],
-                    "protocol": _protocol(p),
+                    "protocol": port_protocol(p),
                 }
                 for p in ports
             ],

@@ -140,6 +140,12 @@ RESERVED_NAMESPACE = _code(
     "rename the project (or change namespacePrefix or systemNamespace): not the system "
     "namespace, `default`, kube-*, crds, kueue-system or kai-scheduler",
 )
+BAD_LABEL_KEY = _code(
+    "GS311",
+    "invalid label key",
+    "use a name of at most 63 alphanumerics, '-', '_' and '.', after an optional DNS "
+    "subdomain and '/' (nvidia.com/gpu.product)",
+)
 
 # --- GS4xx: quotas and capacity ---------------------------------------------------------------
 
@@ -228,6 +234,16 @@ POD_RESOURCES_TOO_LARGE = _code(
     "GS514",
     "pod CPU or memory more than any node has",
     "ask for less CPU or memory, or allow a node group with larger nodes",
+)
+MOUNT_PATH_TWICE = _code(
+    "GS515",
+    "two volumes mounted at one path",
+    "mount each volume at a path of its own (sharedMemory takes /dev/shm)",
+)
+PORT_TWICE = _code(
+    "GS516",
+    "port declared twice",
+    "give each port its own name, and each containerPort and protocol one entry",
 )
 
 # --- GS6xx: GPUs and MIG ----------------------------------------------------------------------

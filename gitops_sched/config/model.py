@@ -250,6 +250,17 @@ class WrittenGpuRequest:
 
 DEFAULT_ACCESS_MODES = ("ReadWriteOnce",)
 SHM_VOLUME = "dshm"  # the volume `sharedMemory` adds to a pod for /dev/shm
+SHM_MOUNT_PATH = "/dev/shm"
+
+
+def port_name(port: dict[str, Any]) -> str:
+    """A container port's name, or one made from its number (a Service of several ports
+    needs names): what the pod and its Service carry, so what must be unique."""
+    return port.get("name", f"port-{port['containerPort']}")
+
+
+def port_protocol(port: dict[str, Any]) -> str:
+    return port.get("protocol", "TCP")
 
 
 @dataclass(frozen=True)

@@ -149,6 +149,25 @@ def validate_documents(documents: list[Document], diagnostics: Diagnostics) -> l
     return valid
 
 
+def rendered_problems(doc: Document, path: Path_, value: Any) -> list[Diagnostic]:
+    """The schema problems `doc` (schema-valid) would have with `value` written at `path`:
+    a value a template expression there renders to meets the rules of one written there."""
+    data = _replaced(doc.data, path, value)
+    if quick_check(doc.kind)(data):
+        return []
+    return schema_problems(doc, data, validator_for(doc.kind))
+
+
+def _replaced(data: Any, path: Path_, value: Any) -> Any:
+    """`data` with `value` at `path`, copying only the containers on the way."""
+    if not path:
+        return value
+    head, *rest = path
+    copied = list(data) if isinstance(data, list) else dict(data)
+    copied[head] = _replaced(data[head], tuple(rest), value)  # type: ignore[index]
+    return copied
+
+
 def _header_problems(doc: Document) -> list[Diagnostic]:
     """apiVersion and kind, checked before the schema (the kind picks which schema)."""
     problems = []

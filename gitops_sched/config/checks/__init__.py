@@ -13,7 +13,7 @@ over several objects blame the one that tips them over (in `plan`, the one the c
 introduced: `baseline`).
 
 The checks live in modules named for what they check (structure, references, quotas,
-gpus, mig, fit, names, volumes, expressions, policy, deprecated), with `common` and `pods`
+gpus, mig, fit, names, volumes, ports, expressions, policy, deprecated), with `common` and `pods`
 holding the helpers they share; this module only runs them, in a fixed order. The checks
 that need the engine (never-fit) and the Simulation checks plug in from above config
 (`gitops_sched.validate`), so config imports nothing but the hardware tables and contract.
@@ -40,8 +40,13 @@ from gitops_sched.config.checks.mig import (
     check_mig_models,
     check_mig_profiles,
 )
-from gitops_sched.config.checks.names import check_derived_names, check_node_selectors
+from gitops_sched.config.checks.names import (
+    check_derived_names,
+    check_labels,
+    check_node_selectors,
+)
 from gitops_sched.config.checks.policy import check_stale_gang_grace
+from gitops_sched.config.checks.ports import check_ports
 from gitops_sched.config.checks.quotas import (
     check_cluster_capacity,
     check_department_quotas,
@@ -65,6 +70,7 @@ from gitops_sched.config.checks.structure import (
 from gitops_sched.config.checks.volumes import (
     check_claim_values,
     check_claims_agree,
+    check_mount_paths,
     check_single_node_claims,
     check_volume_names,
 )
@@ -89,8 +95,10 @@ OWN_CHECKS: tuple[Check, ...] = (
     check_stale_gang_grace,
     check_derived_names,
     check_node_selectors,
+    check_labels,
     check_ignored_fields,
     check_claim_values,
+    check_ports,
     check_template_expressions,
 )
 
@@ -102,6 +110,7 @@ DERIVED_CHECKS: tuple[tuple[Check, tuple[str, ...]], ...] = (
     (check_gpu_memory, ()),
     (check_mig_profiles, ()),
     (check_volume_names, ()),
+    (check_mount_paths, ("Cluster",)),
     (check_claims_agree, ()),
     (check_single_node_claims, ()),
     (check_template_rendering, ("Cluster",)),

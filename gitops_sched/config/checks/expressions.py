@@ -4,12 +4,15 @@ Syntax errors, unknown names and attributes no context has (`project.nmae`, with
 nearest one there is) are reported once, where the expression is written;
 then each workload's expressions are rendered as the compiler will render them (an
 attribute that does not exist, a division by zero), and a failure is reported at the
-document whose value the workload gets.
+document whose value the workload gets, as is a rendered value the field's schema refuses
+(`image: "{{ '' }}"` renders an empty image): what an expression renders meets the rules
+of a value written there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -22,6 +25,7 @@ from gitops_sched.config.codes import Code
 from gitops_sched.config.diagnostics import Diagnostic
 from gitops_sched.config.document import Path_
 from gitops_sched.config.model import Repo, Workload
+from gitops_sched.config.schema import rendered_problems
 from gitops_sched.config.templating import (
     CONTEXT_NAMES,
     TemplateLimitError,
@@ -97,9 +101,10 @@ def check_template_rendering(repo: Repo) -> Iterator[Diagnostic]:
     # once for the expressions that need rendering per workload (keyed by identity: the repo
     # keeps every value alive meanwhile).
     found: dict[int, list[tuple[Path_, str]]] = {}
+    checked: Checked = {}
     try:
         for workload in repo.workloads:
-            yield from _rendering_problems(repo, workload, found)
+            yield from _rendering_problems(repo, workload, found, checked)
     except _TimeSpent:  # reported at the render that ran out of time; no later one is tried
         return
 
@@ -112,8 +117,13 @@ def _spent(exc: TemplateTimeError) -> tuple[Code, str]:
     return codes.TEMPLATE_LIMIT, f"{exc}; the expressions after this one are not checked"
 
 
+# The schema problems of a rendered value, by document, path and value: the workloads of a
+# project often render a template's expression alike.
+Checked = dict[tuple[int, Path_, str], list[Diagnostic]]
+
+
 def _rendering_problems(
-    repo: Repo, workload: Workload, found: dict[int, list[tuple[Path_, str]]]
+    repo: Repo, workload: Workload, found: dict[int, list[tuple[Path_, str]]], checked: Checked
 ) -> Iterator[Diagnostic]:
     context = None
     for field, value in _merged_fields(repo, workload):
@@ -126,17 +136,22 @@ def _rendering_problems(
         for path, source in sources:
             if context is None:
                 context = context_for(repo.cluster, repo.project(workload.project), workload)
+            doc, where = field_source(repo, workload, field), ("spec", *field, *path)
             try:
-                render_value(source, context)
+                value = render_value(source, context)
             except Exception as exc:  # user expressions may raise anything (1/0, bad types)
                 limit = isinstance(exc, TemplateLimitError)
                 code = codes.TEMPLATE_LIMIT if limit else codes.TEMPLATE_RENDER
                 message = f"cannot render template expression: {exc}"
-                yield error_at(
-                    field_source(repo, workload, field), ("spec", *field, *path), code, message
-                )
+                yield error_at(doc, where, code, message)
                 if isinstance(exc, TemplateTimeError):
                     raise _TimeSpent from exc
+                continue
+            if (problems := checked.get(key := (id(doc), where, value))) is None:
+                problems = checked[key] = rendered_problems(doc, where, value)
+            for problem in problems:
+                message = f"{problem.message} (rendered from '{source}' for {workload.doc.ref})"
+                yield replace(problem, message=message)
 
 
 def _to_render(value: Any) -> list[tuple[Path_, str]]:

@@ -10,14 +10,19 @@ is applied. A group's selector must also name a label at all, or it would take e
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from gitops_sched.config import codes
 from gitops_sched.config.checks.common import error_at, key_error_at
+from gitops_sched.config.codes import Code
 from gitops_sched.config.diagnostics import Diagnostic
-from gitops_sched.config.document import Path_
+from gitops_sched.config.document import Document, Path_
+from gitops_sched.config.kubernetes_names import (
+    LABEL_NAME_RULE,
+    label_key_problem,
+    valid_label_value,
+)
 from gitops_sched.config.model import Cluster, Project, Repo
 from gitops_sched.hardware.gfd import GFD_PRODUCT, gfd_product
 
@@ -25,7 +30,6 @@ MAX_NAMESPACE_LENGTH = 63  # a namespace is a DNS-1123 label
 # A Job's name becomes the `job-name` label value of its pods (63 characters at most) and
 # Kubernetes appends suffixes to it, so workloads keep the margin CronJobs use.
 MAX_WORKLOAD_NAME_LENGTH = 52
-MAX_LABEL_VALUE_LENGTH = 63
 KUBERNETES_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 # The folder `render -o` writes the CRDs to (compiler/output.py): a namespace of that name
 # would put its objects in the CRDs' kustomization, applied before the CRDs exist.
@@ -33,7 +37,7 @@ CRD_FOLDER = "crds"
 # Where the schedulers `render --target` compiles for run (their installs' defaults): a
 # project there would grant its members exec into the scheduler, as in our system namespace
 SCHEDULER_NAMESPACES = {"kueue-system": "Kueue", "kai-scheduler": "KAI Scheduler"}
-LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
+Locate = Callable[[Document, Path_, Code, str], Diagnostic]  # error_at or key_error_at
 
 
 def check_derived_names(repo: Repo) -> Iterator[Diagnostic]:
@@ -104,18 +108,11 @@ def _reserved(namespace: str) -> str | None:
     return None
 
 
-def _valid_label_value(value: Any) -> bool:
-    return (
-        isinstance(value, str)
-        and len(value) <= MAX_LABEL_VALUE_LENGTH
-        and LABEL_VALUE.fullmatch(value) is not None
-    )
-
-
 def check_node_selectors(repo: Repo) -> Iterator[Diagnostic]:
     """A node group's nodes are the nodes with every label of its selector, and its workloads'
     pods require those labels: an empty selector would take every node, and Kubernetes
-    rejects a pod whose affinity names an invalid label value."""
+    rejects a pod whose affinity names an invalid label key or value. The topology label
+    is a key the scheduler reads off the nodes, so it must be one a node can carry."""
     for group in repo.node_groups:
         if not group.node_selector:
             yield key_error_at(
@@ -127,15 +124,48 @@ def check_node_selectors(repo: Repo) -> Iterator[Diagnostic]:
                 "an empty selector would take every node (system nodes too); add labels only "
                 f"the group's nodes carry, such as {_example_label(group.gpu_model)}",
             )
-        for key, value in group.node_selector.items():
-            if not _valid_label_value(value):
-                yield error_at(
-                    group.doc,
-                    ("spec", "nodeSelector", "matchLabels", key),
-                    codes.BAD_LABEL_VALUE,
-                    f"invalid label value '{value}' (at most {MAX_LABEL_VALUE_LENGTH} characters: "
-                    "alphanumerics, '-', '_' and '.', beginning and ending with an alphanumeric)",
+        yield from _label_problems(
+            group.doc, ("spec", "nodeSelector", "matchLabels"), group.node_selector
+        )
+        if group.topology_label is not None:
+            path = ("spec", "topology", "label")
+            yield from _invalid_key(group.doc, path, group.topology_label, locate=error_at)
+
+
+def check_labels(repo: Repo) -> Iterator[Diagnostic]:
+    """A document's own labels (and annotation keys) are copied onto the objects rendered
+    from it, where Kubernetes checks them as it checks any object's."""
+    for doc in repo.documents():
+        metadata = doc.data["metadata"]
+        yield from _label_problems(doc, ("metadata", "labels"), metadata.get("labels", {}))
+        for key in metadata.get("annotations", {}):
+            # Kubernetes checks an annotation key in lower case: `Example.com/x` is one
+            if problem := label_key_problem(str(key).lower()):
+                message = f"invalid annotation key '{key}' ({problem})"
+                yield key_error_at(
+                    doc, ("metadata", "annotations", key), codes.BAD_LABEL_KEY, message
                 )
+
+
+def _label_problems(doc: Document, path: Path_, labels: dict[str, str]) -> Iterator[Diagnostic]:
+    for key, value in labels.items():
+        yield from _invalid_key(doc, (*path, key), key)
+        if not valid_label_value(value):
+            yield error_at(
+                doc,
+                (*path, key),
+                codes.BAD_LABEL_VALUE,
+                f"invalid label value '{value}' ({LABEL_NAME_RULE})",
+            )
+
+
+def _invalid_key(
+    doc: Document, path: Path_, key: str, what: str = "label", locate: Locate = key_error_at
+) -> Iterator[Diagnostic]:
+    """`key` as Kubernetes checks a label key; an annotation's in lower case (Kubernetes
+    takes `Example.com/x`), reported at the key unless `locate` says otherwise."""
+    if problem := label_key_problem(str(key).lower() if what == "annotation" else str(key)):
+        yield locate(doc, path, codes.BAD_LABEL_KEY, f"invalid {what} key '{key}' ({problem})")
 
 
 def _selector_path(data: dict[str, Any]) -> Path_:

@@ -1,10 +1,10 @@
 """What a workload's pods get: their pod fields and the node groups they may run on.
 
-Helpers, not checks, shared by the quota, GPU and expression checks: the pod fields each
-template and workload writes itself, the layers `Repo.pod_spec` merges and which
-document's value wins for a merged field (so a problem is reported where it is written),
-the node groups a workload may use, and the GPU memory and MIG profiles those groups
-offer.
+Helpers, not checks, shared by the quota, GPU, volume and expression checks: the pod
+fields each template and workload writes itself, the layers `Repo.pod_spec` merges and
+which document's value wins for a merged field (so a problem is reported where it is
+written), a workload's volumes as rendered, the node groups a workload may use, and the
+GPU memory and MIG profiles those groups offer.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 
 from gitops_sched.config.document import Document, Path_
 from gitops_sched.config.model import NodeGroup, Repo, Workload
+from gitops_sched.config.templating import context_for, is_templated, render_value
 from gitops_sched.hardware.gpus import lookup_gpu_model
 from gitops_sched.hardware.mig import MigProfile, mig_profiles
 
@@ -56,3 +57,18 @@ def field_source(repo: Repo, workload: Workload, path: Path_) -> Document:
         if value is not None:
             return doc
     return workload.doc
+
+
+def rendered_volumes(
+    repo: Repo, workload: Workload, volumes: list[dict[str, Any]]
+) -> list[dict[str, Any]] | None:
+    """The workload's `volumes` with their expressions rendered as the compiler renders
+    them; None when one fails to render (the expression checks report it)."""
+    if not any(is_templated(v["mountPath"]) for v in volumes):
+        return volumes  # what nearly every repo writes: nothing to render
+    context = context_for(repo.cluster, repo.project(workload.project), workload)
+    try:
+        rendered: list[dict[str, Any]] = render_value(volumes, context)
+    except Exception:  # user expressions may raise anything; check_template_rendering says what
+        return None
+    return rendered

@@ -5,8 +5,9 @@ declares it must declare the same spec (size by value, StorageClass, access mode
 difference is reported where the later declaration is written, naming the first. A claim's
 own values are checked once, where they are written: a size of zero, a size without a unit
 (bytes: almost certainly a missing `Gi`), no access mode. Per pod: volume names are unique,
-`dshm` included when `sharedMemory` adds it, and a ReadWriteOnce claim is not mounted by
-pods that may run on several nodes. A `claimName` names a claim the user manages: its
+`dshm` included when `sharedMemory` adds it, so are mount paths as rendered (`/dev/shm`
+included, where `sharedMemory` mounts), and a ReadWriteOnce claim is not mounted by pods
+that may run on several nodes. A `claimName` names a claim the user manages: its
 existence is the user's responsibility, and nothing here checks it.
 """
 
@@ -18,10 +19,17 @@ from typing import Any
 
 from gitops_sched.config import codes
 from gitops_sched.config.checks.common import diagnostic_at, error_at, key_error_at
-from gitops_sched.config.checks.pods import field_source, own_pod_fields
+from gitops_sched.config.checks.pods import field_source, own_pod_fields, rendered_volumes
 from gitops_sched.config.diagnostics import Diagnostic, Severity
 from gitops_sched.config.document import Document
-from gitops_sched.config.model import SHM_VOLUME, Repo, VolumeClaim, Workload, quantity
+from gitops_sched.config.model import (
+    SHM_MOUNT_PATH,
+    SHM_VOLUME,
+    Repo,
+    VolumeClaim,
+    Workload,
+    quantity,
+)
 
 MIN_CLAIM_SIZE = Decimal(2**20)  # below 1Mi a size is bytes someone forgot the unit of
 SINGLE_NODE_MODES = frozenset({"ReadWriteOnce", "ReadWriteOncePod"})
@@ -72,6 +80,31 @@ def check_volume_names(repo: Repo) -> Iterator[Diagnostic]:
                     f"(also spec.{taken[name]})",
                 )
             taken.setdefault(name, f"volumes[{i}]")
+
+
+def check_mount_paths(repo: Repo) -> Iterator[Diagnostic]:
+    """Kubernetes refuses a container with two volumes at one path, compared as rendered
+    (`/data/{{ project.name }}` and `/data/{{ workload.name }}` may meet); `sharedMemory`
+    mounts at /dev/shm."""
+    reported: set[tuple[int, int]] = set()
+    for workload in repo.workloads:
+        spec = repo.pod_spec(workload)
+        if not (volumes := rendered_volumes(repo, workload, spec.get("volumes", []))):
+            continue
+        doc = field_source(repo, workload, ("volumes",))
+        taken = {SHM_MOUNT_PATH: "spec.sharedMemory's volume"} if "sharedMemory" in spec else {}
+        for i, volume in enumerate(volumes):
+            path = volume["mountPath"]
+            if path in taken and (id(doc), i) not in reported:
+                reported.add((id(doc), i))
+                yield error_at(
+                    doc,
+                    ("spec", "volumes", i, "mountPath"),
+                    codes.MOUNT_PATH_TWICE,
+                    f"'{path}' is mounted twice in the container of Workload/{workload.name}: "
+                    f"volume '{volume['name']}' here and {taken[path]}",
+                )
+            taken.setdefault(path, f"volume '{volume['name']}' (spec.volumes[{i}])")
 
 
 def check_claims_agree(repo: Repo) -> Iterator[Diagnostic]:
