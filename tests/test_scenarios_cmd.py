@@ -174,6 +174,11 @@ def test_junit_escapes_what_it_quotes(repo: Path, tmp_path: Path) -> None:
         ("  - expect: {workloads: {nope: running}}\n", "unknown workload 'nope'"),
         ("  - node-down: dgx1-9\n", "unknown node 'dgx1-9'"),
         ("  - expect: {projects: {team-z: {allocated: 1}}}\n", "unknown project 'team-z'"),
+        (
+            "  - expect: {projects: {team-a: {nodeGroups: {dgx: {allocated: 1}}}}}\n",
+            "unknown node group 'dgx' (not in the repo or the Simulation's nodes: "
+            "did you mean 'dgx1'?)",
+        ),
     ],
 )
 def test_validate_checks_the_repos_simulations(repo: Path, step: str, message: str) -> None:
@@ -185,6 +190,19 @@ def test_validate_checks_the_repos_simulations(repo: Path, step: str, message: s
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"{repo}/scenarios/broken.yaml:5:")
     assert "Simulation/broken" in line and message in line
+
+
+def test_test_reports_an_unknown_node_group_as_invalid_not_as_a_failed_expectation(
+    repo: Path,
+) -> None:
+    (repo / "scenarios" / "typo.yaml").write_text(
+        HEADER + "metadata: {name: typo}\nsteps:\n"
+        "  - expect: {projects: {team-a: {nodeGroups: {dgx: {allocated: 0}}}}}\n"
+    )
+    result = run("test", str(repo))
+    assert result.exit_code == 1
+    assert f"{repo}/scenarios/typo.yaml:5:47: error GS805 Simulation/typo: " in result.stderr
+    assert "PASS" not in result.stdout and "FAIL" not in result.stdout
 
 
 def test_validate_counts_the_simulations_it_checked() -> None:

@@ -331,6 +331,54 @@ def test_step_errors_point_at_the_name(here: Path) -> None:
     ]
 
 
+GROUP_EXPECTATION = """\
+apiVersion: gitops-sched.io/v1alpha1
+kind: Simulation
+metadata: {name: t}
+steps:
+  - submit: [half]
+  - expect:
+      projects:
+        nlp:
+          nodeGroups:
+            dgz:
+              allocated: 0.5
+"""
+
+
+def test_an_expectation_on_an_unknown_node_group_is_an_error_at_its_name(here: Path) -> None:
+    """Before, `test` ran it and reported "expected 0.5, got (none)" as if the engine
+    had failed; a misspelt group is a mistake in the file, like a misspelt project."""
+    simulation, diagnostics = load(here, GROUP_EXPECTATION)
+    assert simulation is None
+    assert [(d.location.line, d.code.id, d.message, pointed(d)) for d in diagnostics] == [
+        (
+            10,
+            "GS805",
+            "unknown node group 'dgz' (not in the repo or the Simulation's nodes: "
+            "did you mean 'dgx'?)",
+            "dgz:",
+        )
+    ]
+
+
+def test_a_node_group_of_the_simulations_own_nodes_is_known_to_its_expectations(
+    here: Path,
+) -> None:
+    """`nodes:` may put nodes in a what-if group the repo lacks; the repo's groups stay
+    known though no node of the file is in them."""
+    nodes = "nodes:\n  - {name: w0, nodeGroup: dgz, gpus: 4, model: H100-SXM5-80GB}\n"
+    text = GROUP_EXPECTATION.replace("steps:", nodes + "steps:").replace(
+        "        nlp:\n", "        vision: {nodeGroups: {mig: {allocated: 0}}}\n        nlp:\n"
+    )
+    simulation, diagnostics = load(here, text)
+    assert diagnostics == []
+    assert simulation is not None
+    expect = simulation.steps[-1].action
+    assert isinstance(expect, Expect)
+    assert expect.projects["nlp"]["nodeGroups"] == {"dgz": {"allocated": 0.5}}
+
+
 def test_an_unknown_workload_name_is_told_the_nearest_one(here: Path) -> None:
     names = ", ".join(["train-aa", *(f"nosuch-{i}" for i in range(25)), "train-ab"])
     steps = f"steps:\n  - submit: [{names}]\n"

@@ -329,7 +329,9 @@ SIMULATION_RUNNING = _code(
     "match the running entry to its workload and node",
 )
 SIMULATION_UNKNOWN = _code(
-    "GS805", "unknown name in a Simulation step", "name a node, project or workload that exists"
+    "GS805",
+    "unknown name in a Simulation step",
+    "name a node, node group, project or workload that exists",
 )
 SIMULATION_USAGE = _code(
     "GS806",

@@ -439,7 +439,7 @@ class Session:
             self._largest = {}
             for place, use in enumerate(self.nodes.values()):
                 best = self._largest.setdefault(use.node.node_group, [(0, 0, ""), (0, 0, "")])
-                for gpu in use.gpus:
+                for gpu in use.node.gpus:  # not use.gpus: that would build every GpuUse
                     if gpu.memory_mib > best[gpu.mig_enabled][0]:
                         best[gpu.mig_enabled] = (gpu.memory_mib, -place, use.node.gpu_model)
         return self._largest

@@ -11,7 +11,7 @@ cordoned node or a held GPU.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from gitops_sched.engine.requests import mig_share
@@ -49,8 +49,13 @@ class GpuUse:
 @dataclass(slots=True)
 class NodeUse:
     node: Node
+    # the use of each GPU: for a node nothing runs on and with no MIG GPU, its shape's list
+    # of idle GPUs, shared with the nodes of that shape until Usage gives it its own (see
+    # _Shape): a GpuUse for every GPU of 100,000 nodes was most of the memory and time
+    # `simulate` took, where a cycle looks into few of a large cluster's nodes
     gpus: list[GpuUse]
     free_whole: int = 0
+    own: bool = True  # `gpus` is the node's own (else nothing may change it)
     # the node's name, a field (not a property): the indexes ask for it on every change
     name: str = field(init=False, repr=False)
 
@@ -64,11 +69,38 @@ class NodeUse:
         return gpu.fits[profile]
 
 
+@dataclass(slots=True)
+class _Shape:
+    """What Usage needs of a node's GPUs while nothing runs on them, worked out once per
+    tuple of GPUs (the nodes of a node group share theirs)."""
+
+    reserved: tuple[int, ...]  # indexes of GPUs a reservation pod holds (Gpu.reserved)
+    free: int  # whole GPUs free: neither MIG nor held
+    memory: int | None  # every GPU's memory, if the same (None: they differ)
+    plain: bool  # no MIG GPU (a MIG GPU's use changes with its layout, which is per node)
+    # the GPUs' use while idle, for the plain nodes nothing runs on to share (see NodeUse),
+    # made for the first of them
+    idle: list[GpuUse] | None = None
+
+    @classmethod
+    def of(cls, gpus: tuple[Gpu, ...]) -> _Shape:
+        # lists, not generators: a generator's every step is a call (nodes that do not
+        # share their tuple of GPUs, as those a cluster's JSON gives, each have a shape)
+        memories = {gpu.memory_mib for gpu in gpus}
+        mig = [gpu.mig_enabled for gpu in gpus]
+        return cls(
+            reserved=tuple([gpu.index for gpu in gpus if gpu.reserved]),
+            free=sum([not (gpu.mig_enabled or gpu.held) for gpu in gpus]),
+            memory=memories.pop() if len(memories) == 1 else None,
+            plain=not any(mig),
+        )
+
+
 class Usage:
     """GPU usage of every node, plus indexes by node group."""
 
     def __init__(
-        self, nodes: tuple[Node, ...], running: Iterable[tuple[str, str, PodPlacement]] = ()
+        self, nodes: tuple[Node, ...], running: Sequence[tuple[str, str, PodPlacement]] = ()
     ) -> None:
         """Usage of `nodes` with `running` (job, project, pod) already on them.
 
@@ -111,29 +143,37 @@ class Usage:
         self.reserved: list[GpuKey] = []
         # GPUs whose use changed since the usage was built or carried (see `carry`)
         self.touched: set[GpuKey] = set()
+        shapes: dict[int, _Shape] = {}  # id(node.gpus) -> its shape, while `nodes` hold them
+        occupied = {pod.node for _, _, pod in running}
         for node in sorted(nodes, key=lambda n: n.name):
-            self.reserved += [(node.name, g.index) for g in node.gpus if g.reserved]
-            gpus = [_unused(g) for g in node.gpus]
-            use = NodeUse(node, gpus)
+            shape = shapes.get(id(node.gpus))
+            if shape is None:
+                shape = shapes[id(node.gpus)] = _Shape.of(node.gpus)
+            self.reserved += [(node.name, index) for index in shape.reserved]
+            if shape.plain and node.name not in occupied:
+                if shape.idle is None:
+                    shape.idle = [_unused(g) for g in node.gpus]
+                use = NodeUse(node, shape.idle, shape.free, own=False)
+            else:
+                use = NodeUse(node, [_unused(g) for g in node.gpus], shape.free)
             self.nodes[node.name] = use
             self.group_models.setdefault(node.node_group, set()).add(node.gpu_model)
-            if gpus:
-                known = self.group_memory.setdefault(node.node_group, gpus[0].memory_mib)
-                for gpu in gpus:
-                    if gpu.memory_mib != known:
-                        self.group_memory[node.node_group] = None
-                        break
+            if node.gpus:
+                known = self.group_memory.setdefault(node.node_group, shape.memory)
+                if shape.memory != known:
+                    self.group_memory[node.node_group] = None
         for job, project, pod in running:
             self.project_of[job] = project
-            if pod.node in self.nodes:
+            if (on := self.nodes.get(pod.node)) is not None:
                 for index in pod.gpus:
-                    _apply(self.nodes[pod.node].gpus[index], job, pod, +1)
+                    _apply(on.gpus[index], job, pod, +1)
         for use in self.nodes.values():
-            for gpu in use.gpus:  # each free unless a running pod's _apply said otherwise
-                use.free_whole += gpu.is_free
+            if use.own:  # each free unless a running pod's _apply said otherwise
+                use.free_whole = sum([gpu.is_free for gpu in use.gpus])
             if use.node.schedulable:
                 self._index_node(use)
-                for gpu in use.gpus:
+                # a shared list's GPUs are idle plain GPUs, in no GPU index
+                for gpu in use.gpus if use.own else ():
                     if gpu.shares or gpu.mig or gpu.mig_enabled:  # else in none (see _change)
                         self._index_gpu(use, gpu, +1)
 
@@ -210,6 +250,8 @@ class Usage:
         # a whole GPU outside MIG, not shared, is in no GPU index: only its node's free
         # count moves
         shares = pod.mig is not None or pod.fraction  # else the pod takes whole GPUs
+        if not use.own:
+            _own(use)
         free = use.free_whole  # moves only with the pod's own GPUs
         touched = self.touched
         for index in pod.gpus:
@@ -318,6 +360,12 @@ class Usage:
                 )
             gpu.creatable = found
         return gpu.creatable
+
+
+def _own(use: NodeUse) -> None:
+    """Give the node GPUs of its own, to change (it shared its shape's idle ones)."""
+    use.gpus = [_unused(g) for g in use.node.gpus]
+    use.own = True
 
 
 def _unused(gpu: Gpu) -> GpuUse:

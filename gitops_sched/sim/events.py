@@ -197,8 +197,11 @@ class _Problems:
     doc: Document
     found: Diagnostics = field(default_factory=Diagnostics)
 
-    def at(self, path: Path_, code: Code, message: str) -> None:
-        self.found.error(self.doc.location(path), message, self.doc.ref, code)
+    def at(self, path: Path_, code: Code, message: str, *, key: bool = False) -> None:
+        """An error at the value at `path`, or at the key naming it (`key`: a name that is
+        itself the problem, whose value may start on a later line)."""
+        where = self.doc.key_location(path) if key else self.doc.location(path)
+        self.found.error(where, message, self.doc.ref, code)
 
 
 # --- nodes ---------------------------------------------------------------------------------
@@ -562,7 +565,10 @@ def _steps(
 ) -> Iterator[Step]:
     names = {placed.workload.name for placed in running}
     node_names = {node.name for node in nodes}
-    reader = _StepReader(doc, repo, workloads, problems, node_names, names, set(names))
+    # a what-if group of the file's `nodes:` is as known to expectations as the repo's own
+    groups = {group.name for group in repo.node_groups} | {node.node_group for node in nodes}
+    groups.discard("")
+    reader = _StepReader(doc, repo, workloads, problems, node_names, groups, names, set(names))
     for i, entry in enumerate(doc.data.get("steps", ())):
         ((key, value),) = entry.items()
         path = ("steps", i, key)
@@ -585,6 +591,7 @@ class _StepReader:
     workloads: dict[str, Workload]  # the repo's, by name
     problems: _Problems
     nodes: set[str]
+    node_groups: set[str]  # the repo's and those the file's `nodes:` name
     active: set[str]  # submitted and not deleted
     known: set[str]  # ever submitted: expectations may name deleted workloads
     guessed: int = 0  # unknown names given a "did you mean" (at most MAX_GUESSES)
@@ -622,20 +629,21 @@ class _StepReader:
             return _submitted(self.doc, self.repo, where, self.problems)
         workload = self.workloads.get(item)
         if workload is None:
+            guess = self._guess(item, self.workloads, "not in the repo")
             self.problems.at(
-                where, codes.SIMULATION_UNKNOWN, f"unknown workload '{item}' ({self._guess(item)})"
+                where, codes.SIMULATION_UNKNOWN, f"unknown workload '{item}' ({guess})"
             )
         return workload
 
-    def _guess(self, name: Any) -> str:
-        """ "not in the repo", with the repo's closest name for the first MAX_GUESSES unknown
-        names (a guess compares with every workload: a file of thousands of wrong names
-        must not cost thousands of such scans)."""
+    def _guess(self, name: Any, known: Iterable[str], absent: str) -> str:
+        """`absent`, with the closest known name for the first MAX_GUESSES unknown names (a
+        guess compares with every known name: a file of thousands of wrong names must not
+        cost thousands of such scans)."""
         self.guessed += 1
         if self.guessed > MAX_GUESSES:
-            return "not in the repo"
-        close = difflib.get_close_matches(str(name), list(self.workloads), n=1)
-        return f"not in the repo: did you mean '{close[0]}'?" if close else "not in the repo"
+            return absent
+        close = difflib.get_close_matches(str(name), list(known), n=1)
+        return f"{absent}: did you mean '{close[0]}'?" if close else absent
 
     def _delete(self, value: Any, path: Path_) -> Iterator[str]:
         for name, where in _listed(value, path):
@@ -671,11 +679,22 @@ class _StepReader:
 
     def _expect(self, value: dict, path: Path_) -> Expect:
         projects = value.get("projects", {})
-        for name in projects:
+        for name, fields in projects.items():
             if self.repo.project(name) is None:
                 self.problems.at(
                     (*path, "projects", name), codes.SIMULATION_UNKNOWN, f"unknown project '{name}'"
                 )
+            for group in fields.get("nodeGroups") or {}:
+                if group not in self.node_groups:
+                    guess = self._guess(
+                        group, self.node_groups, "not in the repo or the Simulation's nodes"
+                    )
+                    self.problems.at(
+                        (*path, "projects", name, "nodeGroups", group),
+                        codes.SIMULATION_UNKNOWN,
+                        f"unknown node group '{group}' ({guess})",
+                        key=True,
+                    )
         workloads = value.get("workloads", {})
         for name in workloads:
             if name not in self.known:

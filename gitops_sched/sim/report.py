@@ -53,7 +53,9 @@ def _or_none(value: str) -> str | None:
 # --- JSON ----------------------------------------------------------------------------------
 
 
-def to_json(result: SimulationResult) -> dict[str, Any]:
+def to_json(result: SimulationResult, idle_gpus: bool = True) -> dict[str, Any]:
+    """The run as JSON; without `idle_gpus`, each node lists only its GPUs that hold work or
+    MIG instances (all the tables show: see _node)."""
     parents = {queue.name: queue.parent for queue in result.snapshot.policy.projects}
     usage = _usage(result)
     return {
@@ -70,7 +72,9 @@ def to_json(result: SimulationResult) -> dict[str, Any]:
         ],
         **_past_usage(result.snapshot),
         "workloads": [_workload(state) for state in result.queue],
-        "nodes": [_node(node, usage) for node in sorted(result.snapshot.nodes, key=_name)],
+        "nodes": [
+            _node(node, usage, idle_gpus) for node in sorted(result.snapshot.nodes, key=_name)
+        ],
         "log": [_entry(entry) for entry in result.log],
         "expectations": {
             "checked": result.expectations,
@@ -194,8 +198,11 @@ def _usage(result: SimulationResult) -> Usage:
     return usage
 
 
-def _node(node: Node, usage: Usage) -> dict[str, Any]:
-    held = [usage[(node.name, index)] for index in range(len(node.gpus))]
+def _node(node: Node, usage: Usage, idle_gpus: bool) -> dict[str, Any]:
+    """A node and its GPUs; without `idle_gpus`, none that holds nothing and has no MIG
+    instance: a dict for every idle GPU of 100,000 nodes was gigabytes for a table that
+    shows none of them."""
+    held = [usage.get((node.name, index), []) for index in range(len(node.gpus))]
     return {
         "name": node.name,
         "nodeGroup": node.node_group,
@@ -204,7 +211,11 @@ def _node(node: Node, usage: Usage) -> dict[str, Any]:
         "schedulable": node.schedulable,
         "capacity": len(node.gpus),
         "allocated": rounded_gpus(sum(hold.share for holds in held for hold in holds)),
-        "gpus": [_gpu(node, index, holds) for index, holds in enumerate(held)],
+        "gpus": [
+            _gpu(node, index, holds)
+            for index, holds in enumerate(held)
+            if idle_gpus or holds or node.gpus[index].mig_instances
+        ],
     }
 
 
@@ -258,7 +269,7 @@ def print_table(result: SimulationResult, console: Console) -> None:
     """Departments, projects, workloads (and why the pending ones wait), nodes, the
     decisions step by step; then unmet expectations as a diff. Tables have no inner
     borders, so they stay readable in 80 columns."""
-    data = to_json(result)
+    data = to_json(result, idle_gpus=False)
     console.print(_queues("Departments", data["departments"], with_department=False))
     console.print(_queues("Projects", data["projects"], with_department=True))
     console.print(_workloads(result, wide=console.width >= WIDE))
