@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gitops_sched.engine.cycle import schedule_carrying
-from gitops_sched.engine.types import Decisions, EvictReason, Node, Snapshot
+from gitops_sched.engine.types import Decisions, EvictReason, MigChange, Node, Snapshot
 from gitops_sched.engine.usage import Usage
 from gitops_sched.gcpause import paused_gc
-from gitops_sched.hardware.mig import in_layout_order
+from gitops_sched.hardware.mig import MigInstance, in_layout_order
 
 STOPPING = (EvictReason.TIME_LIMIT, EvictReason.IDLE)
 
@@ -32,8 +32,11 @@ def apply_decisions(snapshot: Snapshot, decisions: Decisions) -> Snapshot:
     for key, job in jobs.items():
         jobs[key] = job.tracking_short(snapshot.now)
     nodes = {node.name: node for node in snapshot.nodes}
-    for change in decisions.mig_changes:
-        nodes[change.node] = _with_mig_change(nodes[change.node], change)
+    for name, layouts in _mig_layouts(nodes, decisions.mig_changes).items():
+        gpus = list(nodes[name].gpus)
+        for index, instances in layouts.items():
+            gpus[index] = replace(gpus[index], mig_instances=in_layout_order(instances))
+        nodes[name] = replace(nodes[name], gpus=tuple(gpus))
     return replace(
         snapshot,
         nodes=tuple(nodes[node.name] for node in snapshot.nodes),
@@ -42,14 +45,22 @@ def apply_decisions(snapshot: Snapshot, decisions: Decisions) -> Snapshot:
     )
 
 
-def _with_mig_change(node: Node, change) -> Node:
-    gpus = list(node.gpus)
-    gpu = gpus[change.gpu]
-    instances = [i for i in gpu.mig_instances if i != change.instance]
-    if change.create:
-        instances.append(change.instance)
-    gpus[change.gpu] = replace(gpu, mig_instances=in_layout_order(instances))
-    return replace(node, gpus=tuple(gpus))
+def _mig_layouts(
+    nodes: dict[str, Node], changes: tuple[MigChange, ...]
+) -> dict[str, dict[int, set[MigInstance]]]:
+    """The instances each GPU the changes touch has once they are made, by node and GPU
+    index: each node is then built once, not once per change (a first cycle may create a
+    thousand instances). A layout is a set: in_layout_order gives it its one order."""
+    layouts: dict[str, dict[int, set[MigInstance]]] = {}
+    for change in changes:
+        gpus = layouts.setdefault(change.node, {})
+        if change.gpu not in gpus:
+            gpus[change.gpu] = set(nodes[change.node].gpus[change.gpu].mig_instances)
+        if change.create:
+            gpus[change.gpu].add(change.instance)
+        else:
+            gpus[change.gpu].discard(change.instance)
+    return layouts
 
 
 @paused_gc()
