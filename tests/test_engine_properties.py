@@ -505,3 +505,25 @@ def test_a_lone_job_on_an_empty_cluster_runs_where_some_gpu_fits_it_within_quota
     options = lone_pod_options(job, snapshot.nodes)
     expected = any(admissible(job, amount, snapshot.policy) for amount in options)
     assert settled.jobs[0].running == expected, (options, steps[-1][1].pending_reasons)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(snapshots())
+def test_a_job_changed_in_a_cycle_is_the_job_replace_makes(snapshot: Snapshot) -> None:
+    # Job._with copies a job slot by slot (a speed-up of dataclasses.replace): every field,
+    # the key and the pod counts must come out as replace makes them
+    settled, _ = settle(snapshot)
+    for job in settled.jobs:
+        assert_same_job(job.with_node_groups(("g",)), replace(job, node_groups=("g",)))
+        emptied = replace(job, placement=(), started_at=None, idle_since=None)
+        assert_same_job(job.without_pods(job.placement), emptied)
+        pods = (PodPlacement("n", (0,), index=job.pods),)
+        started = job.started_at if job.running else 7.0
+        placed = replace(job, placement=(*job.placement, *pods), started_at=started)
+        assert_same_job(job.with_pods(pods, 7.0), placed)
+
+
+def assert_same_job(made: Job, expected: Job) -> None:
+    """Every slot, the derived ones (key, pod counts) too, which == leaves out."""
+    for name in Job.__slots__:
+        assert getattr(made, name) == getattr(expected, name), name
