@@ -130,6 +130,18 @@ CASES: dict[str, tuple[list[dict[str, Any]], Code, str, str]] = {
         "Project/vision",
         "team name: cv",
     ),
+    "a templated label value": (
+        [{**workload(), "metadata": {"name": "w", "labels": {"team": "{{ project.name }}"}}}],
+        codes.BAD_LABEL_VALUE,
+        "Workload/w",
+        "team: '{{ project.name }}'",
+    ),
+    "an annotation key": (
+        [{**PROJECT, "metadata": {"name": "vision", "annotations": {"example.com/": "x"}}}],
+        codes.BAD_LABEL_KEY,
+        "Project/vision",
+        "example.com/: x",
+    ),
     "schedulerName": (
         [with_spec(CLUSTER, schedulerName="My_Scheduler")],
         codes.INVALID_VALUE,
@@ -200,19 +212,50 @@ def test_validate_refuses_what_kubernetes_would_at_its_line(
     assert not (tmp_path / "out").exists()
 
 
-# The neighbours of each mistake, which Kubernetes takes: one port number for TCP and UDP,
-# a mount below /dev/shm, a prefixed selector key with an empty value, a dotted scheduler
-# name, a member name with a space inside, an image rendered from the project's name.
+def test_a_templated_label_value_is_told_labels_are_not_rendered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Jinja2 renders pod fields only: a label written `{{ project.name }}` reaches the API
+    server as those characters, and the error says why they were not rendered."""
+    monkeypatch.chdir(tmp_path)
+    write_repo(tmp_path / "repo", CASES["a templated label value"][0])
+    result = CliRunner().invoke(main, ["validate", "repo"])
+    assert result.exit_code == 1
+    assert "labels are not rendered: Jinja2 is for pod fields" in result.output, result.output
+
+
+# The neighbours of each mistake, which Kubernetes takes: one port number for TCP and UDP
+# (unnamed, as `port-53` and `port-53-udp`), a mount below /dev/shm, a prefixed selector
+# key with an empty value, a dotted scheduler name, a member name with a space inside,
+# annotation keys Kubernetes checks in lower case, an image rendered from the project's name,
+# environment variables named with '.' and '-' (Kubernetes' C-identifier-like rule).
 ACCEPTED = [
     with_spec(A100, nodeSelector={"matchLabels": {"nvidia.com/gpu.product": ""}}),
     with_spec(CLUSTER, schedulerName="kai.scheduler-1"),
-    with_spec(PROJECT, members={"users": ["Alice Smith"], "groups": ["ml:team"]}),
+    {
+        **with_spec(PROJECT, members={"users": ["Alice Smith"], "groups": ["ml:team"]}),
+        "metadata": {
+            "name": "vision",
+            "annotations": {
+                "Example.COM/Some_Key": "x",
+                "kubectl.kubernetes.io/last-applied-configuration": "{}",
+            },
+        },
+    },
     template(
         image="{{ project.name }}:1",
         sharedMemory="1Gi",
-        ports=[{"containerPort": 53}, {"containerPort": 53, "protocol": "UDP", "name": "dns"}],
+        ports=[
+            {"containerPort": 53},
+            {"containerPort": 53, "protocol": "UDP"},
+            {"containerPort": 54, "protocol": "UDP", "name": "dns"},
+        ],
     ),
-    workload(template="t", volumes=[vol("a", "/dev/shm/x"), vol("b", "/data")]),
+    workload(
+        template="t",
+        volumes=[vol("a", "/dev/shm/x"), vol("b", "/data")],
+        env={"spring.profiles.active": "prod", "log-level": "info", "_X": "1"},
+    ),
 ]
 
 

@@ -36,6 +36,8 @@ REFUSED = {
     "node selector key with a bad prefix": "prefix part",
     "node selector value": "must be no more than 63 bytes",
     "a document's own label key": 'metadata.labels: Invalid value: "team name"',
+    "a templated label value": 'metadata.labels: Invalid value: "{{ project.name }}"',
+    "an annotation key": 'metadata.annotations: Invalid value: "example.com/"',
     "schedulerName": "schedulerName: Invalid value",
     "an empty member": "subjects[1].name: Required value",
     "an empty admin": "subjects[0].name: Required value",

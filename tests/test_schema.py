@@ -489,7 +489,8 @@ def test_bad_env_name_points_at_the_key_and_values_must_be_strings(tmp_path: Pat
     spec = "spec:\n  env:\n    1ST: a\n    EPOCHS: 10\n"
     assert problems(tmp_path, text_of("Template", spec, name="t")) == [
         "repo.yaml:7:5: Template/t: spec.env: '1ST' is not an environment variable name "
-        "(letters, digits and '_', not starting with a digit)",
+        "(letters, digits, '_', '-' and '.', not starting with a digit or '..', nor '.': what "
+        "every Kubernetes version takes)",
         "repo.yaml:8:13: Template/t: spec.env.EPOCHS: 10 is not a string "
         "(quote numbers and booleans)",
     ]

@@ -254,9 +254,15 @@ SHM_MOUNT_PATH = "/dev/shm"
 
 
 def port_name(port: dict[str, Any]) -> str:
-    """A container port's name, or one made from its number (a Service of several ports
-    needs names): what the pod and its Service carry, so what must be unique."""
-    return port.get("name", f"port-{port['containerPort']}")
+    """A container port's name, or one made from its number and, unless TCP, its protocol
+    (a Service of several ports needs names; `port-53` and `port-53-udp` serve DNS on both):
+    what the pod and its Service carry, so what must be unique. At most 15 characters
+    (`port-65535-sctp`), as Kubernetes allows a port name."""
+    if "name" in port:
+        return str(port["name"])
+    protocol = port_protocol(port)
+    suffix = "" if protocol == "TCP" else f"-{protocol.lower()}"
+    return f"port-{port['containerPort']}{suffix}"
 
 
 def port_protocol(port: dict[str, Any]) -> str:

@@ -24,6 +24,7 @@ from gitops_sched.config.kubernetes_names import (
     valid_label_value,
 )
 from gitops_sched.config.model import Cluster, Project, Repo
+from gitops_sched.config.templating import is_templated
 from gitops_sched.hardware.gfd import GFD_PRODUCT, gfd_product
 
 MAX_NAMESPACE_LENGTH = 63  # a namespace is a DNS-1123 label
@@ -139,23 +140,22 @@ def check_labels(repo: Repo) -> Iterator[Diagnostic]:
         metadata = doc.data["metadata"]
         yield from _label_problems(doc, ("metadata", "labels"), metadata.get("labels", {}))
         for key in metadata.get("annotations", {}):
-            # Kubernetes checks an annotation key in lower case: `Example.com/x` is one
-            if problem := label_key_problem(str(key).lower()):
-                message = f"invalid annotation key '{key}' ({problem})"
-                yield key_error_at(
-                    doc, ("metadata", "annotations", key), codes.BAD_LABEL_KEY, message
-                )
+            yield from _invalid_key(doc, ("metadata", "annotations", key), key, "annotation")
 
 
 def _label_problems(doc: Document, path: Path_, labels: dict[str, str]) -> Iterator[Diagnostic]:
     for key, value in labels.items():
         yield from _invalid_key(doc, (*path, key), key)
         if not valid_label_value(value):
+            # labels are copied as written: one may expect `{{ project.name }}` rendered
+            why = (
+                "; labels are not rendered: Jinja2 is for pod fields" if is_templated(value) else ""
+            )
             yield error_at(
                 doc,
                 (*path, key),
                 codes.BAD_LABEL_VALUE,
-                f"invalid label value '{value}' ({LABEL_NAME_RULE})",
+                f"invalid label value '{value}' ({LABEL_NAME_RULE}{why})",
             )
 
 
