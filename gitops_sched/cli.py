@@ -681,3 +681,7 @@ def agent(
             listen=listen,
         )
     )
+
+
+if __name__ == "__main__":  # `python -m gitops_sched.cli` runs the command, not nothing
+    main(prog_name="gitops-sched")

@@ -159,3 +159,22 @@ def test_running_out_of_memory_is_one_line_not_a_traceback(tmp_path: Path) -> No
         "machine (or its memory limit) can hold"
     ]
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize("module", ["gitops_sched", "gitops_sched.cli"])
+def test_python_m_runs_the_command(module: str) -> None:
+    # where the console script is not on the PATH; the cli module once ran nothing, exit 0
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", module, "validate", *args]
+        return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
+
+    good = run("examples/clusters/netapp-dgx")
+    assert good.returncode == 0, good.stderr
+    assert "examples/clusters/netapp-dgx: valid" in good.stderr
+    bad = run("examples/clusters/broken/duplicate-name")
+    assert bad.returncode == 1, bad.stderr
+    assert "error GS" in bad.stdout + bad.stderr
+    usage = subprocess.run(
+        [sys.executable, "-m", module, "--help"], capture_output=True, text=True, check=False
+    )
+    assert usage.stdout.startswith("Usage: gitops-sched "), usage.stdout
