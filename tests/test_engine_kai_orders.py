@@ -40,6 +40,7 @@ from gitops_sched.engine.types import (
     QueueSpec,
     Snapshot,
 )
+from gitops_sched.engine.usage import Usage
 from tests.conftest import examples
 from tests.engine_builders import allocated, department, job, nodes, policy, project, snapshot
 from tests.strategies import (
@@ -335,8 +336,8 @@ class _Watched(Session):
     along with its gang waits for the gang (Job.starts_short), so the job waits as its
     gang, as KAI's GetTasksToAllocate asks for a job's gang before any further pod."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
-        super().__init__(snapshot)
+    def __init__(self, snapshot: Snapshot, carried: Usage | None = None) -> None:
+        super().__init__(snapshot, carried)
         self.first: dict[tuple[str, tuple[PodPlacement, ...]], list[tuple[str, bool]]] = {}
         self.reclaim_since: int | None = None  # evictions before the running reclaim's
         _SESSIONS.append(self)

@@ -1,6 +1,6 @@
 """Imports run down the stated layering (README, "Layout"), never up or sideways.
 
-    cli -> {plan, reconciler, scheduler, agent} -> validate -> sim
+    __main__ -> cli -> {plan, reconciler, scheduler, agent} -> validate -> sim
         -> {compiler, bridge, cluster} -> {engine, config} -> contract
         -> {hardware, quantity, gcpause, lazy, console}
 
@@ -20,6 +20,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "gitops_sched"
 
 # top to bottom; a package's place is its index
 LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"__main__"}),
     frozenset({"cli"}),
     frozenset({"plan", "reconciler", "scheduler", "agent"}),
     frozenset({"validate"}),

@@ -93,6 +93,9 @@ class Pools:
         # weakly: the session holds its pools, and a cycle between them would keep the
         # cycle's objects for the garbage collector (see engine.memo)
         self.session: Session = proxy(session)
+        # a project's department: the session's lookup itself (a dict's, holding no session),
+        # not through the proxy, as `account` asks for each change of each job
+        self.department_of: Callable[[str], str] = session.department_of
         self.quotas: dict[str, dict[str, float]] = {
             p.name: dict(p.pool_quotas) for p in session.projects.values() if p.pool_quotas
         }
@@ -141,7 +144,7 @@ class Pools:
         project, if it has per-group quotas, and for its department whatever it has.
         `amounts`: each pod's GPUs (Session.pods_gpus), where the caller has them."""
         pooled = job.project in self.quotas
-        department = self.session.department_of(job.project)
+        department = self.department_of(job.project)
         if amounts is None:
             amounts = self.session.pods_gpus(job, pods)
         for pod, gpus in zip(pods, amounts, strict=True):
@@ -160,7 +163,7 @@ class Pools:
     ) -> Callable[[], None]:
         """Uncount the pods (account, sign -1) for a look at the order without them; the
         returned call puts every number it changed back as it was, to the last bit."""
-        department = self.session.department_of(job.project)
+        department = self.department_of(job.project)
         groups = {self.group.get(pod.node, "") for pod in pods}
         saved = [(self.department_held, (department, g)) for g in groups]
         saved += [
@@ -240,7 +243,7 @@ class Pools:
         numbers instead of walking every project."""
         bounds: dict[tuple[str, str], tuple[float, float, float]] = {}
         for project, quotas in self.quotas.items():
-            department = self.session.department_of(project)
+            department = self.department_of(project)
             for group in sorted(set(quotas) | set(self.capacity)):
                 quota = quotas.get(group, 0.0)
                 share = self.fair_share.get((project, group), 0.0)
@@ -303,14 +306,12 @@ class Pools:
         time) ranks after one that did not, in that group, even where their shares over
         the cluster are equal."""
         if job.project not in self.quotas and not (
-            department and self.has_pooled(self.session.department_of(job.project))
+            department and self.has_pooled(self.department_of(job.project))
         ):
             return key
         groups = self.job_groups(job)
         if department:
-            held, deserved, _, _ = self.department_in(
-                self.session.department_of(job.project), groups
-            )
+            held, deserved, _, _ = self.department_in(self.department_of(job.project), groups)
         else:
             held = self.held(job.project, groups)
             deserved = self.deserved(job.project, groups)
@@ -324,7 +325,7 @@ class Pools:
         group: the project has per-group quotas, or its department has projects that do."""
         if project in self.quotas:
             return True
-        return self.session.department_of(project) in self.pooled_departments
+        return self.department_of(project) in self.pooled_departments
 
     def has_pooled(self, department: str) -> bool:
         """Whether any project of the department has per-group quotas."""

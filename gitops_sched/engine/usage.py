@@ -198,12 +198,14 @@ class Usage:
             use.node = fresh[use.name]
         touched, self.touched = self.touched, set()
         pods: dict[GpuKey, list[tuple[str, str, PodPlacement]]] = {key: [] for key in touched}
+        changed = {name for name, _ in touched}
         for entry in running:
             pod = entry[2]
-            for index in pod.gpus:
-                on = pods.get((pod.node, index))
-                if on is not None:
-                    on.append(entry)
+            if pod.node in changed:  # most pods run on nodes nothing changed on
+                for index in pod.gpus:
+                    on = pods.get((pod.node, index))
+                    if on is not None:
+                        on.append(entry)
         for key in sorted(touched):
             use, old = self.gpu(key)
             if old.shares or old.mig or old.mig_enabled:
