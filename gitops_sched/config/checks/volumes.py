@@ -13,7 +13,7 @@ existence is the user's responsibility, and nothing here checks it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -68,18 +68,16 @@ def check_volume_names(repo: Repo) -> Iterator[Diagnostic]:
         spec = repo.pod_spec(workload)
         doc = field_source(repo, workload, ("volumes",))
         taken: dict[str, str] = {SHM_VOLUME: "sharedMemory"} if "sharedMemory" in spec else {}
-        for i, volume in enumerate(spec.get("volumes", ())):
-            name = volume["name"]
-            if name in taken and (id(doc), i) not in reported:
-                reported.add((id(doc), i))
+        volumes = spec.get("volumes", [])
+        for i, first in _repeated(volumes, "name", taken, lambda i: f"volumes[{i}]"):
+            if _first_report(reported, doc, i):
                 yield error_at(
                     doc,
                     ("spec", "volumes", i, "name"),
                     codes.DUPLICATE_VOLUME,
-                    f"volume '{name}' of Workload/{workload.name} is declared twice "
-                    f"(also spec.{taken[name]})",
+                    f"volume '{volumes[i]['name']}' of Workload/{workload.name} is declared "
+                    f"twice (also spec.{first})",
                 )
-            taken.setdefault(name, f"volumes[{i}]")
 
 
 def check_mount_paths(repo: Repo) -> Iterator[Diagnostic]:
@@ -93,18 +91,41 @@ def check_mount_paths(repo: Repo) -> Iterator[Diagnostic]:
             continue
         doc = field_source(repo, workload, ("volumes",))
         taken = {SHM_MOUNT_PATH: "spec.sharedMemory's volume"} if "sharedMemory" in spec else {}
-        for i, volume in enumerate(volumes):
-            path = volume["mountPath"]
-            if path in taken and (id(doc), i) not in reported:
-                reported.add((id(doc), i))
+
+        def named(i: int, volumes: list[dict[str, Any]] = volumes) -> str:
+            return f"volume '{volumes[i]['name']}' (spec.volumes[{i}])"
+
+        for i, first in _repeated(volumes, "mountPath", taken, named):
+            if _first_report(reported, doc, i):
+                path, name = volumes[i]["mountPath"], volumes[i]["name"]
                 yield error_at(
                     doc,
                     ("spec", "volumes", i, "mountPath"),
                     codes.MOUNT_PATH_TWICE,
                     f"'{path}' is mounted twice in the container of Workload/{workload.name}: "
-                    f"volume '{volume['name']}' here and {taken[path]}",
+                    f"volume '{name}' here and {first}",
                 )
-            taken.setdefault(path, f"volume '{volume['name']}' (spec.volumes[{i}])")
+
+
+def _repeated(
+    volumes: list[dict[str, Any]], field: str, taken: dict[str, str], where: Callable[[int], str]
+) -> Iterator[tuple[int, str]]:
+    """Each volume (its index) whose `field` a volume before it, or `taken`, has already,
+    with where that first one is (`taken`'s text, or `where` of its index)."""
+    for i, volume in enumerate(volumes):
+        value = volume[field]
+        if value in taken:
+            yield i, taken[value]
+        taken.setdefault(value, where(i))
+
+
+def _first_report(reported: set[tuple[int, int]], doc: Document, i: int) -> bool:
+    """Whether volume `i` of `doc` is reported now: once, though every workload of a
+    template repeats the template's volumes."""
+    if (id(doc), i) in reported:
+        return False
+    reported.add((id(doc), i))
+    return True
 
 
 def check_claims_agree(repo: Repo) -> Iterator[Diagnostic]:
