@@ -326,9 +326,18 @@ def test_step_errors_point_at_the_name(here: Path) -> None:
         (6, "unknown workload 'ghost' (not submitted before)", "ghost]"),
         (7, "unknown node 'dgx-9'", "dgx-9"),
         (9, "workload 'train-a' is already submitted", "train-a"),
-        (11, "unknown project 'nobody'", "{queued: 0}}"),
-        (12, "unknown workload 'never'", "pending}"),
+        (11, "unknown project 'nobody' (not in the repo)", "nobody: {queued: 0}}"),
+        (12, "unknown workload 'never' (not submitted by an earlier step)", "never: pending}"),
     ]
+
+
+def test_an_expectation_on_a_misspelt_project_or_workload_guesses_the_name(here: Path) -> None:
+    text = STEP_ERRORS.replace("nobody:", "visoin:").replace("never:", "train-b:")
+    _, diagnostics = load(here, text)
+    found = messages(diagnostics)
+    assert "unknown project 'visoin' (not in the repo: did you mean 'vision'?)" in found
+    guess = "unknown workload 'train-b' (not submitted by an earlier step: did you mean 'train-a'?)"
+    assert guess in found
 
 
 GROUP_EXPECTATION = """\

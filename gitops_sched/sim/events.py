@@ -681,8 +681,12 @@ class _StepReader:
         projects = value.get("projects", {})
         for name, fields in projects.items():
             if self.repo.project(name) is None:
+                known = [project.name for project in self.repo.projects]
                 self.problems.at(
-                    (*path, "projects", name), codes.SIMULATION_UNKNOWN, f"unknown project '{name}'"
+                    (*path, "projects", name),
+                    codes.SIMULATION_UNKNOWN,
+                    f"unknown project '{name}' ({self._guess(name, known, 'not in the repo')})",
+                    key=True,
                 )
             for group in fields.get("nodeGroups") or {}:
                 if group not in self.node_groups:
@@ -698,10 +702,12 @@ class _StepReader:
         workloads = value.get("workloads", {})
         for name in workloads:
             if name not in self.known:
+                guess = self._guess(name, self.known, "not submitted by an earlier step")
                 self.problems.at(
                     (*path, "workloads", name),
                     codes.SIMULATION_UNKNOWN,
-                    f"unknown workload '{name}'",
+                    f"unknown workload '{name}' ({guess})",
+                    key=True,
                 )
         locations = {
             ("project", name, key): self.doc.location((*path, "projects", name, key))
