@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gitops_sched.engine.history import share_weights
-from gitops_sched.engine.types import GPU_EPSILON, Node, QueueSpec
+from gitops_sched.engine.types import GPU_EPSILON, Gpu, Node, QueueSpec
 
 
 @dataclass(frozen=True)
@@ -227,10 +227,15 @@ def _cap(claim: Claim) -> float:
 
 
 def nodes_capacity(nodes: Iterable[Node]) -> float:
-    """The GPUs fair share splits: those of schedulable nodes, less those held by others
+    """The GPUs fair share splits: those of schedulable nodes (see gpus_shared)."""
+    return float(sum([gpus_shared(node.gpus) for node in nodes if node.schedulable]))
+
+
+def gpus_shared(gpus: Iterable[Gpu]) -> int:
+    """How many of a schedulable node's GPUs fair share splits: those not held by others
     (another scheduler's pods), which no queue of ours can be given. (A list, not a
     generator, for sum: a generator's every step is a call.)"""
-    return float(sum([not gpu.held for node in nodes if node.schedulable for gpu in node.gpus]))
+    return sum([not gpu.held for gpu in gpus])
 
 
 def fair_shares(

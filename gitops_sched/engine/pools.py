@@ -37,7 +37,7 @@ from gitops_sched.engine.types import (
     QueueStatus,
     Snapshot,
 )
-from gitops_sched.engine.usage import NodeUse
+from gitops_sched.engine.usage import NodeUse, Usage
 
 # KAI's multiplier for a queue holding GPUs with no allocatable share: such queues sort
 # after every other, the more they hold the later
@@ -61,6 +61,7 @@ class Session(Protocol):
 
     projects: dict[str, QueueSpec]
     nodes: dict[str, NodeUse]
+    usage: Usage
     jobs: dict[str, Job]
     fair_share: dict[str, float]
     pools: Pools | None
@@ -109,21 +110,11 @@ class Pools:
         # every group a pod can be counted in: its node's, or "" on a node not known
         self.known_groups = sorted({*self.group.values(), ""})
         # group -> GPUs projects with one quota hold there (see _shares)
-        others: dict[str, float] = {}
+        others: defaultdict[str, float] = defaultdict(float)
         for job in session.jobs.values():
             if job.running:
-                amounts = counted[job.key]
-                self.account(job, job.placement, +1, amounts)
-                if job.project not in self.quotas:
-                    for pod, gpus in zip(job.placement, amounts, strict=True):
-                        group = self.group.get(pod.node, "")
-                        others[group] = others.get(group, 0.0) + gpus
-        self.capacity: dict[str, float] = {}
-        for use in session.nodes.values():
-            if use.node.schedulable:
-                free = sum([not gpu.held for gpu in use.node.gpus])
-                group = use.node.node_group
-                self.capacity[group] = self.capacity.get(group, 0.0) + free
+                self.account(job, job.placement, +1, counted[job.key], others)
+        self.capacity = {group: float(gpus) for group, gpus in session.usage.capacity.items()}
         self.demand = self._demand()
         self.usage, self.history_weight = self._usage()
         self.fair_share = self._shares(others)
@@ -139,10 +130,12 @@ class Pools:
         pods: tuple[PodPlacement, ...],
         sign: int,
         amounts: list[float] | None = None,
+        others: defaultdict[str, float] | None = None,
     ) -> None:
         """Count (sign +1) or uncount (-1) the pods in the groups of their nodes: for the
         project, if it has per-group quotas, and for its department whatever it has.
-        `amounts`: each pod's GPUs (Session.pods_gpus), where the caller has them."""
+        `amounts`: each pod's GPUs (Session.pods_gpus), where the caller has them;
+        `others`: group -> GPUs of projects with one quota, counted in it too."""
         pooled = job.project in self.quotas
         department = self.department_of(job.project)
         if amounts is None:
@@ -152,6 +145,8 @@ class Pools:
             amount = sign * gpus
             self.department_held[(department, group)] += amount
             if not pooled:
+                if others is not None:
+                    others[group] += amount
                 continue
             key = (job.project, group)
             self.allocated[key] += amount

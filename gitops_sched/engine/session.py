@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 
-from gitops_sched.engine.fairshare import fair_shares, nodes_capacity
+from gitops_sched.engine.fairshare import fair_shares
 from gitops_sched.engine.history import past_usage
 from gitops_sched.engine.memo import Memo
 from gitops_sched.engine.pools import NO_SHARE_PENALTY, Pools, share_items
@@ -185,7 +185,7 @@ class Session:
             if job.running:
                 counted[job.key], total = self._account(job, job.placement, +1)
                 self._placed[job.key] = (job, total)  # as placed_gpus sums them
-        self.capacity = nodes_capacity([use.node for use in self.nodes.values()])
+        self.capacity = float(sum(self.usage.capacity.values()))  # as nodes_capacity counts
         demand = {name: self.allocated[name] for name in self.projects}
         for job in self.pending():
             if job.project in demand:

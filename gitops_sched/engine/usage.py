@@ -14,6 +14,7 @@ import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from gitops_sched.engine.fairshare import gpus_shared
 from gitops_sched.engine.requests import mig_share
 from gitops_sched.engine.types import GPU_EPSILON, Gpu, Node, PodPlacement
 from gitops_sched.hardware.mig import MigInstance, find_placement, mig_profiles
@@ -76,6 +77,7 @@ class _Shape:
 
     reserved: tuple[int, ...]  # indexes of GPUs a reservation pod holds (Gpu.reserved)
     free: int  # whole GPUs free: neither MIG nor held
+    shared: int  # GPUs fair share splits (fairshare.gpus_shared)
     memory: int | None  # every GPU's memory, if the same (None: they differ)
     plain: bool  # no MIG GPU (a MIG GPU's use changes with its layout, which is per node)
     # the GPUs' use while idle, for the plain nodes nothing runs on to share (see NodeUse),
@@ -91,6 +93,7 @@ class _Shape:
         return cls(
             reserved=tuple([gpu.index for gpu in gpus if gpu.reserved]),
             free=sum([not (gpu.mig_enabled or gpu.held) for gpu in gpus]),
+            shared=gpus_shared(gpus),
             memory=memories.pop() if len(memories) == 1 else None,
             plain=not any(mig),
         )
@@ -141,6 +144,8 @@ class Usage:
         self._creatable_in: dict[tuple[str, tuple[MigInstance, ...]], tuple[str, ...]] = {}
         # free GPUs a reservation pod holds for fractions, by node and index: fractions first
         self.reserved: list[GpuKey] = []
+        # node group -> the GPUs fair share splits there (fairshare.gpus_shared), fixed
+        self.capacity: dict[str, int] = {}
         # GPUs whose use changed since the usage was built or carried (see `carry`)
         self.touched: set[GpuKey] = set()
         shapes: dict[int, _Shape] = {}  # id(node.gpus) -> its shape, while `nodes` hold them
@@ -158,6 +163,9 @@ class Usage:
                 use = NodeUse(node, [_unused(g) for g in node.gpus], shape.free)
             self.nodes[node.name] = use
             self.group_models.setdefault(node.node_group, set()).add(node.gpu_model)
+            if node.schedulable:
+                group = node.node_group
+                self.capacity[group] = self.capacity.get(group, 0) + shape.shared
             if node.gpus:
                 known = self.group_memory.setdefault(node.node_group, shape.memory)
                 if shape.memory != known:
